@@ -1,0 +1,73 @@
+"""The architecture line: the engine never imports Blender, the add-on never imports torch."""
+
+import subprocess
+import sys
+import textwrap
+
+from conftest import ROOT, blender_ext_script
+
+BLOCK = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {blocked!r}:
+                raise ImportError("blocked for this test: " + name)
+    sys.meta_path.insert(0, Block())
+    """
+)
+
+
+def run_blocked(blocked: set[str], code: str) -> subprocess.CompletedProcess:
+    script = BLOCK.format(blocked=blocked) + textwrap.dedent(code)
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_core_imports_without_blender():
+    proc = run_blocked(
+        {"bpy", "mathutils", "bmesh"},
+        """
+        import pkgutil, importlib, neurok_core
+        for mod in pkgutil.walk_packages(neurok_core.__path__, "neurok_core."):
+            if mod.name.endswith("__main__"):
+                continue
+            importlib.import_module(mod.name)
+        print("ok")
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+
+
+def test_blender_side_imports_without_torch():
+    proc = run_blocked(
+        {"torch"},
+        """
+        import pkgutil, importlib, neurok_blender
+        for mod in pkgutil.walk_packages(neurok_blender.__path__, "neurok_blender."):
+            importlib.import_module(mod.name)
+        import sys
+        assert "torch" not in sys.modules
+        print("ok")
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ok" in proc.stdout
+
+
+def test_blocker_really_blocks():
+    proc = run_blocked({"torch"}, "import torch")
+    assert proc.returncode != 0 and "blocked for this test" in proc.stderr
+
+
+def test_manifest_passes_blenders_validator():
+    proc = subprocess.run(
+        [sys.executable, str(blender_ext_script()), "validate", str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Success" in proc.stdout

@@ -1,0 +1,1 @@
+"""Headless reproduction of NeuROK: 4D data generation, training, evaluation, benchmarks."""

@@ -57,7 +57,9 @@ def validate_sequence(
     """
     v, f, p = seq.vertices, seq.faces, seq.parts
     if not isinstance(v, np.ndarray) or v.ndim != 3 or v.shape[2] != 3:
-        raise SequenceError(f"{seq.name}: vertices must be (T, N, 3), got {getattr(v, 'shape', None)}")
+        raise SequenceError(
+            f"{seq.name}: vertices must be (T, N, 3), got {getattr(v, 'shape', None)}"
+        )
     if v.dtype != np.float32:
         raise SequenceError(f"{seq.name}: vertices must be float32, got {v.dtype}")
     t, n, _ = v.shape

@@ -307,9 +307,7 @@ class Normalization:
     @classmethod
     def from_vertices(cls, vertices: Any) -> Normalization:
         """Centre of the bounding box of ``vertices`` (..., 3); scale 1 / its longest side."""
-        if _is_tensor(vertices):
-            vertices = vertices.detach().cpu().numpy()
-        v = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)  # (N, 3)
+        v = np.asarray(_numpy(vertices), dtype=np.float64).reshape(-1, 3)  # (N, 3)
         if len(v) == 0 or not np.isfinite(v).all():
             raise MeshError("cannot normalise: the vertices are empty or not finite")
         lo, hi = v.min(0), v.max(0)
@@ -350,8 +348,13 @@ class Normalization:
 # Areas and normals
 
 
+def _numpy(x: Any) -> Any:
+    """A torch tensor as a numpy array (detached, on the CPU); anything else unchanged."""
+    return x.detach().cpu().numpy() if _is_tensor(x) else x
+
+
 def _face_cross(vertices: Any, faces: Any) -> np.ndarray:
-    v = np.asarray(vertices, dtype=np.float64)
+    v = np.asarray(_numpy(vertices), dtype=np.float64)
     f = np.asarray(faces, dtype=np.int64)
     a = v[f[:, 0]]
     return np.cross(v[f[:, 1]] - a, v[f[:, 2]] - a)  # (F, 3)
@@ -425,7 +428,7 @@ def locate(vertices: Any, faces: Any, samples: SurfaceSamples) -> Any:
     vertices: (N, 3) or (T, N, 3), numpy or torch (differentiable, same dtype/device).
     faces: (F, 3) the topology the samples were drawn on. Returns (P, 3) or (T, P, 3).
     """
-    corners = np.asarray(faces, dtype=np.int64)[samples.face_ids]  # (P, 3)
+    corners = np.asarray(_numpy(faces), dtype=np.int64)[samples.face_ids]  # (P, 3)
     bary = samples.barycentrics  # (P, 3)
     if _is_tensor(vertices):
         import torch  # the caller already uses torch; keeps the module import torch-free
@@ -444,7 +447,10 @@ def locate(vertices: Any, faces: Any, samples: SurfaceSamples) -> Any:
 def sample_surface_points(
     vertices: Any, faces: Any, count: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """``count`` area-uniform surface points, (P, 3) float64 (``sample_surface`` + ``locate``)."""
+    """``count`` area-uniform surface points, (P, 3) (``sample_surface`` + ``locate``).
+
+    float64 numpy for numpy vertices; for a torch tensor, a differentiable tensor like it.
+    """
     return locate(vertices, faces, sample_surface(vertices, faces, count, rng))
 
 

@@ -252,6 +252,14 @@ def test_locate_follows_a_rigid_motion_numpy_and_torch():
     close(offset, np.zeros(500), atol=1e-12, rtol=0)
     pts = sample_surface_points(TETRA_V, TETRA_F, 7, np.random.default_rng(0))
     assert pts.shape == (7, 3)
+    pts_t = sample_surface_points(
+        torch.tensor(TETRA_V, requires_grad=True),
+        torch.tensor(TETRA_F),
+        7,
+        np.random.default_rng(0),
+    )
+    assert pts_t.requires_grad
+    assert_close(pts_t.detach(), torch.tensor(pts))
 
 
 def test_sampling_rejects_bad_input():

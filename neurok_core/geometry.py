@@ -458,8 +458,9 @@ def sample_surface_points(
 # Point sets
 
 
-def _as_points(points: Any, what: str) -> np.ndarray:
-    p = np.asarray(points, dtype=np.float64)
+def as_points(points: Any, what: str = "points") -> np.ndarray:
+    """A non-empty, finite (M, 3) float64 point set, or ``MeshError`` naming it ``what``."""
+    p = np.asarray(_numpy(points), dtype=np.float64)
     if p.ndim != 2 or p.shape[1] != 3 or len(p) == 0:
         raise MeshError(f"{what} must be a non-empty (M, 3) array, got shape {p.shape}")
     if not np.isfinite(p).all():
@@ -473,7 +474,7 @@ def nearest_neighbors(points: Any, queries: Any, k: int) -> tuple[np.ndarray, np
     Returns (distances (Q, k) float64 Euclidean, indices (Q, k) int64 into ``points``), also for
     k = 1. Uses a k-d tree (scipy cKDTree) on all cores.
     """
-    p = _as_points(points, "points")
+    p = as_points(points, "points")
     qs = np.asarray(queries, dtype=np.float64)
     if qs.ndim != 2 or qs.shape[1] != 3:
         raise MeshError(f"queries must have shape (Q, 3), got {qs.shape}")
@@ -490,7 +491,7 @@ def farthest_point_subsample(points: Any, count: int, rng: np.random.Generator) 
     Starts at a random point, then repeatedly adds the point farthest from those chosen
     (O(count * M), vectorised over M).
     """
-    p = _as_points(points, "points")
+    p = as_points(points, "points")
     count = int(count)
     if not 1 <= count <= len(p):
         raise MeshError(f"count must lie in [1, {len(p)}] for {len(p)} points, got {count}")

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .errors import MeshError
-from .geometry import Normalization, sample_surface_points, validate_mesh
+from .geometry import Normalization, as_points, sample_surface_points, validate_mesh
 
 DEFAULT_SAMPLES = 100_000
 
@@ -23,15 +23,6 @@ DEFAULT_SAMPLES = 100_000
 def _rng(rng: np.random.Generator | None) -> np.random.Generator:
     # A fixed default seed makes every reported number reproducible.
     return np.random.default_rng(0) if rng is None else rng
-
-
-def _points(points: Any, what: str) -> np.ndarray:
-    p = np.asarray(points, dtype=np.float64)
-    if p.ndim != 2 or p.shape[1] != 3 or len(p) == 0:
-        raise MeshError(f"{what} must be a non-empty (P, 3) array, got shape {p.shape}")
-    if not np.isfinite(p).all():
-        raise MeshError(f"{what} contain NaN or infinite coordinates")
-    return p
 
 
 # --------------------------------------------------------------------------------------------
@@ -45,8 +36,8 @@ def chamfer_distance(points_a: Any, points_b: Any) -> tuple[float, float]:
     L1 = 1/2 (mean_a d(a, B) + mean_b d(b, A)),  L2 = 1/2 (mean_a d(a, B)^2 + mean_b d(b, A)^2)
     (design section 6). Returns (L1, L2).
     """
-    a = _points(points_a, "points_a")
-    b = _points(points_b, "points_b")
+    a = as_points(points_a, "points_a")
+    b = as_points(points_b, "points_b")
     d_ab, _ = cKDTree(b).query(a, k=1, workers=-1)  # (P,)
     d_ba, _ = cKDTree(a).query(b, k=1, workers=-1)  # (Q,)
     l1 = 0.5 * (d_ab.mean() + d_ba.mean())
@@ -86,6 +77,8 @@ def occupancy_iou(
     defaults to a fixed seed. Raises ``MeshError`` when no point lies inside either mesh (open or
     inside-out meshes).
     """
+    if int(samples) < 1:
+        raise MeshError(f"IoU needs at least 1 sample point, got {samples}")
     va, fa = validate_mesh(vertices_a, faces_a)
     vb, fb = validate_mesh(vertices_b, faces_b)
     both = np.concatenate([va[np.unique(fa)], vb[np.unique(fb)]])  # (U, 3)

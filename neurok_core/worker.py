@@ -1,0 +1,281 @@
+"""The engine worker: the process the Blender add-on (or any client) runs to simulate.
+
+Blender never imports torch; it starts ``<python> -m neurok_core.worker`` as a child process,
+with ``neurok_core`` importable (the extension folder on ``PYTHONPATH``) and torch installed.
+
+Protocol (version 1)
+--------------------
+``python -m neurok_core.worker --probe``
+    Prints one JSON line ``{"type": "probe", "ok": true, "protocol": 1, "torch": "2.13.0",
+    "device": "cpu (2 threads)", "devices": ["cpu", ...], "checkpoint": {...}}`` and exits 0, or
+    an ``error`` message (below) and exits 3 when torch or a dependency is missing.
+    ``--checkpoint DIR`` and ``--device NAME`` check those too.
+
+``python -m neurok_core.worker --request REQUEST.json``
+    ``REQUEST.json`` (UTF-8)::
+
+        {"protocol": 1,
+         "mesh": "mesh.npz",             # vertices float32 (N, 3) metres, faces int32 (F, 3)
+         "conditions": {...},            # neurok_core.dynamics.conditions.SimulationConditions
+                                         #   .to_dict() (frames, fps, forces, drags, pins, ...)
+         "checkpoint": null,             # a checkpoint directory, null = the bundled default
+         "device": "auto",               # auto | cpu | cuda | mps
+         "cache_dir": null,              # where kinematic spaces are cached (optional)
+         "output": {"frames": "frames.npy",   # written as a (T, N, 3) float32 .npy, frame by frame
+                    "result": "result.npz",   # optional: design section 5 result file
+                    "pc2": "anim.pc2"}}       # optional: a PC2 point cache
+
+    Relative paths are relative to the request file's folder. Progress comes back on stdout, one
+    JSON object per line, flushed at once:
+
+        {"type": "status",   "stage": "load|encode|rest|subspace|simulate|write", "message": str}
+        {"type": "progress", "stage": str, "fraction": float}        # 0..1 within the stage
+        {"type": "frame",    "index": int, "count": int, "energy": float}
+                             # frame ``index`` is in the frames file (written and flushed)
+        {"type": "done",     "frames": "...", "result": "..."|null, "pc2": "..."|null,
+                             "count": int, "seconds": float, "info": {...}}
+        {"type": "error",    "kind": str, "message": str}
+
+    Exit status: 0 done; 2 the request or its inputs are wrong (``kind`` is the engine's error
+    class, ``message`` says what to change); 1 an unexpected failure (a plain one-line message on
+    stdout, the traceback on stderr only); 3 a missing dependency. Nothing but protocol lines is
+    printed on stdout.
+
+Cancelling is terminating the process (SIGTERM, then SIGKILL): the frames file then holds the
+frames announced so far; nothing else is left half written (results are written atomically).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+PROTOCOL = 1
+EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
+
+
+class RequestError(Exception):
+    """The request file itself is malformed."""
+
+
+def emit(message: dict[str, Any], stream=None) -> None:
+    """Write one protocol line and flush it."""
+    stream = stream or sys.stdout
+    stream.write(json.dumps(message, allow_nan=False, default=_jsonable) + "\n")
+    stream.flush()
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def read_request(path: str | os.PathLike) -> dict[str, Any]:
+    """Parse and check ``REQUEST.json``; paths come back absolute."""
+    path = Path(path)
+    try:
+        request = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RequestError(f"request file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestError(f"request file {path} is not valid JSON ({exc})") from None
+    if not isinstance(request, dict):
+        raise RequestError("the request must be a JSON object")
+    if request.get("protocol") != PROTOCOL:
+        raise RequestError(
+            f"request protocol {request.get('protocol')!r} is not supported (this engine speaks"
+            f" {PROTOCOL}); update the add-on and the engine together"
+        )
+    for key in ("mesh", "conditions", "output"):
+        if key not in request:
+            raise RequestError(f"the request has no {key!r}")
+    if not isinstance(request["conditions"], dict):
+        raise RequestError("'conditions' must be a JSON object")
+    output = request["output"]
+    if not isinstance(output, dict) or not output.get("frames"):
+        raise RequestError("'output' must name at least a 'frames' file")
+    base = path.parent
+
+    def resolve(value):
+        return None if value in (None, "") else str((base / str(value)).resolve())
+
+    request["mesh"] = resolve(request["mesh"])
+    request["checkpoint"] = resolve(request.get("checkpoint"))
+    request["cache_dir"] = resolve(request.get("cache_dir"))
+    request["device"] = request.get("device") or "auto"
+    request["output"] = {k: resolve(output.get(k)) for k in ("frames", "result", "pc2")}
+    return request
+
+
+def load_mesh(path: str):
+    """Read the request's mesh file: ``vertices`` (N, 3) and ``faces`` (F, 3)."""
+    import numpy as np
+
+    from .errors import MeshError
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "vertices" not in data.files or "faces" not in data.files:
+                raise MeshError(f"mesh file {path} needs 'vertices' and 'faces' arrays")
+            return np.asarray(data["vertices"]), np.asarray(data["faces"])
+    except FileNotFoundError:
+        raise MeshError(f"mesh file {path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, MeshError):
+            raise
+        raise MeshError(f"mesh file {path} is unreadable ({exc})") from None
+
+
+def run_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Run one simulation request, emitting progress lines; returns the ``done`` message."""
+    import numpy as np
+
+    from .api import NeuROK
+    from .dynamics.conditions import SimulationConditions
+    from .results import save_result
+
+    start = time.perf_counter()
+    emit({"type": "status", "stage": "load", "message": "loading the model"})
+    engine = NeuROK.load(request["checkpoint"], device=request["device"])
+    vertices, faces = load_mesh(request["mesh"])
+    conditions = SimulationConditions.from_dict(request["conditions"])
+    conditions.validate(len(vertices))
+
+    def on_status(stage: str, message: str) -> None:
+        emit({"type": "status", "stage": stage, "message": message})
+
+    def on_progress(stage: str, fraction: float) -> None:
+        emit({"type": "progress", "stage": stage, "fraction": round(float(fraction), 4)})
+
+    space = engine.space(
+        vertices,
+        faces,
+        cache_dir=request["cache_dir"],
+        on_status=on_status,
+        on_progress=on_progress,
+    )
+    frames_path = request["output"]["frames"]
+    count = conditions.frames
+    Path(frames_path).parent.mkdir(parents=True, exist_ok=True)
+    frames = np.lib.format.open_memmap(
+        frames_path, mode="w+", dtype=np.float32, shape=(count, len(vertices), 3)
+    )
+
+    def on_frame(index: int, positions, energy: float) -> None:
+        frames[index] = positions
+        frames.flush()
+        emit({"type": "frame", "index": index, "count": count, "energy": float(energy)})
+
+    on_status("simulate", f"simulating {count} frames")
+    result = engine.simulate(space, conditions, on_frame=on_frame, on_progress=on_progress)
+    on_status("write", "writing results")
+    out = request["output"]
+    if out["result"]:
+        save_result(result, out["result"])
+    if out["pc2"]:
+        from .pc2 import write_pc2
+
+        write_pc2(out["pc2"], result.positions, start_frame=0, sample_rate=1)
+    return {
+        "type": "done",
+        "frames": frames_path,
+        "result": out["result"],
+        "pc2": out["pc2"],
+        "count": count,
+        "seconds": round(time.perf_counter() - start, 3),
+        "info": result.info,
+    }
+
+
+def probe(checkpoint: str | None, device: str) -> dict[str, Any]:
+    """Check that the engine can run here: torch, the device and the checkpoint."""
+    import torch
+
+    from .api import default_checkpoint
+    from .checkpoint import checkpoint_info
+    from .device import describe_device, select_device
+
+    dev = select_device(device)
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    info = checkpoint_info(checkpoint or default_checkpoint())
+    return {
+        "type": "probe",
+        "ok": True,
+        "protocol": PROTOCOL,
+        "torch": torch.__version__.split("+")[0],
+        "device": describe_device(dev),
+        "devices": devices,
+        "checkpoint": {
+            "path": str(checkpoint or default_checkpoint()),
+            "model": info.get("model", {}).get("preset", "custom"),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m neurok_core.worker", description=__doc__)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--request", help="run the simulation request in this JSON file")
+    group.add_argument("--probe", action="store_true", help="check torch, device and checkpoint")
+    parser.add_argument("--checkpoint", default=None, help="checkpoint to check with --probe")
+    parser.add_argument("--device", default="auto", help="device to check with --probe")
+    args = parser.parse_args(argv)
+
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        emit(
+            {
+                "type": "error",
+                "kind": "MissingDependency",
+                "message": f"the engine's Python cannot import {exc.name or exc}: install the"
+                " engine's dependencies (add-on preferences, Install dependencies) or choose an"
+                " interpreter that has torch",
+            }
+        )
+        return EXIT_MISSING
+
+    from .errors import NeuROKError
+
+    try:
+        if args.probe:
+            emit(probe(args.checkpoint, args.device))
+        else:
+            emit(run_request(read_request(args.request)))
+        return EXIT_OK
+    except (RequestError, NeuROKError) as exc:
+        kind = "RequestError" if isinstance(exc, RequestError) else type(exc).__name__
+        emit({"type": "error", "kind": kind, "message": str(exc)})
+        return EXIT_USER
+    except KeyboardInterrupt:
+        emit({"type": "error", "kind": "Cancelled", "message": "cancelled"})
+        return EXIT_CRASH
+    except Exception as exc:  # noqa: BLE001  (a crash must still come back as a plain message)
+        traceback.print_exc(file=sys.stderr)
+        emit(
+            {
+                "type": "error",
+                "kind": "InternalError",
+                "message": f"the engine failed unexpectedly: {type(exc).__name__}: {exc}",
+            }
+        )
+        return EXIT_CRASH
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,6 @@
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,12 @@ def blender_ext_script() -> Path:
     return hits[-1]
 
 
-@pytest.fixture(autouse=True)
-def _torch_threads():
-    """Keep torch tests deterministic-ish and polite on a 2-core machine."""
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    yield
+def pytest_configure(config):
+    """One torch thread: the tests run small tensors, where a second OpenMP thread costs more
+    than it gains (and thrashes badly when the machine is busy)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)

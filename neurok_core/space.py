@@ -1,0 +1,354 @@
+"""The kinematic space of one object: rest latent, active subspace, decoding to the full mesh.
+
+Given a trained NeuROK and a mesh M0, the space holds
+
+- the shape code of M0 (E_cond tokens and the prior mean ``mu_cond``: p(z | M0) = N(mu_cond, I));
+- the **rest latent** ``z_rest``, the state that best decodes to M0 (the posterior mean of the
+  identity deformation, refined by minimising ``sum_p |F(z)(p) - p|^2``), and the per-point
+  **rest correction** ``D_rest^-1`` so that the state ``z_rest`` decodes *exactly* to M0:
+  every decoded motion is ``D(z) o D(z_rest)^-1`` (dual quaternions; displacements subtract);
+- the **active subspace** W (method.md, "Model reduction"; Constantine, "Active Subspaces", 2015):
+  with the surrogate ``g(z) = || F(z)(P) - P ||_2`` (2-norm of the deformation field over the
+  sample points P), ``C = E_{z ~ p(z|M0)} [grad g grad g^T]``; W = the top ``kq`` eigenvectors
+  of C, ``kq`` the fewest that capture ``energy_fraction`` of the trace, capped by ``max_dims``.
+  Reduced coordinates q give ``z(q) = z_rest + W q`` (q = 0 is the input shape);
+- surface sample points with equal masses (area-uniform samples, so each stands for the same
+  area) for the dynamics, and a denser set of skinning points whose dual quaternions are blended
+  onto the mesh vertices (K nearest, inverse-distance weights; dual-quaternion linear blending),
+  so the cost of a frame barely grows with the vertex count.
+
+All decoding happens in the normalised frame of M0 (design section 6) and comes back in the
+caller's (world) frame through :class:`~neurok_core.geometry.Normalization`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .dualquat import dq_apply, dq_blend, dq_conj, dq_mul
+from .errors import MeshError
+from .geometry import (
+    Normalization,
+    farthest_point_subsample,
+    locate,
+    nearest_neighbors,
+    sample_surface,
+    validate_mesh,
+)
+from .model import NeuROKModel
+
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SpaceSettings:
+    """How a kinematic space is built (all have sensible defaults).
+
+    encoder_points: surface points fed to E_cond (None = the model's training count).
+    dynamics_points: S, the points whose decoded positions carry the mass in the dynamics.
+    skinning_points: points whose dual quaternions are blended onto the vertices.
+    blend_neighbors: K nearest skinning points per vertex.
+    max_dims: cap on kq; energy_fraction: share of the active-subspace spectrum to keep.
+    subspace_samples: prior samples for the active-subspace estimate.
+    rest_steps: optimisation steps refining the rest latent.
+    subspace: "gradient" (the paper's scalar surrogate) or "jacobian" (E[J^T J], the vector
+        variant); seed: everything random in the space derives from it.
+    """
+
+    encoder_points: int | None = None
+    dynamics_points: int = 256
+    skinning_points: int = 1024
+    blend_neighbors: int = 4
+    max_dims: int = 8
+    energy_fraction: float = 0.99
+    subspace_samples: int = 64
+    rest_steps: int = 100
+    subspace: str = "gradient"
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.subspace not in ("gradient", "jacobian"):
+            raise ValueError(f"subspace must be 'gradient' or 'jacobian', got {self.subspace!r}")
+        for name in ("dynamics_points", "skinning_points", "blend_neighbors", "max_dims"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SpaceSettings.{name} must be >= 1")
+
+
+def _noop(*_args) -> None:
+    return None
+
+
+class KinematicSpace:
+    """The learned kinematic space of one mesh (see the module docstring).
+
+    vertices: (N, 3) rest vertices in the caller's frame (metres); faces: (F, 3).
+    Tensors live on ``device`` in the model's dtype; ``W`` is (k, kq).
+    """
+
+    def __init__(
+        self,
+        model: NeuROKModel,
+        vertices: np.ndarray,
+        faces: np.ndarray,
+        *,
+        settings: SpaceSettings | None = None,
+        on_status=_noop,
+        on_progress=_noop,
+        _state: dict | None = None,
+    ) -> None:
+        self.model = model
+        self.settings = settings or SpaceSettings()
+        self.vertices, self.faces = validate_mesh(vertices, faces)
+        self.normalization = Normalization.from_vertices(self.vertices)
+        param = next(model.parameters())
+        self.device, self.dtype = param.device, param.dtype
+        self._build(on_status, on_progress, _state)
+
+    # ------------------------------------------------------------------ construction
+    def _tensor(self, array) -> Tensor:
+        return torch.as_tensor(np.asarray(array), dtype=self.dtype, device=self.device)
+
+    def _build(self, on_status, on_progress, state: dict | None) -> None:
+        s = self.settings
+        rng = np.random.default_rng(s.seed)
+        rest_n = self.normalization.apply(self.vertices)  # (N, 3) normalised
+        self.rest_normalized = self._tensor(rest_n)
+        enc_count = s.encoder_points or self.model.config.num_points
+        enc_samples = sample_surface(self.vertices, self.faces, enc_count, rng)
+        encoder_points = self._tensor(locate(rest_n, self.faces, enc_samples))  # (P, 3)
+
+        # Dynamics points: well spread area-uniform samples (equal masses).
+        pool = sample_surface(self.vertices, self.faces, 8 * s.dynamics_points, rng)
+        pool_points = locate(rest_n, self.faces, pool)  # (8S, 3)
+        keep = farthest_point_subsample(pool_points, s.dynamics_points, rng)
+        self.dynamics_points = self._tensor(pool_points[keep])  # (S, 3) normalised
+        skin = sample_surface(self.vertices, self.faces, s.skinning_points, rng)
+        skin_points = locate(rest_n, self.faces, skin)  # (Ks, 3)
+        # Vertices also get the exact skinning point at themselves when close: K nearest.
+        k = min(s.blend_neighbors, len(skin_points))
+        dist, idx = nearest_neighbors(skin_points, rest_n, k)  # (N, K) each
+        spacing = float(np.median(nearest_neighbors(skin_points, skin_points, 2)[0][:, 1]))
+        weights = 1.0 / (dist + 0.5 * spacing + 1e-12) ** 2  # (N, K)
+        weights /= weights.sum(axis=1, keepdims=True)
+        self.skinning_points = self._tensor(skin_points)
+        self.blend_index = torch.as_tensor(idx, device=self.device)  # (N, K)
+        self.blend_weights = self._tensor(weights)  # (N, K)
+
+        with torch.no_grad():
+            on_status("encode", "encoding the shape")
+            self.shape = self.model.encode_shape(encoder_points[None])  # tokens (1, T, C)
+        self.mu_cond = self.shape.mu_cond[0]  # (k,)
+
+        self.rest_residual = float("nan")
+        if state is not None:
+            self.z_rest = self._tensor(state["z_rest"])
+            self.W = self._tensor(state["W"])
+            self.spectrum = self._tensor(state["spectrum"])
+        else:
+            on_status("rest", "finding the rest state")
+            self.z_rest = self._rest_latent(encoder_points, on_progress)
+            on_status("subspace", "finding the active subspace")
+            self.W, self.spectrum = self._active_subspace(on_progress)
+        with torch.no_grad():
+            self.rest_inverse_skin = self._rest_inverse(self.skinning_points)
+            self.rest_inverse_dyn = self._rest_inverse(self.dynamics_points)
+
+    def _rest_latent(self, points: Tensor, on_progress) -> Tensor:
+        """z_rest = argmin_z sum_p |F(z)(p) - p|^2, from the posterior mean of no motion."""
+        model, shape = self.model, self.shape
+        with torch.no_grad():
+            mu, _ = model.encode_posterior(points[None], points[None], shape)  # (1, k)
+        z = mu[0].clone().requires_grad_(True)
+        opt = torch.optim.Adam([z], lr=0.05)
+        steps = self.settings.rest_steps
+        best, best_z = math.inf, z.detach().clone()
+        for step in range(steps):
+            opt.zero_grad()
+            moved = model.deform(z[None], shape, points[None])[0]  # (P, 3)
+            loss = ((moved - points) ** 2).sum()
+            if float(loss.detach()) < best:
+                best, best_z = float(loss.detach()), z.detach().clone()
+            loss.backward()
+            opt.step()
+            if step % 10 == 0:
+                on_progress("rest", step / steps)
+        self.rest_residual = math.sqrt(best / len(points))  # RMS, normalised units
+        return best_z
+
+    def _active_subspace(self, on_progress) -> tuple[Tensor, Tensor]:
+        """W (k, kq) and the eigenvalues (k,) of C = E[grad g grad g^T] (or E[J^T J])."""
+        s = self.settings
+        gen = torch.Generator(device="cpu").manual_seed(s.seed)
+        k = self.mu_cond.shape[0]
+        eps = torch.randn((s.subspace_samples, k), generator=gen).to(self.device, self.dtype)
+        zs = self.mu_cond[None] + eps  # (M, k) prior samples
+        pts = self.dynamics_points[None]  # (1, S, 3)
+        chunk = 16
+        C = torch.zeros((k, k), dtype=self.dtype, device=self.device)
+        for start in range(0, len(zs), chunk):
+            zc = zs[start : start + chunk]
+            if s.subspace == "gradient":
+                zc = zc.clone().requires_grad_(True)
+                moved = self.model.deform(zc, self.shape, pts.expand(len(zc), -1, -1))
+                g = torch.sqrt(((moved - pts) ** 2).sum(dim=(1, 2)) + 1e-12)  # (m,)
+                (grad,) = torch.autograd.grad(g.sum(), zc)  # (m, k): samples are independent
+                C += grad.T @ grad
+            else:
+                for z in zc:
+                    J = torch.func.jacfwd(
+                        lambda zz: self.model.deform(zz[None], self.shape, pts)[0]
+                    )(z)  # (S, 3, k)
+                    J = J.reshape(-1, k)
+                    C += J.T @ J
+            on_progress("subspace", min(1.0, (start + chunk) / len(zs)))
+        C = C.detach() / len(zs)
+        evals, evecs = torch.linalg.eigh(C.double())  # ascending
+        evals, evecs = evals.flip(0).clamp_min(0), evecs.flip(1)
+        total = float(evals.sum())
+        if total <= 0:
+            kq = 1
+        else:
+            cumulative = torch.cumsum(evals, 0) / total
+            kq = int((cumulative < s.energy_fraction).sum()) + 1
+        kq = max(1, min(kq, s.max_dims, k))
+        return evecs[:, :kq].to(self.dtype), evals.to(self.dtype)
+
+    def _rest_inverse(self, points: Tensor) -> Tensor:
+        """Per-point inverse of the rest decoding: (Q, 8) DQs, or (Q, 3) displacements."""
+        out = self.model.decode(self.z_rest[None], self.shape, points[None])[0]
+        return dq_conj(out) if self.dualquat else -out
+
+    # ------------------------------------------------------------------ decoding
+    @property
+    def dualquat(self) -> bool:
+        return self.model.config.deformation == "dualquat"
+
+    @property
+    def reduced_dims(self) -> int:
+        return int(self.W.shape[1])
+
+    @property
+    def object_size(self) -> float:
+        """Longest side of the rest bounding box (metres)."""
+        return float(self.normalization.size)
+
+    def latent(self, q: Tensor) -> Tensor:
+        """z(q) = z_rest + W q for q (..., kq) -> (..., k)."""
+        return self.z_rest + q @ self.W.T
+
+    def point_motion(self, z: Tensor, points: Tensor, rest_inverse: Tensor) -> Tensor:
+        """Corrected per-point motions D(z) o D(z_rest)^-1 at ``points`` (Q, 3) for z (B, k):
+        (B, Q, 8) DQs, or (B, Q, 3) displacements."""
+        out = self.model.decode(z, self.shape, points[None])  # (B, Q, 8|3)
+        if self.dualquat:
+            return dq_mul(out, rest_inverse[None])
+        return out + rest_inverse[None]
+
+    def deform_points(self, z: Tensor, points: Tensor, rest_inverse: Tensor) -> Tensor:
+        """Deformed positions (B, Q, 3), normalised frame, of normalised ``points`` (Q, 3)."""
+        motion = self.point_motion(z, points, rest_inverse)
+        if self.dualquat:
+            return dq_apply(motion, points[None])
+        return points[None] + motion
+
+    def tracked_points(self, points_world: np.ndarray) -> tuple[Tensor, Tensor]:
+        """Normalised positions (Q, 3) and their rest inverses for extra points to track."""
+        pts = self._tensor(self.normalization.apply(np.asarray(points_world, dtype=np.float64)))
+        with torch.no_grad():
+            inverse = self._rest_inverse(pts)
+        return pts, inverse
+
+    def decode_vertices(self, z: Tensor) -> Tensor:
+        """World-space vertex positions (B, N, 3) for latents z (B, k), by blending the skinning
+        points' dual quaternions onto the vertices (or their displacements, in the ablation)."""
+        motion = self.point_motion(z, self.skinning_points, self.rest_inverse_skin)
+        gathered = motion[:, self.blend_index]  # (B, N, K, 8|3)
+        w = self.blend_weights[None]  # (1, N, K)
+        rest = self.rest_normalized[None]  # (1, N, 3)
+        if self.dualquat:
+            moved = dq_apply(dq_blend(gathered, w), rest)
+        else:
+            moved = rest + (w[..., None] * gathered).sum(-2)
+        return self.normalization.invert(moved)
+
+    # ------------------------------------------------------------------ cache
+    def state_dict(self) -> dict[str, np.ndarray]:
+        return {
+            "z_rest": self.z_rest.detach().cpu().double().numpy(),
+            "W": self.W.detach().cpu().double().numpy(),
+            "spectrum": self.spectrum.detach().cpu().double().numpy(),
+        }
+
+
+def space_cache_key(
+    vertices: np.ndarray, faces: np.ndarray, model_fingerprint: str, settings: SpaceSettings
+) -> str:
+    """A content hash of everything a cached space depends on."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(faces, dtype=np.int64).tobytes())
+    h.update(model_fingerprint.encode())
+    h.update(json.dumps(asdict(settings), sort_keys=True).encode())
+    h.update(str(CACHE_VERSION).encode())
+    return h.hexdigest()[:32]
+
+
+def build_space(
+    model: NeuROKModel,
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    *,
+    settings: SpaceSettings | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    model_fingerprint: str = "",
+    on_status=_noop,
+    on_progress=_noop,
+) -> KinematicSpace:
+    """Build (or load from ``cache_dir``) the kinematic space of a mesh.
+
+    The cache holds the results of the costly optimisations (rest latent, subspace); re-simulating
+    the same mesh with other conditions skips them. A corrupt cache entry is rebuilt.
+    """
+    settings = settings or SpaceSettings()
+    vertices, faces = validate_mesh(vertices, faces)
+    state, path = None, None
+    if cache_dir is not None and model_fingerprint:
+        key = space_cache_key(vertices, faces, model_fingerprint, settings)
+        path = Path(cache_dir) / f"space-{key}.npz"
+        if path.is_file():
+            try:
+                with np.load(path, allow_pickle=False) as data:
+                    state = {name: data[name] for name in ("z_rest", "W", "spectrum")}
+                on_status("encode", "using the cached kinematic space")
+            except (OSError, ValueError, KeyError):
+                state = None
+    space = KinematicSpace(
+        model,
+        vertices,
+        faces,
+        settings=settings,
+        on_status=on_status,
+        on_progress=on_progress,
+        _state=state,
+    )
+    if path is not None and state is None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp.npz")
+            np.savez(tmp, **space.state_dict())
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+    return space
+
+
+__all__ = ["KinematicSpace", "SpaceSettings", "build_space", "space_cache_key", "MeshError"]

@@ -1,0 +1,89 @@
+"""The kinematic space and inverse kinematics, on a small real (randomly initialised) model."""
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from neurok_core.ik import IKSettings, inverse_kinematics
+from neurok_core.model import build_model
+from neurok_core.space import SpaceSettings, build_space
+
+SETTINGS = SpaceSettings(
+    dynamics_points=64, skinning_points=256, subspace_samples=16, rest_steps=40
+)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    m = build_model("tiny").double()
+    with torch.no_grad():  # a decoder that moves things (a fresh one decodes to the identity)
+        m.decoder.head.weight.normal_(0.0, 0.1)
+        m.decoder.head.bias.normal_(0.0, 0.02)
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def slab():
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide().subdivide()
+    return np.asarray(mesh.vertices), np.asarray(mesh.faces)
+
+
+@pytest.fixture(scope="module")
+def space(model, slab):
+    return build_space(model, *slab, settings=SETTINGS)
+
+
+def test_rest_state_decodes_exactly_to_the_input(space, slab):
+    with torch.no_grad():
+        v = space.decode_vertices(space.z_rest[None])[0].numpy()
+    np.testing.assert_allclose(v, slab[0], atol=1e-9)
+
+
+def test_subspace_is_orthonormal_and_moves_the_mesh(space, slab):
+    W = space.W
+    torch.testing.assert_close(W.T @ W, torch.eye(W.shape[1], dtype=W.dtype), atol=1e-9, rtol=0)
+    assert 1 <= space.reduced_dims <= SETTINGS.max_dims
+    evals = space.spectrum
+    assert bool((evals[:-1] >= evals[1:] - 1e-12).all())
+    with torch.no_grad():
+        v = space.decode_vertices(space.latent(torch.ones(1, space.reduced_dims).double()))[0]
+    assert np.abs(v.numpy() - slab[0]).max() > 1e-3
+
+
+def test_world_transform_is_respected(model, slab):
+    """The same mesh moved and scaled gives the same motion, moved and scaled."""
+    v, f = slab
+    a = build_space(model, v, f, settings=SETTINGS)
+    b = build_space(model, 2.0 * v + np.array([1.0, -3.0, 0.5]), f, settings=SETTINGS)
+    q = torch.full((1, a.reduced_dims), 0.7, dtype=torch.float64)
+    with torch.no_grad():
+        va = a.decode_vertices(a.latent(q))[0].numpy()
+        vb = b.decode_vertices(b.latent(q))[0].numpy()
+    np.testing.assert_allclose(vb, 2.0 * va + np.array([1.0, -3.0, 0.5]), atol=1e-6)
+
+
+def test_cache_round_trip(model, slab, tmp_path):
+    a = build_space(model, *slab, settings=SETTINGS, cache_dir=tmp_path, model_fingerprint="m1")
+    assert len(list(tmp_path.glob("space-*.npz"))) == 1
+    b = build_space(model, *slab, settings=SETTINGS, cache_dir=tmp_path, model_fingerprint="m1")
+    torch.testing.assert_close(a.W, b.W)
+    torch.testing.assert_close(a.z_rest, b.z_rest)
+    # A corrupt entry is rebuilt, not fatal.
+    next(tmp_path.glob("space-*.npz")).write_bytes(b"garbage")
+    c = build_space(model, *slab, settings=SETTINGS, cache_dir=tmp_path, model_fingerprint="m1")
+    torch.testing.assert_close(a.W, c.W)
+
+
+def test_ik_recovers_a_prior_sample(space, slab):
+    gen = torch.Generator().manual_seed(3)
+    q_true = 0.8 * torch.randn((1, space.reduced_dims), generator=gen, dtype=torch.float64)
+    with torch.no_grad():
+        target = space.decode_vertices(space.latent(q_true))[0].numpy()
+    size = space.object_size
+    result = inverse_kinematics(space, target, settings=IKSettings(steps=120, restarts=4))
+    err = np.abs(result.vertices - target).max() / size
+    moved = np.abs(target - slab[0]).max() / size
+    assert moved > 0.02, "the test state must actually move the mesh"
+    assert err < 0.25 * moved, (err, moved)

@@ -1,0 +1,140 @@
+"""``ModelConfig``: the architecture and loss settings of the NeuROK CVAE, with named presets.
+
+The config is stored in every checkpoint (``to_dict``) and alone rebuilds the model
+(``from_dict``), as nanoGPT's ``GPTConfig`` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+DEFORMATIONS = ("dualquat", "displacement")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Architecture of E_cond, E_VAE and D (method.md "Model") and the training loss weights.
+
+    width: token / feature width C of every transformer block.
+    heads: attention heads; ``width`` must be divisible by it (head size = width // heads).
+    num_latents: T, learnable latent tokens of the shape encoder (the shape code is (T, C)).
+    encoder_layers: self-attention blocks after the cross-attention in each encoder.
+    decoder_layers: self-attention blocks over the shape tokens (+ z) in the decoder.
+    latent_dim: k, the size of the VAE latent z.
+    fourier_frequencies: F, octaves of the positional embedding (frequencies 2^i pi, i < F).
+    ff_mult: hidden width of the feed-forward layers as a multiple of ``width``.
+    num_points: P, surface points per shape in training (and the default sample count).
+    deformation: ``"dualquat"`` (per-point rigid motion, the method) or ``"displacement"``
+        (per-point offset, the "no dual quaternions" ablation).
+    kl_weight: lambda of the loss (0.01 in the paper).
+    rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
+        carry onto their deformed positions (0 disables the rigidity term).
+    rigidity_weight: weight of that term relative to the reconstruction.
+    """
+
+    width: int = 96
+    heads: int = 4
+    num_latents: int = 16
+    encoder_layers: int = 2
+    decoder_layers: int = 4
+    latent_dim: int = 16
+    fourier_frequencies: int = 6
+    ff_mult: int = 4
+    num_points: int = 384
+    deformation: str = "dualquat"
+    kl_weight: float = 0.01
+    rigidity_neighbors: int = 8
+    rigidity_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        positive = (
+            "width",
+            "heads",
+            "num_latents",
+            "latent_dim",
+            "fourier_frequencies",
+            "ff_mult",
+            "num_points",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("encoder_layers", "decoder_layers", "rigidity_neighbors"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(
+                    f"ModelConfig.{name} must be a non-negative integer, got {value!r}"
+                )
+        if self.width % self.heads:
+            raise ValueError(
+                f"ModelConfig.width ({self.width}) must be divisible by heads ({self.heads})"
+            )
+        if self.deformation not in DEFORMATIONS:
+            raise ValueError(
+                f"ModelConfig.deformation must be one of {DEFORMATIONS}, got {self.deformation!r}"
+            )
+        for name in ("kl_weight", "rigidity_weight"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"ModelConfig.{name} must be a number >= 0, got {value!r}")
+        if self.rigidity_neighbors >= self.num_points:
+            raise ValueError(
+                f"ModelConfig.rigidity_neighbors ({self.rigidity_neighbors}) must be smaller "
+                f"than num_points ({self.num_points})"
+            )
+
+    @property
+    def dim_head(self) -> int:
+        return self.width // self.heads
+
+    @property
+    def output_dim(self) -> int:
+        """Channels of the decoder's per-point output: 8 (dual quaternion) or 3 (displacement)."""
+        return 8 if self.deformation == "dualquat" else 3
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """The named preset (``"tiny"``, ``"default"``) with optional field overrides."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)}")
+        return dataclasses.replace(PRESETS[name], **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error (missing ones take defaults)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a model config must be a dict, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown model config keys {unknown}; known keys are {sorted(known)} "
+                "(was this written by a newer version of NeuROK?)"
+            )
+        return cls(**data)
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # For tests: a few tens of thousands of parameters, milliseconds per step.
+    "tiny": ModelConfig(
+        width=24,
+        heads=2,
+        num_latents=8,
+        encoder_layers=1,
+        decoder_layers=1,
+        latent_dim=8,
+        fourier_frequencies=4,
+        ff_mult=2,
+        num_points=128,
+        rigidity_neighbors=4,
+    ),
+    # Trainable on a 2-core CPU in about an hour (see training/benchmarks/bench_model.py).
+    "default": ModelConfig(),
+}

@@ -1,0 +1,139 @@
+"""``NeuROKModel``: the conditional VAE of method.md over per-point dual-quaternion deformations.
+
+Shapes: B batch, P surface points, Q query points, T tokens, C width, k latent size. All points are
+in the normalised frame of the rest shape (centred on its bounding-box centre, longest side 1).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..dualquat import dq_apply, dq_from_raw
+from .config import ModelConfig
+from .layers import gaussian_kl, reparameterize
+from .losses import knn_indices, rigidity_error, squared_error_sum
+from .networks import DeformationDecoder, PosteriorEncoder, ShapeCode, ShapeEncoder
+
+
+class NeuROKModel(nn.Module):
+    """E_cond, E_VAE and D of NeuROK (Geng et al. 2026) with the training loss.
+
+    - ``encode_shape(M0 points)`` -> :class:`ShapeCode` (tokens, mu_cond); prior N(mu_cond, I).
+    - ``encode_posterior(M0 points, Mt points, code)`` -> (mu, logvar) of q(z | phi, M0).
+    - ``decode(z, code, query points)`` -> unit dual quaternions (or displacements), and
+      ``deform`` -> the deformed query points.
+
+    ``forward`` is :meth:`loss`, so that ``DistributedDataParallel(model)(rest, deformed)`` works.
+    Every method is differentiable in forward and reverse mode (``torch.func.jvp``/``jacfwd``
+    through ``deform`` with respect to z). Nested forward mode (``D^2F[v, v]``) is exact in eval
+    mode only (``model.eval()``, which :func:`neurok_core.checkpoint.load_checkpoint` sets): in
+    training mode the layer norms use PyTorch's fused kernel, whose second-order forward-mode
+    derivative is wrong (see :class:`~neurok_core.model.layers.LayerNorm`).
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.shape_encoder = ShapeEncoder(config)
+        self.posterior_encoder = PosteriorEncoder(config)
+        self.decoder = DeformationDecoder(config)
+
+    # ------------------------------------------------------------------ encoders
+    def encode_shape(self, rest_points: Tensor) -> ShapeCode:
+        """E_cond: rest_points (B, P, 3) -> ShapeCode(tokens (B, T, C), mu_cond (B, k))."""
+        return self.shape_encoder(rest_points)
+
+    def encode_posterior(
+        self, rest_points: Tensor, deformed_points: Tensor, shape: ShapeCode
+    ) -> tuple[Tensor, Tensor]:
+        """E_VAE: (B, P, 3) corresponding rest / deformed points -> mu, logvar, each (B, k)."""
+        features = self.posterior_encoder(
+            rest_points, deformed_points - rest_points, shape.tokens
+        )  # (B, C)
+        return self.posterior_encoder.bottleneck.distribution(features)
+
+    # ------------------------------------------------------------------ decoder
+    def decode(self, z: Tensor, shape: ShapeCode, query_points: Tensor) -> Tensor:
+        """D: z (B, k), query_points (B, Q, 3) -> unit dual quaternions (B, Q, 8) mapping each
+        query point to its deformed position, or displacements (B, Q, 3) in the ablation.
+
+        Leading dims broadcast: a code with B = 1 decodes a batch of z.
+        """
+        raw = self.decoder(z, shape.tokens, query_points)  # (B, Q, output_dim)
+        return dq_from_raw(raw) if self.config.deformation == "dualquat" else raw
+
+    def deform(self, z: Tensor, shape: ShapeCode, query_points: Tensor) -> Tensor:
+        """Deformed positions (B, Q, 3) of ``query_points`` (B, Q, 3) in the state ``z`` (B, k)."""
+        out = self.decode(z, shape, query_points)
+        if self.config.deformation == "dualquat":
+            return dq_apply(out, query_points)
+        return query_points + out
+
+    # ------------------------------------------------------------------ prior
+    def sample_prior(
+        self, shape: ShapeCode, n: int, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """``n`` latents per shape from p(z | M0) = N(mu_cond, I): (B, n, k)."""
+        mu = shape.mu_cond  # (B, k)
+        eps = torch.randn(
+            (*mu.shape[:-1], n, mu.shape[-1]), dtype=mu.dtype, device=mu.device, generator=generator
+        )
+        return mu[..., None, :] + eps
+
+    # ------------------------------------------------------------------ training
+    def loss(
+        self,
+        rest_points: Tensor,
+        deformed_points: Tensor,
+        *,
+        neighbors: Tensor | None = None,
+        sample: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, Tensor]:
+        """The CVAE loss on corresponding surface points of M0 and M_t.
+
+        rest_points, deformed_points: (B, P, 3) (point p of M_t is where point p of M0 went).
+        neighbors: (B, P, K) indices of each point's K nearest other rest points, for the
+        rigidity term (computed here with ``torch.cdist`` + ``topk`` when None).
+        sample: draw z from the posterior (training) or take its mean (validation).
+
+        With ``x_p`` the true and ``y_p = F(z)(x0_p)`` the predicted deformed points,
+        ``z ~ q = N(mu_post, diag sigma^2)`` and the prior ``p = N(mu_cond, I)``::
+
+            recon    = mean_b sum_p |y_p - x_p|^2
+            rigidity = mean_b sum_p 1/K sum_{j in N(p)} |dq_p(x0_j) - x_j|^2  (dual quaternions)
+            kl       = mean_b 1/2 sum_j (sigma_j^2 + (mu_post_j - mu_cond_j)^2 - 1 - log sigma_j^2)
+            loss     = recon + rigidity_weight * rigidity + kl_weight * kl
+
+        The reconstruction is summed over the points (the squared 2-norm of the deformation
+        field, as the paper writes it), not averaged: averaging made the posterior collapse.
+        Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``kl``, and ``rmse`` (root
+        mean squared per-point error, for logging).
+        """
+        cfg = self.config
+        shape = self.encode_shape(rest_points)
+        mu, logvar = self.encode_posterior(rest_points, deformed_points, shape)  # (B, k) each
+        z = reparameterize(mu, logvar, generator=generator) if sample else mu  # (B, k)
+        out = self.decode(z, shape, rest_points)  # (B, P, 8) or (B, P, 3)
+        if cfg.deformation == "dualquat":
+            predicted = dq_apply(out, rest_points)  # (B, P, 3)
+        else:
+            predicted = rest_points + out
+        recon = squared_error_sum(predicted, deformed_points).mean()
+        rigidity = recon.new_zeros(())
+        if cfg.deformation == "dualquat" and cfg.rigidity_neighbors > 0:
+            if neighbors is None:
+                neighbors = knn_indices(rest_points, cfg.rigidity_neighbors)  # (B, P, K)
+            rigidity = rigidity_error(out, rest_points, deformed_points, neighbors).mean()
+        kl = gaussian_kl(mu, logvar, shape.mu_cond).mean()
+        total = recon + cfg.rigidity_weight * rigidity + cfg.kl_weight * kl
+        rmse = torch.sqrt(recon.detach() / rest_points.shape[-2])
+        return {"loss": total, "recon": recon, "rigidity": rigidity, "kl": kl, "rmse": rmse}
+
+    def forward(self, rest_points: Tensor, deformed_points: Tensor, **kwargs) -> dict[str, Tensor]:
+        """Same as :meth:`loss` (the entry point for ``DistributedDataParallel``)."""
+        return self.loss(rest_points, deformed_points, **kwargs)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,1 @@
+"""Speed measurements of the engine's parts: ``python -m training.benchmarks.<name>``."""

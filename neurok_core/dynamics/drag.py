@@ -1,0 +1,113 @@
+"""Drag handles: a hand takes a point of the object to a target by a chosen frame, then lets go.
+
+Scheme (ours; the paper leaves action encoding to its supplement):
+
+1. Path. When the simulation reaches the handle's ``start_frame`` (time t0) the grabbed point is
+   at p0 with velocity v0. The hand's goal g(t) follows the quintic that leaves p0 with velocity v0
+   and zero acceleration and arrives at the target p1 at t1 = t0 + drag_arrival * (t_f - t0) with
+   zero velocity and acceleration (the minimum-jerk path when v0 = 0); it then holds at p1 until
+   the release time t_f = frame / fps, leaving the tracking error time to settle.
+2. Hand. The desired point acceleration is the critically damped PD law
+   a* = g'' + w^2 (g - p) + 2 w (g' - p'),  w = drag_gain / (t_f - t0),
+   and the hand supplies the least-effort extra acceleration of the coordinates that realises it:
+   dq'' = argmin |J_d dq'' - r|^2 + (damped) with minimum dq''^T G dq'', where
+   r = a* - (J_d q''_0 + D^2 x_d[q', q']) and q''_0 = G^-1 Q the motion without the hand
+   (Gauss's principle of least constraint; the operational-space force f = Lambda r of Khatib,
+   "A unified approach for motion and force control of robot manipulators", 1987). dq'' is
+   searched only among directions that leave pinned points still, so a drag never fights a pin.
+   The hand's generalised force is tau = G dq''; its power q'^T tau enters the energy balance.
+3. Release. From ``frame`` on the hand is gone; the state (the point is at the target, nearly at
+   rest) carries on under the other forces.
+
+When the target is outside the kinematic space the hand moves the reachable component and the
+point ends at the nearest state it can reach; ``Trajectory.drag_errors`` reports the miss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .linalg import metric_lstsq
+
+
+@dataclass(frozen=True)
+class DragPath:
+    """Quintic goal: from ``start`` (3,) with ``velocity`` (3,) at t0 to ``target`` (3,) at t1."""
+
+    start: Tensor
+    velocity: Tensor
+    target: Tensor
+    t0: float
+    t1: float
+
+    def at(self, t: float) -> tuple[Tensor, Tensor, Tensor]:
+        """Goal position, velocity and acceleration at time t, each (3,)."""
+        span = self.t1 - self.t0
+        s = min(max((t - self.t0) / span, 0.0), 1.0)
+        if s >= 1.0:
+            zero = torch.zeros_like(self.target)
+            return self.target.clone(), zero, zero
+        # Hermite quintic basis on s in [0, 1]: h blends start -> target, hv carries v0 * span.
+        h = 10 * s**3 - 15 * s**4 + 6 * s**5
+        dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / span
+        ddh = (60 * s - 180 * s**2 + 120 * s**3) / span**2
+        hv = (s - 6 * s**3 + 8 * s**4 - 3 * s**5) * span
+        dhv = 1 - 18 * s**2 + 32 * s**3 - 15 * s**4
+        ddhv = (-36 * s + 96 * s**2 - 60 * s**3) / span
+        delta = self.target - self.start
+        pos = self.start + h * delta + hv * self.velocity
+        vel = dh * delta + dhv * self.velocity
+        acc = ddh * delta + ddhv * self.velocity
+        return pos, vel, acc
+
+
+@dataclass(frozen=True)
+class DragHandle:
+    """A drag resolved to a tracked row: target (3,) metres, frames, and its tracking frequency."""
+
+    row: int
+    target: Tensor
+    start_frame: int
+    frame: int
+    omega: float
+
+    def active(self, frame: int) -> bool:
+        """Whether the hand holds the point during the step from ``frame`` to ``frame + 1``."""
+        return self.start_frame <= frame < self.frame
+
+    def plan(self, position: Tensor, velocity: Tensor, fps: float, arrival: float) -> DragPath:
+        """The goal path from the point's position/velocity (3,) at ``start_frame``."""
+        t0 = self.start_frame / fps
+        t1 = t0 + arrival * (self.frame - self.start_frame) / fps
+        return DragPath(start=position, velocity=velocity, target=self.target, t0=t0, t1=t1)
+
+
+def hand_acceleration(
+    handles: list[tuple[DragHandle, DragPath]],
+    t: float,
+    positions: Tensor,
+    velocities: Tensor,
+    jac: Tensor,
+    bias: Tensor,
+    metric: Tensor,
+    qddot_free: Tensor,
+    free_basis: Tensor | None,
+) -> Tensor:
+    """The extra coordinate acceleration dq'' (kq,) the hands impose at time t.
+
+    positions, velocities, bias: (n, 3) of the grabbed points; jac: (n, 3, kq); metric (kq, kq);
+    qddot_free: (kq,) the acceleration without hands; free_basis: (kq, r) directions that leave
+    pins still, or None. All float64 CPU.
+    """
+    goals = [path.at(t) for _, path in handles]
+    g = torch.stack([p for p, _, _ in goals])  # (n, 3)
+    gd = torch.stack([v for _, v, _ in goals])  # (n, 3)
+    gdd = torch.stack([a for _, _, a in goals])  # (n, 3)
+    w = torch.tensor([h.omega for h, _ in handles], dtype=metric.dtype).unsqueeze(1)  # (n, 1)
+    desired = gdd + w * w * (g - positions) + 2.0 * w * (gd - velocities)  # (n, 3)
+    rows = jac.reshape(-1, jac.shape[-1])  # (3n, kq)
+    residual = (desired - bias).reshape(-1) - rows @ qddot_free  # (3n,)
+    return metric_lstsq(rows, residual, metric, free_basis, rcond=1e-9, damping=1e-3)

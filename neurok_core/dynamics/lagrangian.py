@@ -1,0 +1,147 @@
+"""The Euler-Lagrange right-hand side in the reduced coordinates (design section 7).
+
+With x(q) the tracked points, J = dx/dq (3S, kq), M = diag(m_i) (each mass on 3 rows):
+
+    T = 1/2 q'^T G(q) q',   G = J^T M J + ridge I          (kinetic energy, the metric)
+    V = V_gravity + V_stiffness + V_pins + V_barrier       (potential energy)
+    G q'' = -c(q, q') - dV/dq + J^T f(t) - damping G q' + tau_hands,
+    c = J^T M D^2x(q)[q', q'].
+
+The Coriolis/centrifugal term: the Euler-Lagrange equations of L = T - V are
+G q'' + (dG/dt) q' - 1/2 d/dq (q'^T G q') + dV/dq = Q, whose velocity terms equal the Christoffel
+contraction c_i = Gamma_ijk q'_j q'_k, Gamma_ijk = 1/2 (d_k G_ij + d_j G_ik - d_i G_jk). For
+G = J^T M J this is J^T M (D^2x[q', q']) (the normal-component terms cancel; see e.g. Murray, Li,
+Sastry, "A Mathematical Introduction to Robotic Manipulation", 1994, ch. 4), so one nested
+forward-mode JVP of the decoder replaces the (kq, kq, kq) tensor (NeuROK, method.md).
+
+Potentials, with dx_i = x_i(q) - x_i(0):
+    V_gravity   = -sum_i m_i g . dx_i                      (zero at rest)
+    V_stiffness = 1/2 w_s^2 sum_i m_i |dx_i|^2,  w_s = 2 pi stiffness_hz: every small motion
+                  about rest oscillates at stiffness_hz whatever the mass or coordinates
+    V_pins      = 1/2 k sum_p |dx_p|^2 over pinned rows (k from ``loads._pin_set``)
+    V_barrier   = strength * max(0, |z(q) - mu| - r)^3      (``barrier.PriorBarrier``)
+All have zero gradient at q = 0, so with no loads and q' = 0 the rest state is an equilibrium.
+Non-conservative: applied point forces and wind J^T f(t), damping -damping G q', pin dampers
+-c_p J_p^T v_p, and the drag hands (``drag``). Their power P = q'^T Q_nc feeds the energy
+balance E(t) - E(0) = int P dt that the integrator uses as its error monitor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .drag import DragHandle, DragPath, hand_acceleration
+from .linalg import metric_solve
+from .loads import Loads
+from .system import PointKinematics
+
+_CPU = dict(device="cpu", dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class Motion:
+    """The right-hand side at one state: qddot (kq,) float64 CPU; power of the non-conservative
+    forces (W); kinetic and potential energy (J)."""
+
+    qddot: Tensor
+    power: float
+    kinetic: float
+    potential: float
+
+
+def mass_metric(kin: PointKinematics, masses: Tensor, ridge: float = 0.0) -> Tensor:
+    """G = J^T M J + ridge I, (kq, kq) float64 CPU. masses: (S,)."""
+    jac = kin.jac.reshape(-1, kin.jac.shape[-1])  # (3S, kq)
+    m3 = masses.repeat_interleave(3).unsqueeze(1)  # (3S, 1)
+    g = (jac.T @ (m3 * jac)).to(**_CPU)
+    return 0.5 * (g + g.T) + ridge * torch.eye(g.shape[0], **_CPU)
+
+
+def coriolis(kin: PointKinematics, masses: Tensor) -> Tensor:
+    """c = J^T M D^2x[q', q'] (kq,) float64 CPU; equals Gamma_ijk q'_j q'_k for G = J^T M J."""
+    jac = kin.jac.reshape(-1, kin.jac.shape[-1])  # (3S, kq)
+    mb = (masses.unsqueeze(1) * kin.bias).reshape(-1)  # (3S,)
+    return (jac.T @ mb).to(**_CPU)
+
+
+def potential_energy(kin: PointKinematics, loads: Loads, q: Tensor) -> float:
+    """V(q) in joules (zero at rest)."""
+    dx = kin.x - loads.rest_points  # (S, 3)
+    m = loads.masses
+    v = -float((m * (dx @ loads.gravity)).sum())
+    v += 0.5 * loads.stiffness_omega**2 * float((m * (dx * dx).sum(1)).sum())
+    if loads.pins is not None and loads.pins.stiffness > 0:
+        dp = kin.x[loads.pins.rows] - loads.pins.rest  # (P, 3)
+        v += 0.5 * loads.pins.stiffness * float((dp * dp).sum())
+    if loads.barrier is not None:
+        v += loads.barrier.energy_and_gradient(q.to(**_CPU))[0]
+    return v
+
+
+def equations_of_motion(
+    kin: PointKinematics,
+    loads: Loads,
+    q: Tensor,
+    qdot: Tensor,
+    frame: int,
+    t: float,
+    hands: list[tuple[DragHandle, DragPath]] = (),
+) -> Motion:
+    """Solve G q'' = Q at state (q, q') on the step that starts at ``frame`` (time t, seconds).
+
+    q, qdot: (kq,) float64 CPU; hands: the drag handles active on this step with their paths.
+    """
+    kq = q.shape[0]
+    q, qdot = q.to(**_CPU), qdot.to(**_CPU)
+    m = loads.masses
+    jac = kin.jac.reshape(-1, kq)  # (3S, kq)
+    metric = mass_metric(kin, m, loads.ridge)
+    vel = kin.velocity(qdot)  # (S, 3)
+    dx = kin.x - loads.rest_points  # (S, 3)
+
+    applied = loads.applied_forces(frame)  # (S, 3)
+    conservative = m.unsqueeze(1) * (loads.gravity - loads.stiffness_omega**2 * dx)  # (S, 3)
+    q_track = (jac.T @ (conservative + applied).reshape(-1)).to(**_CPU)  # (kq,)
+    q_track = q_track - coriolis(kin, m) - loads.damping * (metric @ qdot)
+    power = float((applied * vel).sum()) - loads.damping * float(qdot @ metric @ qdot)
+
+    q_hold = torch.zeros(kq, **_CPU)
+    pins = loads.pins
+    if pins is not None and pins.stiffness > 0:
+        dp = kin.x[pins.rows] - pins.rest  # (P, 3)
+        vp = vel[pins.rows]  # (P, 3)
+        f_pin = -pins.stiffness * dp - pins.damping * vp  # (P, 3)
+        jp = kin.jac[pins.rows].reshape(-1, kq)  # (3P, kq)
+        q_hold += (jp.T @ f_pin.reshape(-1)).to(**_CPU)
+        power -= pins.damping * float((vp * vp).sum())
+    if loads.barrier is not None:
+        q_hold -= loads.barrier.energy_and_gradient(q)[1]
+
+    both = metric_solve(metric, torch.stack([q_track, q_hold], 1))  # (kq, 2)
+    qddot = both[:, 0] + both[:, 1]
+    if hands:
+        rows = torch.tensor([h.row for h, _ in hands], device=kin.x.device)
+        extra = hand_acceleration(
+            hands,
+            t,
+            positions=kin.x[rows].to(**_CPU),
+            velocities=vel[rows].to(**_CPU),
+            jac=kin.jac[rows].to(**_CPU),
+            bias=kin.bias[rows].to(**_CPU),
+            metric=metric,
+            qddot_free=both[:, 0],
+            free_basis=None if pins is None else pins.free_basis,
+        )
+        qddot = qddot + extra
+        power += float(qdot @ (metric @ extra))
+
+    kinetic = 0.5 * float(qdot @ metric @ qdot)
+    return Motion(
+        qddot=qddot,
+        power=power,
+        kinetic=kinetic,
+        potential=potential_energy(kin, loads, q),
+    )

@@ -1,0 +1,269 @@
+"""Conditions resolved onto the tracked points: masses, force tables, pins, barrier, scales.
+
+Built once per simulation from the user's :class:`SimulationConditions`, the system and the
+kinematics at rest. Point-level tensors live on the system's device in its work dtype; the
+reduced-coordinate quantities are float64 on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .barrier import PriorBarrier
+from .conditions import Anchor, SimulationConditions
+from .drag import DragHandle
+from .linalg import null_directions
+from .settings import DynamicsSettings
+from .system import MechanicalSystem, PointKinematics, object_size
+
+
+@dataclass(frozen=True)
+class TimedForces:
+    """Constant point forces switched on per frame interval: row (F,), vector (F, 3) newtons,
+    active on the steps from frame ``start`` (F,) to ``end`` (F,) (exclusive)."""
+
+    rows: Tensor
+    vectors: Tensor
+    start: Tensor
+    end: Tensor
+
+    def active(self, frame: int) -> Tensor:
+        return (self.start <= frame) & (frame < self.end)  # (F,)
+
+
+@dataclass(frozen=True)
+class PinSet:
+    """Pinned rows held at ``rest`` (P, 3) by springs of ``stiffness`` N/m and dampers of
+    ``damping`` N s/m per point; ``omega`` (rad/s) is the highest pin-mode frequency;
+    ``free_basis`` (kq, r) the directions of q that leave the pins still at rest."""
+
+    rows: Tensor
+    rest: Tensor
+    stiffness: float
+    damping: float
+    omega: float
+    free_basis: Tensor
+
+
+@dataclass(frozen=True)
+class Loads:
+    """Everything the equations of motion need besides the state.
+
+    masses: (S,) kg (sum = the user's mass); rest_points: (S, 3) x(0); size: object size (m);
+    gravity: (3,) m/s^2; stiffness_omega: 2 pi * stiffness (rad/s); damping: 1/s;
+    forces / winds: TimedForces (wind rows are unused: spread over the masses);
+    pins: PinSet or None; barrier: PriorBarrier or None; ridge: added to the metric (kg m^2);
+    energy_scale: J, the size of the energies this problem can reach (tolerances, barrier).
+    """
+
+    masses: Tensor
+    rest_points: Tensor
+    total_mass: float
+    size: float
+    gravity: Tensor
+    stiffness_omega: float
+    damping: float
+    forces: TimedForces
+    winds: TimedForces
+    pins: PinSet | None
+    barrier: PriorBarrier | None
+    ridge: float
+    energy_scale: float
+
+    def applied_forces(self, frame: int) -> Tensor:
+        """(S, 3) non-conservative applied point forces (forces + wind) on step ``frame``."""
+        f = torch.zeros_like(self.rest_points)  # (S, 3)
+        on = self.forces.active(frame)
+        if bool(on.any()):
+            f.index_add_(0, self.forces.rows[on], self.forces.vectors[on])
+        on = self.winds.active(frame)
+        if bool(on.any()):
+            push = self.winds.vectors[on].sum(0)  # (3,)
+            f += (self.masses / self.total_mass).unsqueeze(1) * push
+        return f
+
+
+def _timed(items, rows: list[int], frames: int, like: Tensor) -> TimedForces:
+    last = frames - 1
+    vec = torch.tensor([c.vector for c in items], dtype=like.dtype).reshape(-1, 3)
+    return TimedForces(
+        rows=torch.tensor(rows, dtype=torch.long, device=like.device),
+        vectors=vec.to(like.device),
+        start=torch.tensor([c.start_frame for c in items], dtype=torch.long, device=like.device),
+        end=torch.tensor(
+            [last if c.end_frame is None else c.end_frame for c in items],
+            dtype=torch.long,
+            device=like.device,
+        ),
+    )
+
+
+def row_of(anchor: Anchor, anchor_rows: Mapping[Anchor, int], num_points: int) -> int:
+    """The tracked row of an anchor (a caller error if missing)."""
+    if anchor not in anchor_rows:
+        raise ValueError(
+            f"{anchor.describe()} has no tracked row; pass a row for every anchor of "
+            "SimulationConditions.anchors()"
+        )
+    row = int(anchor_rows[anchor])
+    if not 0 <= row < num_points:
+        raise ValueError(f"row {row} of {anchor.describe()} outside [0, {num_points})")
+    return row
+
+
+def energy_scale(cond: SimulationConditions, total_mass: float, size: float) -> float:
+    """E = m L (|g| + sum |F| / m + sum |wind| / m) + 1/2 m max|v0|^2 + m (w_s L)^2 + m L^2 / s^2.
+
+    The work the loads can do over one object size, plus the initial kinetic energy and the
+    stiffness energy of a displacement of one object size, with a floor of m L^2 (1 rad/s)^2.
+    """
+    m, big = total_mass, size
+    push = sum(f.strength for f in cond.forces) + sum(w.strength for w in cond.winds)
+    accel = math.sqrt(sum(g * g for g in cond.gravity)) + push / m
+    speed2 = max((sum(v * v for v in iv.velocity) for iv in cond.velocities), default=0.0)
+    omega = 2.0 * math.pi * cond.stiffness
+    return m * big * accel + 0.5 * m * speed2 + m * (omega * big) ** 2 + m * big * big
+
+
+def build_loads(
+    system: MechanicalSystem,
+    cond: SimulationConditions,
+    anchor_rows: Mapping[Anchor, int],
+    rest: PointKinematics,
+    settings: DynamicsSettings,
+) -> Loads:
+    """Resolve ``cond`` onto the tracked rows; ``rest`` = point_kinematics at q = q' = 0."""
+    wt, dev, s = system.work_dtype, system.device, system.num_points
+    weights = system.point_weights.detach().to(device=dev, dtype=wt)
+    masses = cond.mass * weights / weights.sum()  # (S,)
+    heavy = rest.x[weights > 0]
+    size = object_size(heavy)
+    rows_f = [row_of(f.anchor, anchor_rows, s) for f in cond.forces]
+    ref = torch.zeros((), dtype=wt, device=dev)
+    forces = _timed(cond.forces, rows_f, cond.frames, ref)
+    winds = _timed(cond.winds, [0] * len(cond.winds), cond.frames, ref)
+    jac0 = rest.jac.reshape(-1, system.num_coords).to("cpu", torch.float64)  # (3S, kq)
+    m3 = masses.repeat_interleave(3).to("cpu", torch.float64)  # (3S,)
+    g0 = jac0.T @ (m3.unsqueeze(1) * jac0)  # (kq, kq)
+    kq = system.num_coords
+    ridge = settings.ridge * float(torch.trace(g0)) / kq + 1e-12 * cond.mass * size * size
+    scale = energy_scale(cond, cond.mass, size)
+    gravity = torch.tensor(cond.gravity, dtype=wt, device=dev)
+    barrier = None
+    if system.latent is not None:
+        strength = settings.barrier_scale * scale
+        barrier = PriorBarrier.build(system.latent, settings.prior_mass, strength)
+    loads = Loads(
+        masses=masses,
+        rest_points=rest.x.detach().clone(),
+        total_mass=cond.mass,
+        size=size,
+        gravity=gravity,
+        stiffness_omega=2.0 * math.pi * cond.stiffness,
+        damping=cond.damping,
+        forces=forces,
+        winds=winds,
+        pins=None,
+        barrier=barrier,
+        ridge=ridge,
+        energy_scale=scale,
+    )
+    pins = _pin_set(system, cond, anchor_rows, rest, loads, g0 + ridge * torch.eye(kq), settings)
+    return Loads(**{**loads.__dict__, "pins": pins})
+
+
+def _pin_set(
+    system: MechanicalSystem,
+    cond: SimulationConditions,
+    anchor_rows: Mapping[Anchor, int],
+    rest: PointKinematics,
+    loads: Loads,
+    metric: Tensor,
+    settings: DynamicsSettings,
+) -> PinSet | None:
+    """Pin springs stiff enough that the loads deflect the pins by at most pin_tolerance * L.
+
+    Under a generalised load Q the pins alone give K dq = Q with K = k J_p^T J_p, so the pins move
+    by J_p (J_p^T J_p)^+ Q / k; k is set from the largest such deflection summed over the loads
+    (gravity, each force, wind), then bounded so the highest pin mode, omega^2 = the largest
+    eigenvalue of k G^-1 J_p^T J_p, lies within pin_frequency_hz. The dampers are critical for
+    that mode (c = 2 k / omega), and omega sets the substeps (omega h <= damped_step).
+    """
+    if not cond.pins:
+        return None
+    rows = [anchor_rows[a] for a in (Anchor(vertex=v) for v in cond.pins) if a in anchor_rows]
+    if not rows:
+        raise ValueError("pins are set but no pinned vertex is tracked; add their anchor rows")
+    s, kq = system.num_points, system.num_coords
+    for r in rows:
+        if not 0 <= int(r) < s:
+            raise ValueError(f"pin row {r} outside [0, {s})")
+    rows_t = torch.tensor(rows, dtype=torch.long, device=rest.x.device)
+    jac = rest.jac.to("cpu", torch.float64)  # (S, 3, kq)
+    jp = jac[rows_t.cpu()].reshape(-1, kq)  # (3P, kq)
+    speed_unit = 1.0 / math.sqrt(loads.total_mass)
+    free = null_directions(jp, metric, 1e-3 * speed_unit)  # (kq, r)
+    stiff = jp.T @ jp  # (kq, kq)
+    chol = torch.linalg.cholesky(metric)
+    scaled = torch.linalg.solve_triangular(chol, stiff, upper=False)
+    scaled = torch.linalg.solve_triangular(chol, scaled.T, upper=False)  # L^-1 K L^-T
+    lam = float(torch.linalg.eigvalsh(0.5 * (scaled + scaled.T)).max())
+    if lam <= 0.0:
+        return PinSet(
+            rows=rows_t,
+            rest=rest.x[rows_t].detach().clone(),
+            stiffness=0.0,
+            damping=0.0,
+            omega=0.0,
+            free_basis=torch.eye(kq, dtype=torch.float64),
+        )
+    masses = loads.masses.to("cpu", torch.float64)
+    loads_q = [jac.reshape(-1, kq).T @ (masses.unsqueeze(1) * loads.gravity.cpu()).reshape(-1)]
+    push = loads.winds.vectors.cpu().sum(0) if loads.winds.vectors.numel() else None
+    if push is not None:
+        wind = (masses / loads.total_mass).unsqueeze(1) * push  # (S, 3)
+        loads_q.append(jac.reshape(-1, kq).T @ wind.reshape(-1))
+    for row, vec in zip(loads.forces.rows.cpu(), loads.forces.vectors.cpu(), strict=True):
+        loads_q.append(jac[int(row)].T @ vec)
+    comply = jp @ torch.linalg.pinv(stiff, rtol=1e-9, hermitian=True)  # (3P, kq)
+    deflection = sum(float((comply @ qv).reshape(-1, 3).norm(dim=1).max()) for qv in loads_q)
+    k = deflection / (settings.pin_tolerance * loads.size)
+    low, high = (2.0 * math.pi * f for f in settings.pin_frequency_hz)
+    low = max(low, 4.0 * loads.stiffness_omega)
+    omega = min(max(math.sqrt(k * lam), low), max(high, low))
+    k = omega * omega / lam
+    return PinSet(
+        rows=rows_t,
+        rest=rest.x[rows_t].detach().clone(),
+        stiffness=k,
+        damping=2.0 * k / omega,
+        omega=omega,
+        free_basis=free,
+    )
+
+
+def drag_handles(
+    cond: SimulationConditions,
+    anchor_rows: Mapping[Anchor, int],
+    num_points: int,
+    settings: DynamicsSettings,
+) -> list[DragHandle]:
+    """Each drag resolved to its row with tracking frequency drag_gain / duration."""
+    out = []
+    for d in cond.drags:
+        duration = (d.frame - d.start_frame) / cond.fps
+        out.append(
+            DragHandle(
+                row=row_of(d.anchor, anchor_rows, num_points),
+                target=torch.tensor(d.target, dtype=torch.float64),
+                start_frame=d.start_frame,
+                frame=d.frame,
+                omega=settings.drag_gain / duration,
+            )
+        )
+    return out

@@ -1,0 +1,42 @@
+"""Numerical settings of the dynamics (not user conditions): defaults that hold for any object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DynamicsSettings:
+    """Knobs of the simulator; lengths are in object sizes (longest side of the rest box).
+
+    ridge: added to the metric, G + ridge * trace(G_rest) / kq * I, so G is never singular.
+    prior_mass: the prior barrier is flat inside the ball holding this much prior mass.
+    barrier_scale: barrier energy one latent unit outside that ball, in units of the problem's
+        energy scale (see ``loads.energy_scale``).
+    pin_tolerance: static deflection of pinned points under the loads, in object sizes; the pin
+        stiffness is chosen to meet it (dynamic overshoot stays under twice this).
+    pin_frequency_hz: bounds (low, high) of the pins' highest mode frequency.
+    drag_gain: tracking frequency of a drag handle times its duration (omega_d * T_drag).
+    drag_arrival: fraction of the drag window after which the hand holds still at the target.
+    oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
+    damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
+    max_substeps: integration steps per frame never exceed this.
+    max_refinements: how many times a frame is retried with twice as many steps.
+    max_displacement: a point moving farther than this from its rest position is a blow-up.
+    """
+
+    ridge: float = 1e-9
+    prior_mass: float = 0.99
+    barrier_scale: float = 1.0
+    pin_tolerance: float = 2.5e-4
+    pin_frequency_hz: tuple[float, float] = (10.0, 100.0)
+    drag_gain: float = 20.0
+    drag_arrival: float = 0.8
+    oscillation_step: float = 0.5
+    damped_step: float = 1.5
+    max_substeps: int = 512
+    max_refinements: int = 6
+    max_displacement: float = 1000.0
+
+
+DEFAULT_SETTINGS = DynamicsSettings()

@@ -1,0 +1,138 @@
+"""The mechanical system seen by the dynamics: any differentiable map from reduced coordinates to
+tracked points, their mass weights, and optionally the latent map for the prior barrier.
+
+The dynamics never see the network. The caller (the kinematic space) provides
+
+    decode_points: q (kq,) -> x (S, 3), metres, q = 0 the rest shape,
+
+built from torch operations so that ``torch.func.jacfwd`` and nested ``torch.func.jvp``
+(forward over forward) go through it. Its S rows are the surface sample points that carry mass
+followed by zero-weight tracked points (force, drag, velocity and pin anchors).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.func import jacfwd, jvp
+
+
+@dataclass(frozen=True)
+class LatentMap:
+    """z(q) = rest + basis @ q with the prior N(prior_mean, I) (design section 7).
+
+    rest: (k,) the rest latent; basis: (k, kq) the active subspace W; prior_mean: (k,) mu_cond.
+    """
+
+    rest: Tensor
+    basis: Tensor
+    prior_mean: Tensor
+
+    def __post_init__(self):
+        k = self.rest.shape[0] if self.rest.ndim == 1 else -1
+        if k < 1 or self.basis.ndim != 2 or self.basis.shape[0] != k:
+            raise ValueError(
+                f"latent map: rest must be (k,) and basis (k, kq), got {tuple(self.rest.shape)} "
+                f"and {tuple(self.basis.shape)}"
+            )
+        if tuple(self.prior_mean.shape) != (k,):
+            raise ValueError(f"latent map: prior_mean must be ({k},)")
+
+
+@dataclass(frozen=True)
+class MechanicalSystem:
+    """What the simulator integrates.
+
+    decode_points: q (kq,) -> (S, 3) positions in metres (see the module docstring).
+    point_weights: (S,) >= 0 relative mass of each row (e.g. the surface area a sample point
+        stands for); zero for tracked-only points. Scaled to the user's total mass by the loads.
+    num_coords: kq.
+    latent: the latent map for the prior barrier, or None for no barrier.
+    dtype, device: what ``decode_points`` expects for q.
+    """
+
+    decode_points: Callable[[Tensor], Tensor]
+    point_weights: Tensor
+    num_coords: int
+    latent: LatentMap | None = None
+    dtype: torch.dtype = torch.float32
+    device: torch.device | str = "cpu"
+
+    def __post_init__(self):
+        w = self.point_weights
+        if w.ndim != 1 or w.shape[0] < 1:
+            raise ValueError(f"point_weights must be (S,), got {tuple(w.shape)}")
+        if not bool(torch.isfinite(w).all()) or bool((w < 0).any()) or float(w.sum()) <= 0:
+            raise ValueError("point_weights must be finite, >= 0, with a positive sum")
+        if self.num_coords < 1:
+            raise ValueError(f"num_coords must be >= 1, got {self.num_coords}")
+        if self.latent is not None and self.latent.basis.shape[1] != self.num_coords:
+            raise ValueError(
+                f"latent basis has {self.latent.basis.shape[1]} columns, expected {self.num_coords}"
+            )
+        object.__setattr__(self, "device", torch.device(self.device))
+
+    @property
+    def num_points(self) -> int:
+        return int(self.point_weights.shape[0])
+
+    @property
+    def work_dtype(self) -> torch.dtype:
+        """float64 for the point-level sums, except on MPS, which has no float64."""
+        return torch.float32 if self.device.type == "mps" else torch.float64
+
+
+@dataclass(frozen=True)
+class PointKinematics:
+    """Positions and derivatives of the tracked points at one state (work dtype, on device).
+
+    x: (S, 3) positions; jac: (S, 3, kq) J = dx/dq; bias: (S, 3) D^2 x(q)[q', q'], the
+    acceleration of the points when q'' = 0 (x'' = J q'' + D^2 x[q', q']).
+    """
+
+    x: Tensor
+    jac: Tensor
+    bias: Tensor
+
+    def velocity(self, qdot: Tensor) -> Tensor:
+        """(S, 3) point velocities J q'."""
+        return self.jac @ qdot.to(self.jac)
+
+
+def point_kinematics(system: MechanicalSystem, q: Tensor, qdot: Tensor) -> PointKinematics:
+    """x(q), J(q) by ``jacfwd`` and D^2 x(q)[q', q'] by a nested forward-mode JVP.
+
+    D^2 x[v, v] = d/ds (J(q + s v) v) at s = 0: the outer ``jvp`` differentiates q -> J(q) v
+    (itself an inner ``jvp``) along v, so no second-derivative tensor is ever formed. It is
+    skipped (zero) when q' = 0. q, qdot: (kq,) any float dtype; cast to the decoder's.
+    """
+    dev, dt, wt = system.device, system.dtype, system.work_dtype
+    qd = q.to(device=dev, dtype=dt)
+    vd = qdot.to(device=dev, dtype=dt)
+
+    def with_aux(p: Tensor) -> tuple[Tensor, Tensor]:
+        x = system.decode_points(p)
+        return x, x
+
+    jac, x = jacfwd(with_aux, has_aux=True)(qd)  # (S, 3, kq), (S, 3)
+    if bool((vd == 0).all()):
+        bias = torch.zeros_like(x)
+    else:
+
+        def directional(p: Tensor) -> Tensor:
+            return jvp(system.decode_points, (p,), (vd,))[1]  # (S, 3) J(p) v
+
+        bias = jvp(directional, (qd,), (vd,))[1]  # (S, 3)
+    return PointKinematics(x=x.to(wt), jac=jac.to(wt), bias=bias.to(wt))
+
+
+def object_size(points: Tensor) -> float:
+    """Longest side of the bounding box of ``points`` (P, 3), the length unit of tolerances."""
+    if points.shape[0] == 0:
+        return 1.0
+    ext = float((points.max(0).values - points.min(0).values).max())
+    return ext if math.isfinite(ext) and ext > 0 else 1.0

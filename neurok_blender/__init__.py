@@ -1,14 +1,20 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""NeuROK add-on: everything that imports bpy. Never imports torch (Blender's Python has none)."""
+"""NeuROK add-on: everything that imports bpy. Never imports torch (Blender's Python has none).
 
-import bpy  # noqa: F401  (the add-on only runs inside Blender)
-
-from . import registration
+Layout: ``properties/`` (PropertyGroups), ``operators/``, ``ui/`` (panels), ``gizmos.py``,
+``gather.py`` (scene -> request), ``bake.py`` (frames -> shape keys / point cache) and
+``engine/`` (the worker's client: child processes and jobs, no bpy). ``request.py`` and
+``engine/`` import without Blender, so they can be tested in plain Python.
+"""
 
 
 def register() -> None:
+    from . import registration
+
     registration.register()
 
 
 def unregister() -> None:
+    from . import registration
+
     registration.unregister()

@@ -1,16 +1,33 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The one ordered list of classes the add-on registers (unregistered in reverse)."""
+"""The one ordered list of classes the add-on registers (unregistered in reverse), and the two
+root properties: ``Object.neurok`` and ``Scene.neurok``."""
 
 import bpy
 
-CLASSES: tuple = ()
+from . import operators, properties, ui
+from .engine import registry
+from .gizmos import NEUROK_GGT_conditions
+from .preferences import NeuROKPreferences
+
+CLASSES = (
+    *properties.CLASSES,
+    NeuROKPreferences,
+    *operators.CLASSES,
+    *ui.CLASSES,
+    NEUROK_GGT_conditions,
+)
 
 
 def register() -> None:
     for cls in CLASSES:
         bpy.utils.register_class(cls)
+    bpy.types.Object.neurok = bpy.props.PointerProperty(type=properties.NeuROKObjectSettings)
+    bpy.types.Scene.neurok = bpy.props.PointerProperty(type=properties.NeuROKSceneSettings)
 
 
 def unregister() -> None:
+    registry.cancel_all()  # never leave an engine process behind
+    del bpy.types.Scene.neurok
+    del bpy.types.Object.neurok
     for cls in reversed(CLASSES):
         bpy.utils.unregister_class(cls)

@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A running child process seen as progress: a fraction, a status line, then a result or an error.
+
+The operators poll a job from a modal timer (or in a loop in background mode); the job never
+blocks. Subclasses turn the child's messages into progress (``handle``) and its exit into a
+result or a plain message (``finish``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from .process import ChildProcess, describe_exit
+
+DRAIN_SECONDS = 2.0  # how long to wait for the last lines after the child exited
+
+
+class Job:
+    """Base class: ``poll`` until ``finished``; then ``result`` or ``error`` (or ``cancelled``)."""
+
+    title = "NeuROK"
+
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = Path(folder) if folder is not None else None
+        self.process: ChildProcess | None = None
+        self.fraction = 0.0
+        self.status = "starting"
+        self.result: dict | None = None
+        self.error: str | None = None
+        self.finished = False
+        self.cancelled = False
+        self._cancel_requested = False
+        self._exited_at: float | None = None
+        self._text_seen = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self, argv, *, env=None, cwd=None) -> None:
+        """Start the child; a missing interpreter becomes ``error`` (the job is then finished)."""
+        assert self.folder is not None
+        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.process = ChildProcess(
+                argv, env=env, cwd=cwd, stderr_path=self.folder / "stderr.txt"
+            )
+        except OSError as exc:
+            self._fail(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+
+    def request_cancel(self) -> None:
+        """Ask the job to stop at its next poll (safe to call from any thread)."""
+        self._cancel_requested = True
+
+    def poll(self) -> bool:
+        """Handle what the child printed since the last poll; True once the job is over."""
+        if self.finished:
+            return True
+        assert self.process is not None
+        if self._cancel_requested:
+            self.process.terminate()
+            self.cancelled = True
+            self.status = "cancelled"
+            self._end()
+            return True
+        self._read()
+        code = self.process.poll()
+        if code is None:
+            return False
+        if self._exited_at is None:
+            self._exited_at = time.monotonic()
+        if not self.process.drained and time.monotonic() - self._exited_at < DRAIN_SECONDS:
+            return False
+        self._read()
+        self.finish(code)
+        self._end()
+        return True
+
+    def wait(self, interval: float = 0.05, timeout: float | None = None) -> None:
+        """Poll until the job is over (background mode and scripts); timeout cancels."""
+        start = time.monotonic()
+        while not self.poll():
+            if timeout is not None and time.monotonic() - start > timeout:
+                self.request_cancel()
+            time.sleep(interval)
+
+    def cleanup(self) -> None:
+        """Remove the job's folder (call once its results were read)."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    # -- for subclasses ----------------------------------------------------------------------
+    def handle_text(self, line: str) -> None:
+        """React to one stdout line that is not a protocol message (ignored by default)."""
+
+    def handle(self, message: dict) -> None:
+        """React to one protocol message."""
+        if message.get("type") == "error":
+            self.error = str(message.get("message") or "the engine reported an error")
+
+    def finish(self, code: int) -> None:
+        """Set ``result`` or ``error`` from the exit status once every message was handled."""
+        if self.error is None and self.result is None:
+            self.error = self.crash_message(code)
+
+    def crash_message(self, code: int) -> str:
+        """A one-line reason for an exit without a protocol answer."""
+        assert self.process is not None
+        tail = self.process.stderr_tail() + self.process.text_lines
+        last = tail[-1].strip() if tail else ""
+        if any("No module named" in line and "neurok_core" in line for line in tail):
+            return (
+                f"the engine interpreter {self.process.argv[0]!r} cannot import neurok_core"
+                " (does it ignore PYTHONPATH, e.g. run with -I or -E?)"
+            )
+        if code < 0 or code in (137, 143):  # a signal (143/137: a shell reporting one)
+            return (
+                f"the engine was stopped from outside ({describe_exit(code)}): out of memory,"
+                " or the process was killed"
+            )
+        detail = f": {last[-300:]}" if last else ""
+        return f"the engine stopped unexpectedly ({describe_exit(code)}){detail}"
+
+    # -- internals ---------------------------------------------------------------------------
+    def _read(self) -> None:
+        assert self.process is not None
+        for message in self.process.messages():
+            self.handle(message)
+        lines = self.process.text_lines
+        for line in lines[self._text_seen :]:
+            self.handle_text(line)
+        self._text_seen = len(lines)
+
+    def _fail(self, message: str) -> None:
+        self.error = message
+        self._end()
+
+    def _end(self) -> None:
+        self.finished = True
+        if self.error is None and not self.cancelled:
+            self.fraction = 1.0
+
+
+class ProbeJob(Job):
+    """``python -m neurok_core.worker --probe``: is torch there, which device, which model."""
+
+    title = "Checking the engine"
+
+    def handle(self, message: dict) -> None:
+        super().handle(message)
+        if message.get("type") == "probe":
+            self.result = message
+
+    def summary(self) -> str:
+        """'ready: torch 2.13.0, cpu (2 threads)' or the error."""
+        if self.result:
+            return f"torch {self.result.get('torch', '?')}, {self.result.get('device', '?')}"
+        return self.error or ("cancelled" if self.cancelled else "not checked")
+
+
+# Fraction of the whole run at which each stage of a simulation starts (then ends at the next).
+STAGES = {
+    "load": 0.0,
+    "encode": 0.05,
+    "rest": 0.15,
+    "subspace": 0.25,
+    "simulate": 0.35,
+    "write": 0.97,
+}
+STAGE_END = {"load": 0.05, "encode": 0.15, "rest": 0.25, "subspace": 0.35, "simulate": 0.97}
+
+
+class SimulationJob(Job):
+    """``python -m neurok_core.worker --request REQUEST.json``; result = the ``done`` message."""
+
+    title = "Simulating"
+
+    def __init__(self, folder: str | Path, frame_count: int):
+        super().__init__(folder)
+        self.frame_count = frame_count
+        self.frames_done = 0
+        self.stage = "load"
+        self.error_kind: str | None = None
+
+    def _stage_fraction(self, stage: str, within: float) -> float:
+        begin = STAGES.get(stage, self.fraction)
+        end = STAGE_END.get(stage, 1.0)
+        return begin + (end - begin) * min(max(within, 0.0), 1.0)
+
+    def handle(self, message: dict) -> None:
+        super().handle(message)
+        kind = message.get("type")
+        if kind == "status":
+            self.stage = str(message.get("stage") or self.stage)
+            self.status = str(message.get("message") or self.stage)
+            self.fraction = max(self.fraction, self._stage_fraction(self.stage, 0.0))
+        elif kind == "progress":
+            stage = str(message.get("stage") or self.stage)
+            within = float(message.get("fraction") or 0.0)
+            self.fraction = max(self.fraction, self._stage_fraction(stage, within))
+        elif kind == "frame":
+            self.frames_done = int(message.get("index", 0)) + 1
+            count = int(message.get("count") or self.frame_count) or 1
+            self.stage = "simulate"
+            self.status = f"frame {self.frames_done} of {count}"
+            self.fraction = max(
+                self.fraction, self._stage_fraction("simulate", self.frames_done / count)
+            )
+        elif kind == "done":
+            self.result = message
+        elif kind == "error":
+            self.error_kind = str(message.get("kind") or "")
+
+    def finish(self, code: int) -> None:
+        if self.result is not None and code != 0:
+            self.result = None
+        if self.result is None and self.error is None and code == 0:
+            self.error = "the engine finished without a result"
+        super().finish(code)

@@ -1,0 +1,69 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The jobs running now (at most one per kind) and the last known engine status.
+
+Module-level on purpose: this is runtime state of this Blender session (a child process, a probe
+answer), not scene data, so it must not be saved in the .blend or travel with undo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .job import Job
+
+SIMULATE, PROBE, INSTALL = "simulate", "probe", "install"
+
+_jobs: dict[str, Job] = {}
+
+
+def start(kind: str, job: Job) -> None:
+    _jobs[kind] = job
+
+
+def get(kind: str) -> Job | None:
+    job = _jobs.get(kind)
+    return job if job is not None and not job.finished else None
+
+
+def end(kind: str, job: Job) -> None:
+    if _jobs.get(kind) is job:
+        del _jobs[kind]
+
+
+def request_cancel(kind: str | None = None) -> bool:
+    """Ask the running job of ``kind`` (any kind when None) to stop; True if one was running."""
+    hit = False
+    for name, job in list(_jobs.items()):
+        if (kind is None or name == kind) and not job.finished:
+            job.request_cancel()
+            hit = True
+    return hit
+
+
+def cancel_all() -> None:
+    """Stop every child now (unregister, quitting Blender)."""
+    for job in list(_jobs.values()):
+        if not job.finished and job.process is not None:
+            job.process.terminate()
+        job.cleanup()
+    _jobs.clear()
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    """state: 'unknown' | 'checking' | 'ready' | 'error'; text: one line for the UI."""
+
+    state: str = "unknown"
+    text: str = "not checked yet"
+
+
+_status = EngineStatus()
+
+
+def engine_status() -> EngineStatus:
+    return _status
+
+
+def set_engine_status(state: str, text: str) -> None:
+    global _status
+    _status = EngineStatus(state, text)

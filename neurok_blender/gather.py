@@ -1,0 +1,246 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Turn the scene into a simulation request: the object's mesh in world space and its conditions.
+
+The mesh is the object's own (``obj.data``, before modifiers) so that every simulated frame maps
+one to one onto its vertices (shape keys, a point cache) and modifiers stay live on top. Positions
+go through ``obj.matrix_world`` (rotation, non-uniform scale, parenting); triangles are Blender's
+own loop triangles (n-gons triangulated as Blender draws them). Scene frames
+``first..last`` become engine frames ``0..last-first``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .paths import space_cache_dir
+from .preferences import EngineSettings
+from .request import Conditions, DragSpec, ForceSpec, SimulationRequest, VelocitySpec
+from .scene_query import conditions_of, frame_range, scene_fps
+
+ANCHOR_TOLERANCE = 1e-4  # relative to the object's size: an Empty still sits on its vertex
+
+
+class GatherError(Exception):
+    """The scene cannot be simulated as it is; the message says what to change."""
+
+
+@dataclass(frozen=True, eq=False)
+class Gathered:
+    """A request plus what the bake needs to map the answer back."""
+
+    request: SimulationRequest
+    object_name: str
+    object_uid: int
+    num_vertices: int
+    frame_start: int
+    frame_count: int
+
+
+def check_object(obj, max_vertices: int) -> None:
+    """Refuse what cannot be simulated, with the reason."""
+    if obj is None:
+        raise GatherError("no active object: select the mesh to simulate")
+    if obj.type != "MESH":
+        raise GatherError(
+            f"'{obj.name}' is a {obj.type.lower()} object; NeuROK simulates mesh objects"
+        )
+    if obj.mode == "EDIT":
+        raise GatherError(f"'{obj.name}' is in Edit Mode; press Tab to leave it, then simulate")
+    n = len(obj.data.vertices)
+    if n == 0:
+        raise GatherError(f"'{obj.name}' has no vertices")
+    if n > max_vertices:
+        raise GatherError(
+            f"'{obj.name}' has {n:,} vertices, more than the limit of {max_vertices:,} (raise it"
+            " in Preferences > Add-ons > NeuROK > Vertex Limit, or simplify the mesh)"
+        )
+    if len(obj.data.polygons) == 0:
+        raise GatherError(f"'{obj.name}' has no faces; NeuROK needs a surface")
+
+
+def world_matrix(obj) -> np.ndarray:
+    """obj.matrix_world as (4, 4) float64; refuses a flat (zero-scale) transform."""
+    matrix = np.array(obj.matrix_world, dtype=np.float64)  # (4, 4)
+    if abs(np.linalg.det(matrix[:3, :3])) < 1e-12:
+        raise GatherError(f"'{obj.name}' has zero scale on some axis; fix its scale")
+    return matrix
+
+
+def mesh_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
+    """Local vertices (N, 3) float64 and loop triangles (F, 3) int32 of ``obj.data``."""
+    mesh = obj.data
+    co = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
+    mesh.vertices.foreach_get("co", co)
+    mesh.calc_loop_triangles()
+    tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
+    mesh.loop_triangles.foreach_get("vertices", tris)
+    return co.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
+
+
+def transform(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Apply a (4, 4) affine matrix to (..., 3) points."""
+    return points @ matrix[:3, :3].T + matrix[:3, 3]
+
+
+def pinned_vertices(obj, group_name: str) -> tuple[int, ...]:
+    """Vertices of ``group_name`` with weight >= 0.5 (none when the name is empty)."""
+    if not group_name:
+        return ()
+    group = obj.vertex_groups.get(group_name)
+    if group is None:
+        raise GatherError(f"pin group '{group_name}' does not exist on '{obj.name}'")
+    index = group.index
+    pins = tuple(
+        v.index for v in obj.data.vertices for g in v.groups if g.group == index and g.weight >= 0.5
+    )
+    if len(pins) >= len(obj.data.vertices):
+        raise GatherError(f"every vertex is in pin group '{group_name}', so nothing can move")
+    return pins
+
+
+class _ConditionReader:
+    """Reads the condition Empties of one object into engine specs (world space, engine frames)."""
+
+    def __init__(self, obj, world: np.ndarray, matrix: np.ndarray, first: int, last: int):
+        self.obj, self.world, self.matrix = obj, world, matrix
+        self.first, self.last = first, last
+        extent = world.max(axis=0) - world.min(axis=0)
+        self.tolerance = ANCHOR_TOLERANCE * max(float(np.linalg.norm(extent)), 1e-6)
+
+    def _engine_frame(self, frame: int) -> int:
+        return frame - self.first
+
+    def _anchor(self, empty) -> tuple[int | None, tuple | None]:
+        """Where a force or velocity acts: its vertex while the Empty still sits on it."""
+        location = np.array(empty.matrix_world.translation, dtype=np.float64)
+        vertex = empty.neurok.condition.anchor_vertex
+        if 0 <= vertex < len(self.world):
+            if np.linalg.norm(self.world[vertex] - location) <= self.tolerance:
+                return vertex, None
+        return None, tuple(location)
+
+    def _grabbed(self, empty) -> tuple[int | None, tuple | None]:
+        """The point a drag handle grabbed: its vertex, else the stored local point."""
+        cond = empty.neurok.condition
+        if 0 <= cond.anchor_vertex < len(self.world):
+            return cond.anchor_vertex, None
+        return None, tuple(transform(self.matrix, np.array(cond.anchor_point, dtype=np.float64)))
+
+    @staticmethod
+    def _direction(empty) -> tuple:
+        z = np.array(empty.matrix_world.to_3x3().col[2], dtype=np.float64)
+        norm = float(np.linalg.norm(z))
+        if norm < 1e-12 or not math.isfinite(norm):
+            raise GatherError(f"'{empty.name}' has zero scale, so it has no direction")
+        return tuple(z / norm)
+
+    def force(self, empty) -> ForceSpec:
+        cond = empty.neurok.condition
+        vertex, point = self._anchor(empty)
+        start, end = 0, None
+        if cond.use_frame_range:
+            if not self.first <= cond.frame_start < cond.frame_end <= self.last:
+                raise GatherError(
+                    f"force '{empty.name}' acts from frame {cond.frame_start} to"
+                    f" {cond.frame_end}, which must lie inside the simulated frames"
+                    f" {self.first}-{self.last} (start before end)"
+                )
+            start, end = self._engine_frame(cond.frame_start), self._engine_frame(cond.frame_end)
+        return ForceSpec(
+            direction=self._direction(empty),
+            strength=cond.strength,
+            vertex=vertex,
+            point=point,
+            start_frame=start,
+            end_frame=end,
+        )
+
+    def drag(self, empty) -> DragSpec:
+        cond = empty.neurok.condition
+        if not self.first < cond.frame <= self.last:
+            raise GatherError(
+                f"drag handle '{empty.name}' arrives at frame {cond.frame}, outside the simulated"
+                f" frames {self.first + 1}-{self.last}"
+            )
+        vertex, point = self._grabbed(empty)
+        return DragSpec(
+            target=tuple(empty.matrix_world.translation),
+            frame=self._engine_frame(cond.frame),
+            vertex=vertex,
+            point=point,
+        )
+
+    def velocity(self, empty) -> VelocitySpec:
+        cond = empty.neurok.condition
+        velocity = tuple(cond.speed * c for c in self._direction(empty))
+        if cond.whole_object:
+            return VelocitySpec(velocity=velocity)
+        vertex, point = self._anchor(empty)
+        return VelocitySpec(velocity=velocity, vertex=vertex, point=point)
+
+
+def gather(context, obj, settings: EngineSettings) -> Gathered:
+    """Everything the engine needs for ``obj`` in ``context.scene``; raises GatherError."""
+    check_object(obj, settings.max_vertices)
+    scene = context.scene
+    first, last = frame_range(scene)
+    if last - first < 1:
+        raise GatherError(f"the frame range {first}-{last} must hold at least two frames")
+    if settings.checkpoint and not os.path.isdir(settings.checkpoint):
+        raise GatherError(
+            f"the checkpoint folder {settings.checkpoint!r} does not exist (Preferences > Add-ons"
+            " > NeuROK > Checkpoint; empty = the bundled model)"
+        )
+    context.view_layer.update()  # the Empties' world matrices must be current
+    matrix = world_matrix(obj)
+    local, faces = mesh_arrays(obj)
+    if len(faces) == 0:
+        raise GatherError(f"'{obj.name}' has no faces; NeuROK needs a surface")
+    world = transform(matrix, local)  # (N, 3)
+    physics = obj.neurok.physics
+    reader = _ConditionReader(obj, world, matrix, first, last)
+    forces, drags, velocities = [], [], []
+    for empty in conditions_of(obj):
+        kind = empty.neurok.condition.kind
+        if kind == "FORCE":
+            forces.append(reader.force(empty))
+        elif kind == "DRAG":
+            drags.append(reader.drag(empty))
+        elif kind == "VELOCITY":
+            velocities.append(reader.velocity(empty))
+    gravity = (0.0, 0.0, 0.0)
+    if scene.use_gravity and physics.use_gravity:
+        gravity = tuple(scene.gravity)
+    conditions = Conditions(
+        forces=tuple(forces),
+        drags=tuple(drags),
+        velocities=tuple(velocities),
+        gravity=gravity,
+        pins=pinned_vertices(obj, physics.pin_group),
+        mass=physics.mass,
+        stiffness=physics.stiffness,
+        damping=physics.damping,
+        frames=last - first + 1,
+        fps=scene_fps(scene),
+        device=settings.device,
+    )
+    request = SimulationRequest(
+        vertices=world.astype(np.float32),
+        faces=faces,
+        conditions=conditions,
+        checkpoint=settings.checkpoint or None,
+        device=settings.device,
+        cache_dir=str(space_cache_dir()),
+    )
+    return Gathered(
+        request=request,
+        object_name=obj.name,
+        object_uid=obj.session_uid,
+        num_vertices=len(local),
+        frame_start=first,
+        frame_count=last - first + 1,
+    )

@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Operators: conditions, simulate/cancel/clear, engine check and dependency install."""
+
+from .conditions import (
+    NEUROK_OT_add_drag,
+    NEUROK_OT_add_force,
+    NEUROK_OT_add_velocity,
+    NEUROK_OT_remove_condition,
+    NEUROK_OT_select_condition,
+)
+from .engine import NEUROK_OT_check_engine, NEUROK_OT_install_dependencies
+from .simulate import NEUROK_OT_cancel, NEUROK_OT_clear_results, NEUROK_OT_simulate
+
+CLASSES = (
+    NEUROK_OT_add_force,
+    NEUROK_OT_add_drag,
+    NEUROK_OT_add_velocity,
+    NEUROK_OT_remove_condition,
+    NEUROK_OT_select_condition,
+    NEUROK_OT_simulate,
+    NEUROK_OT_cancel,
+    NEUROK_OT_clear_results,
+    NEUROK_OT_check_engine,
+    NEUROK_OT_install_dependencies,
+)

@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Run an engine job from an operator without freezing Blender.
+
+Interactive: ``invoke`` starts the child and returns ``RUNNING_MODAL``; a window timer polls it,
+the cursor progress, the status bar and the panels show how far it got, Esc cancels (the child is
+terminated and nothing in the scene changes). Background mode (``bpy.app.background``) and
+``execute`` (scripts) run the same job to completion synchronously. The result is applied on the
+main thread in ``job_done``; with ``UNDO`` in ``bl_options`` that is one undo step.
+"""
+
+from __future__ import annotations
+
+import bpy
+
+from ..engine import registry
+from ..engine.job import Job
+
+TIMER_SECONDS = 0.1
+
+
+class JobOperator:
+    """Mixin for an Operator: subclasses set ``job_kind`` and write ``start_job``/``job_done``."""
+
+    job_kind = ""
+
+    def start_job(self, context) -> Job | None:
+        """Validate, start the child; report and return None when it cannot start."""
+        raise NotImplementedError
+
+    def job_done(self, context, job: Job) -> set[str]:
+        """Apply a successful job's result (main thread); return the operator's result."""
+        raise NotImplementedError
+
+    def job_failed(self, context, job: Job) -> None:
+        """Hook for an error or a cancel (after it was reported)."""
+
+    # -- entry points ------------------------------------------------------------------------
+    def execute(self, context):
+        job = self._begin(context)
+        if job is None:
+            return {"CANCELLED"}
+        return self._run_to_end(context, job)
+
+    def invoke(self, context, event):
+        job = self._begin(context)
+        if job is None:
+            return {"CANCELLED"}
+        if bpy.app.background or context.window is None:
+            return self._run_to_end(context, job)
+        wm = context.window_manager
+        self._job = job
+        self._timer = wm.event_timer_add(TIMER_SECONDS, window=context.window)
+        wm.modal_handler_add(self)
+        wm.progress_begin(0, 100)
+        self._show(context, job)
+        return {"RUNNING_MODAL"}
+
+    def modal(self, context, event):
+        job = self._job
+        if event.type == "ESC" and event.value == "PRESS":
+            job.request_cancel()
+        elif event.type != "TIMER" or event.timer is not self._timer:
+            return {"PASS_THROUGH"}
+        if job.poll():
+            self._stop_ui(context)
+            return self._conclude(context, job)
+        self._show(context, job)
+        return {"RUNNING_MODAL"}
+
+    def cancel(self, context):
+        """Blender ends the modal operator (a file is loaded, the window closes)."""
+        job = getattr(self, "_job", None)
+        if job is not None and not job.finished:
+            job.request_cancel()
+            job.poll()
+        self._stop_ui(context)
+        if job is not None:
+            registry.end(self.job_kind, job)
+            job.cleanup()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _begin(self, context) -> Job | None:
+        if registry.get(self.job_kind) is not None:
+            self.report({"ERROR"}, f"{self.bl_label}: already running; wait or cancel it")
+            return None
+        job = self.start_job(context)
+        if job is None:
+            return None
+        registry.start(self.job_kind, job)
+        return job  # possibly finished already: the child could not even start
+
+    def _run_to_end(self, context, job: Job):
+        job.wait()
+        return self._conclude(context, job)
+
+    def _conclude(self, context, job: Job):
+        registry.end(self.job_kind, job)
+        try:
+            if job.cancelled:
+                self.report({"WARNING"}, f"{self.bl_label}: cancelled; nothing was changed")
+                self.job_failed(context, job)
+                return {"CANCELLED"}
+            if job.error:
+                self.report({"ERROR"}, f"{self.bl_label}: {job.error}")
+                self.job_failed(context, job)
+                return {"CANCELLED"}
+            return self.job_done(context, job)
+        finally:
+            job.cleanup()
+            _redraw(context)
+
+    def _show(self, context, job: Job) -> None:
+        percent = int(round(job.fraction * 100))
+        context.window_manager.progress_update(percent)
+        if context.workspace is not None:
+            context.workspace.status_text_set(
+                f"{job.title}: {job.status} ({percent}%)   Esc: cancel"
+            )
+        _redraw(context)
+
+    def _stop_ui(self, context) -> None:
+        timer = getattr(self, "_timer", None)
+        if timer is not None:
+            context.window_manager.event_timer_remove(timer)
+            self._timer = None
+            context.window_manager.progress_end()
+            if context.workspace is not None:
+                context.workspace.status_text_set(None)
+
+
+def _redraw(context) -> None:
+    """Redraw the sidebars and preferences that show a job's progress."""
+    wm = context.window_manager
+    if wm is None:
+        return
+    for window in wm.windows:
+        for area in window.screen.areas:
+            if area.type in {"VIEW_3D", "PREFERENCES"}:
+                area.tag_redraw()

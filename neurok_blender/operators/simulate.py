@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Simulate (run the engine on the active object and bake), Cancel, Clear."""
+
+from __future__ import annotations
+
+import bpy
+from bpy.props import EnumProperty
+
+from ..bake import BakeError, bake, check_bake, clear_results, has_results
+from ..engine import registry
+from ..engine.command import EngineSetupError, engine_command
+from ..engine.job import SimulationJob
+from ..gather import Gathered, GatherError, gather
+from ..paths import deps_root, new_job_dir
+from ..preferences import engine_settings
+from ..request import load_frames
+from ..scene_query import simulated_object
+from .job_runner import JobOperator
+
+
+class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
+    """Simulate the active mesh with NeuROK and bake the motion onto the timeline"""
+
+    bl_idname = "neurok.simulate"
+    bl_label = "Simulate"
+    bl_options = {"REGISTER", "UNDO"}
+    job_kind = registry.SIMULATE
+
+    @classmethod
+    def poll(cls, context):
+        if registry.get(registry.SIMULATE) is not None:
+            cls.poll_message_set("a simulation is running")
+            return False
+        return True
+
+    def start_job(self, context):
+        obj = simulated_object(context)
+        settings = engine_settings(context)
+        try:
+            gathered = gather(context, obj, settings)
+            check_bake(obj, obj.neurok.output.bake_mode)
+            command = engine_command(settings.python, deps_root())
+        except (GatherError, BakeError, EngineSetupError) as exc:
+            self.report({"ERROR"}, f"Simulate: {exc}")
+            return None
+        folder = new_job_dir()
+        request_path = gathered.request.write(folder)
+        job = SimulationJob(folder, gathered.frame_count)
+        self._gathered = gathered
+        self._bake_mode = obj.neurok.output.bake_mode
+        job.start(command.argv("--request", str(request_path)), env=command.env(), cwd=folder)
+        return job
+
+    def job_done(self, context, job):
+        gathered: Gathered = self._gathered
+        obj = bpy.data.objects.get(gathered.object_name)
+        if obj is None or obj.session_uid != gathered.object_uid or obj.type != "MESH":
+            self.report({"ERROR"}, f"Simulate: '{gathered.object_name}' is gone; nothing baked")
+            return {"CANCELLED"}
+        if obj.mode == "EDIT":
+            self.report({"ERROR"}, f"Simulate: '{obj.name}' is in Edit Mode; nothing baked")
+            return {"CANCELLED"}
+        try:
+            frames = load_frames(
+                job.result.get("frames") or job.folder / "frames.npy",
+                gathered.frame_count,
+                gathered.num_vertices,
+            )
+            summary = bake(obj, frames, gathered.frame_start, self._bake_mode)
+        except (ValueError, OSError, BakeError) as exc:
+            self.report({"ERROR"}, f"Simulate: {exc}")
+            return {"CANCELLED"}
+        seconds = float(job.result.get("seconds") or 0.0)
+        obj.neurok.results.seconds = seconds
+        info = job.result.get("info") or {}
+        device = info.get("device") if isinstance(info, dict) else None
+        registry.set_engine_status(
+            "ready", f"ran in {seconds:.1f} s" + (f" on {device}" if device else "")
+        )
+        self.report(
+            {"INFO"},
+            f"Simulated {gathered.frame_count} frames of '{obj.name}' in {seconds:.1f} s;"
+            f" baked as {summary}",
+        )
+        return {"FINISHED"}
+
+    def job_failed(self, context, job):
+        if job.error and getattr(job, "error_kind", None) == "MissingDependency":
+            registry.set_engine_status("error", job.error)
+
+
+class NEUROK_OT_cancel(bpy.types.Operator):
+    """Stop the running NeuROK job; the scene stays as it was"""
+
+    bl_idname = "neurok.cancel"
+    bl_label = "Cancel"
+    bl_options = {"INTERNAL"}
+
+    kind: EnumProperty(
+        items=(
+            ("ALL", "All", ""),
+            (registry.SIMULATE, "Simulation", ""),
+            (registry.PROBE, "Engine Check", ""),
+            (registry.INSTALL, "Install", ""),
+        ),
+        default="ALL",
+    )
+
+    def execute(self, context):
+        if not registry.request_cancel(None if self.kind == "ALL" else self.kind):
+            self.report({"INFO"}, "Nothing is running")
+            return {"CANCELLED"}
+        return {"FINISHED"}
+
+
+class NEUROK_OT_clear_results(bpy.types.Operator):
+    """Remove the shape keys or point cache NeuROK baked on the active object (nothing else)"""
+
+    bl_idname = "neurok.clear_results"
+    bl_label = "Clear"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        obj = simulated_object(context)
+        if not has_results(obj):
+            cls.poll_message_set("the active object has no NeuROK results")
+            return False
+        if obj.mode == "EDIT":
+            cls.poll_message_set("leave Edit Mode first")
+            return False
+        return True
+
+    def execute(self, context):
+        obj = simulated_object(context)
+        removed = clear_results(obj)
+        self.report({"INFO"}, f"Cleared NeuROK results of '{obj.name}' ({removed} removed)")
+        return {"FINISHED"}

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Where the add-on keeps its files: the extension's user folder (dependencies, caches)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import uuid
+from pathlib import Path
+
+import bpy
+
+# The add-on's own package: "bl_ext.<repository>.neurok" when installed as an extension.
+ADDON_PACKAGE = __package__.rpartition(".")[0] or __package__
+
+
+def user_dir(*parts: str) -> Path:
+    """A folder under the extension's user directory (kept across updates), created if needed."""
+    sub = "/".join(parts)
+    try:
+        path = bpy.utils.extension_path_user(ADDON_PACKAGE, path=sub, create=True)
+    except ValueError:  # not installed as an extension (a development checkout)
+        path = Path(tempfile.gettempdir()) / "neurok-user" / sub
+        path.mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
+def deps_root() -> Path:
+    """Where "Install dependencies" puts the engine's packages (one subfolder per Python)."""
+    return user_dir("deps")
+
+
+def space_cache_dir() -> Path:
+    """The engine's cache of kinematic spaces (rebuilding one is the slow part of a run)."""
+    return user_dir("cache")
+
+
+def new_job_dir() -> Path:
+    """A fresh temporary folder for one worker run (request, mesh, frames, stderr)."""
+    return Path(tempfile.mkdtemp(prefix="neurok-"))
+
+
+def point_cache_path(obj: bpy.types.Object) -> tuple[Path, str]:
+    """The PC2 file for ``obj``: next to the saved .blend, else in the user folder.
+
+    Returns (absolute path, the path to store in the modifier: '//'-relative when saved).
+    """
+    safe = re.sub(r"[^\w.-]+", "_", obj.name) or "object"
+    blend = bpy.data.filepath
+    if blend:
+        folder = Path(blend).parent / f"{Path(blend).stem}_neurok"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{safe}.pc2"
+        return path, bpy.path.relpath(str(path))
+    path = user_dir("point_caches") / f"{safe}_{uuid.uuid4().hex[:8]}.pc2"
+    return path, str(path)

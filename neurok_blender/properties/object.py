@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The per-object root (``Object.neurok``): physics and output of a simulated mesh, the record
+of what a bake added (so re-simulating and Clear touch nothing else), and, on an Empty, the
+settings of the condition it stands for."""
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+
+from .condition import NeuROKConditionSettings
+
+
+class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
+    mass: FloatProperty(
+        name="Mass",
+        description="Total mass of the object, spread over its surface by area",
+        default=1.0,
+        min=1e-6,
+        soft_min=0.01,
+        soft_max=1000.0,
+        unit="MASS",
+    )
+    stiffness: FloatProperty(
+        name="Stiffness",
+        description=(
+            "How fast the object springs back to its rest shape, in Hz (0: no pull back, as a"
+            " free hinge; a few Hz: a wobbly jelly)"
+        ),
+        default=0.0,
+        min=0.0,
+        max=100.0,
+        soft_max=10.0,
+    )
+    damping: FloatProperty(
+        name="Damping",
+        description="How fast motion dies out, per second (0: no loss)",
+        default=0.2,
+        min=0.0,
+        soft_max=20.0,
+    )
+    use_gravity: BoolProperty(
+        name="Gravity",
+        description="Use the scene's gravity (Scene Properties > Gravity)",
+        default=True,
+    )
+    pin_group: StringProperty(
+        name="Pin Group",
+        description="Vertices of this vertex group (weight of at least 0.5) stay where they are",
+        default="",
+    )
+
+
+class NeuROKOutputSettings(bpy.types.PropertyGroup):
+    bake_mode: EnumProperty(
+        name="Bake As",
+        items=(
+            (
+                "SHAPE_KEYS",
+                "Shape Keys",
+                "One shape key per frame, keyed on the timeline (editable, in the .blend)",
+                "SHAPEKEY_DATA",
+                0,
+            ),
+            (
+                "POINT_CACHE",
+                "Point Cache",
+                "A PC2 file read by a Mesh Cache modifier (faster and smaller for big meshes)",
+                "FILE_CACHE",
+                1,
+            ),
+        ),
+        default="SHAPE_KEYS",
+    )
+
+
+class NeuROKResultItem(bpy.types.PropertyGroup):
+    """One name (``name`` comes from PropertyGroup): a shape key or F-curve the bake added."""
+
+
+class NeuROKResults(bpy.types.PropertyGroup):
+    """What the last bake added to the object and its mesh; Clear removes exactly this."""
+
+    mode: EnumProperty(
+        items=(
+            ("NONE", "None", ""),
+            ("SHAPE_KEYS", "Shape Keys", ""),
+            ("POINT_CACHE", "Point Cache", ""),
+        ),
+        default="NONE",
+    )
+    shape_keys: CollectionProperty(type=NeuROKResultItem)
+    created_basis: BoolProperty(default=False)
+    basis_name: StringProperty(default="")
+    action_name: StringProperty(default="", description="Action the bake created, if any")
+    modifier_name: StringProperty(default="")
+    cache_path: StringProperty(default="", subtype="FILE_PATH")
+    frame_start: IntProperty(default=1)
+    frame_count: IntProperty(default=0)
+    seconds: FloatProperty(default=0.0)
+
+
+class NeuROKObjectSettings(bpy.types.PropertyGroup):
+    condition: PointerProperty(type=NeuROKConditionSettings)
+    physics: PointerProperty(type=NeuROKPhysicsSettings)
+    output: PointerProperty(type=NeuROKOutputSettings)
+    results: PointerProperty(type=NeuROKResults)

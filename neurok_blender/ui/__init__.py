@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The N-panel "NeuROK" of the 3D viewport and the preferences layout (thin: layout only)."""
+
+from .panels import (
+    NEUROK_PT_conditions,
+    NEUROK_PT_main,
+    NEUROK_PT_output,
+    NEUROK_PT_physics,
+)
+
+# Parents before their sub-panels; the order is the order on screen.
+CLASSES = (NEUROK_PT_main, NEUROK_PT_conditions, NEUROK_PT_physics, NEUROK_PT_output)

@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The "NeuROK" sidebar tab: engine status, conditions, physics, output and Simulate."""
+
+from __future__ import annotations
+
+import bpy
+
+from ..bake import has_results
+from ..engine import registry
+from ..preferences import engine_status_line
+from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
+from .progress import draw_job
+
+
+def _target(context):
+    obj = simulated_object(context)
+    return obj if obj is not None and obj.type == "MESH" else None
+
+
+class _NeuROKPanel:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "NeuROK"
+
+
+class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
+    bl_label = "NeuROK"
+
+    def draw(self, context):
+        layout = self.layout
+        self.draw_engine(layout)
+        obj = _target(context)
+        if obj is None:
+            layout.label(text="Select a mesh object to simulate", icon="INFO")
+        else:
+            layout.label(text=obj.name, icon="OBJECT_DATA")
+
+    @staticmethod
+    def draw_engine(layout):
+        if draw_job(layout, registry.PROBE) or draw_job(layout, registry.INSTALL):
+            return
+        icon, text = engine_status_line()
+        row = layout.row(align=True)
+        row.label(text=f"Engine: {text}", icon=icon)
+        row.operator("neurok.check_engine", text="", icon="FILE_REFRESH")
+
+
+class NEUROK_PT_conditions(_NeuROKPanel, bpy.types.Panel):
+    bl_label = "Conditions"
+    bl_parent_id = "NEUROK_PT_main"
+
+    @classmethod
+    def poll(cls, context):
+        return _target(context) is not None
+
+    def draw(self, context):
+        layout = self.layout
+        obj = _target(context)
+        row = layout.row(align=True)
+        row.operator("neurok.add_force", text="Force", icon="FORCE_FORCE")
+        row.operator("neurok.add_drag", text="Drag", icon="VIEW_PAN")
+        row.operator("neurok.add_velocity", text="Velocity", icon="FORCE_WIND")
+        conditions = conditions_of(obj)
+        if not conditions:
+            layout.label(text="No conditions: gravity only")
+        box = layout.column(align=True)
+        for empty in conditions:
+            self.draw_row(box, context, empty)
+        active = context.active_object
+        if active in conditions:
+            self.draw_details(layout.box(), active)
+        layout.prop(context.scene.neurok, "show_gizmos")
+
+    @staticmethod
+    def draw_row(layout, context, empty):
+        cond = empty.neurok.condition
+        row = layout.row(align=True)
+        op = row.operator(
+            "neurok.select_condition",
+            text=empty.name,
+            icon=KIND_ICONS[cond.kind],
+            depress=empty == context.active_object,
+        )
+        op.name = empty.name
+        if cond.kind == "FORCE":
+            row.prop(cond, "strength", text="")
+        elif cond.kind == "VELOCITY":
+            row.prop(cond, "speed", text="")
+        else:
+            row.prop(cond, "frame", text="")
+        row.operator("neurok.remove_condition", text="", icon="X").name = empty.name
+
+    @staticmethod
+    def draw_details(layout, empty):
+        cond = empty.neurok.condition
+        layout.use_property_split = True
+        layout.label(text=empty.name, icon=KIND_ICONS[cond.kind])
+        if cond.kind == "FORCE":
+            layout.prop(cond, "strength")
+            layout.prop(cond, "use_frame_range")
+            sub = layout.column(align=True)
+            sub.active = cond.use_frame_range
+            sub.prop(cond, "frame_start")
+            sub.prop(cond, "frame_end")
+        elif cond.kind == "VELOCITY":
+            layout.prop(cond, "speed")
+            layout.prop(cond, "whole_object")
+        else:
+            layout.prop(cond, "frame")
+            layout.label(text="Move the handle (G) to the target", icon="INFO")
+
+
+class NEUROK_PT_physics(_NeuROKPanel, bpy.types.Panel):
+    bl_label = "Physics"
+    bl_parent_id = "NEUROK_PT_main"
+
+    @classmethod
+    def poll(cls, context):
+        return _target(context) is not None
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        obj = _target(context)
+        physics = obj.neurok.physics
+        layout.prop(physics, "mass")
+        layout.prop(physics, "stiffness", text="Stiffness (Hz)")
+        layout.prop(physics, "damping")
+        row = layout.row(heading="Gravity")
+        row.prop(physics, "use_gravity", text="")
+        scene = context.scene
+        sub = row.row()
+        sub.active = physics.use_gravity and scene.use_gravity
+        g = scene.gravity if scene.use_gravity else (0.0, 0.0, 0.0)
+        sub.label(text=f"scene: {g[0]:.2f}, {g[1]:.2f}, {g[2]:.2f} m/s²")
+        layout.prop_search(physics, "pin_group", obj, "vertex_groups", text="Pin Group")
+
+
+class NEUROK_PT_output(_NeuROKPanel, bpy.types.Panel):
+    bl_label = "Output"
+    bl_parent_id = "NEUROK_PT_main"
+
+    @classmethod
+    def poll(cls, context):
+        return _target(context) is not None
+
+    def draw(self, context):
+        layout = self.layout
+        obj = _target(context)
+        scene = context.scene
+        first, last = frame_range(scene)
+        source = "preview range" if scene.use_preview_range else "scene"
+        layout.label(
+            text=f"Frames {first}-{last} at {scene_fps(scene):g} fps ({source})", icon="TIME"
+        )
+        layout.prop(obj.neurok.output, "bake_mode", expand=True)
+        if not draw_job(layout, registry.SIMULATE):
+            row = layout.row()
+            row.scale_y = 1.5
+            row.operator("neurok.simulate", icon="PLAY")
+        self.draw_results(layout, obj)
+
+    @staticmethod
+    def draw_results(layout, obj):
+        results = obj.neurok.results
+        if not has_results(obj):
+            return
+        row = layout.row(align=True)
+        what = "shape keys" if results.mode == "SHAPE_KEYS" else "point cache"
+        row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")
+        row.operator("neurok.clear_results", text="Clear", icon="TRASH")

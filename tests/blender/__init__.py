@@ -1,0 +1,1 @@
+"""Helpers for the tests that run in real Blender (the bpy module), one fresh process each."""

@@ -1,0 +1,439 @@
+"""Scenarios run inside real Blender (the bpy module), one per fresh process.
+
+    python tests/blender/scenarios.py <name> '<json params>'
+
+Each installs the built extension zip into the temporary user folder of ``BLENDER_USER_RESOURCES``
+(set by the harness), runs one scenario and writes what it observed to ``params["result"]``.
+Operators are called as scripts call them; in background mode they run synchronously.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import bpy
+import numpy as np
+
+PACKAGE = "bl_ext.user_default.neurok"
+SCENARIOS = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def install(zip_path: str) -> None:
+    result = bpy.ops.extensions.package_install_files(
+        filepath=zip_path, repo="user_default", enable_on_install=True
+    )
+    assert result == {"FINISHED"}, result
+    assert PACKAGE in bpy.context.preferences.addons, "the extension was not enabled"
+
+
+def addon(module: str = ""):
+    """A module of the installed add-on, e.g. addon('neurok_blender.gather')."""
+    return importlib.import_module(f"{PACKAGE}.{module}" if module else PACKAGE)
+
+
+def prefs():
+    return bpy.context.preferences.addons[PACKAGE].preferences
+
+
+def call(op, **kwargs) -> tuple[str, str]:
+    """Run an operator as a script does: ('FINISHED'|'CANCELLED'|'ERROR', message)."""
+    try:
+        result = op(**kwargs)
+    except RuntimeError as exc:
+        return "ERROR", str(exc)
+    return next(iter(result)), ""
+
+
+def empty_scene() -> None:
+    for obj in list(bpy.data.objects):
+        bpy.data.objects.remove(obj, do_unlink=True)
+    for mesh in list(bpy.data.meshes):
+        bpy.data.meshes.remove(mesh)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 12
+    scene.render.fps, scene.render.fps_base = 24, 1.0
+    scene.frame_set(1)
+
+
+def activate(obj) -> None:
+    for other in bpy.context.view_layer.objects:
+        other.select_set(False)
+    if obj is not None:
+        obj.select_set(True)
+    bpy.context.view_layer.objects.active = obj
+
+
+def add_grid(name="Sheet", x=6, y=4, size=1.0):
+    bpy.ops.mesh.primitive_grid_add(x_subdivisions=x, y_subdivisions=y, size=size)
+    obj = bpy.context.active_object
+    obj.name = name
+    return obj
+
+
+def snapshot(obj=None) -> dict:
+    """What a failed or cancelled operator must leave as it was."""
+    state = {
+        "objects": sorted(o.name for o in bpy.data.objects),
+        "selected": sorted(o.name for o in bpy.context.selected_objects),
+        "active": bpy.context.view_layer.objects.active.name
+        if bpy.context.view_layer.objects.active
+        else None,
+        "actions": sorted(a.name for a in bpy.data.actions),
+        "shape_keys": sorted(k.name for k in bpy.data.shape_keys),
+    }
+    if obj is not None and obj.type == "MESH":
+        me = obj.data
+        co = np.empty(len(me.vertices) * 3, dtype=np.float32)
+        me.vertices.foreach_get("co", co)
+        state["mesh"] = {
+            "co": float(np.abs(co).sum()),
+            "keys": [k.name for k in me.shape_keys.key_blocks] if me.shape_keys else [],
+            "modifiers": [m.name for m in obj.modifiers],
+            "results": obj.neurok.results.mode,
+        }
+    return state
+
+
+def evaluated_positions(obj, frame: int) -> np.ndarray:
+    """World-space positions of ``obj`` at ``frame`` after shape keys and modifiers, (N, 3)."""
+    bpy.context.scene.frame_set(frame)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(depsgraph)
+    mesh = ev.to_mesh()
+    co = np.empty(len(mesh.vertices) * 3, dtype=np.float64)
+    mesh.vertices.foreach_get("co", co)
+    ev.to_mesh_clear()
+    m = np.array(obj.matrix_world)
+    return co.reshape(-1, 3) @ m[:3, :3].T + m[:3, 3]
+
+
+def write_script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive for our purpose
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def cancel_when(predicate, kind="simulate", timeout=60.0) -> threading.Thread:
+    """From a thread, cancel the running job of ``kind`` once ``predicate(job)`` holds."""
+    registry = addon("neurok_blender.engine.registry")
+    seen = {}
+
+    def run():
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            job = registry._jobs.get(kind)
+            if job is not None and job.process is not None and predicate(job):
+                seen["pid"] = job.process.pid
+                registry.request_cancel(kind)
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.seen = seen
+    thread.start()
+    return thread
+
+
+# -- scenarios ----------------------------------------------------------------------------------
+@scenario
+def register_cycle(params) -> dict:
+    """Disable and enable the installed add-on twice; the package lives under bl_ext."""
+    import addon_utils
+
+    out = {"cycles": []}
+    for _ in range(2):
+        addon_utils.disable(PACKAGE, default_set=True)
+        gone = {
+            "op": hasattr(bpy.ops.neurok, "simulate") and _op_exists("neurok.simulate"),
+            "object_prop": hasattr(bpy.types.Object, "neurok"),
+            "panel": hasattr(bpy.types, "NEUROK_PT_main"),
+            "gizmo_group": _gizmo_group_registered(),
+        }
+        addon_utils.enable(PACKAGE, default_set=True)
+        back = {
+            "op": _op_exists("neurok.simulate"),
+            "object_prop": hasattr(bpy.types.Object, "neurok"),
+            "scene_prop": hasattr(bpy.types.Scene, "neurok"),
+            "panel": hasattr(bpy.types, "NEUROK_PT_main"),
+            "gizmo_group": _gizmo_group_registered(),
+            "prefs": PACKAGE in bpy.context.preferences.addons
+            and prefs() is not None
+            and prefs().bl_rna.identifier == "NeuROKPreferences",
+        }
+        out["cycles"].append({"disabled": gone, "enabled": back})
+    mods = sorted(m for m in sys.modules if "neurok" in m and not m.startswith("__editable"))
+    out["modules"] = mods
+    out["top_level_neurok"] = [m for m in mods if m.split(".")[0] in ("neurok_blender",)]
+    out["torch_loaded"] = "torch" in sys.modules
+    paths = addon("neurok_blender.paths")
+    out["user_dir"] = str(paths.user_dir("deps"))
+    out["addon_package"] = paths.ADDON_PACKAGE
+    out["extension_root_has_core"] = (
+        Path(addon("neurok_blender.engine.command").EXTENSION_ROOT) / "neurok_core" / "worker.py"
+    ).is_file()
+    return out
+
+
+@scenario
+def conditions(params) -> dict:
+    """Add force/drag/velocity at the cursor and at the active vertex; gizmos; select; remove."""
+    import bmesh
+    from mathutils import Vector
+
+    empty_scene()
+    obj = add_grid("Sheet", 4, 4, 2.0)
+    obj.rotation_euler = (0.3, 0.0, 0.5)
+    obj.location = (1.0, 2.0, 3.0)
+    bpy.context.view_layer.update()
+    out = {}
+    # 3D cursor a bit above the sheet's centre: the force snaps to the surface below it
+    bpy.context.scene.cursor.location = obj.matrix_world @ Vector((0.1, 0.2, 0.5))
+    out["add_force"] = call(bpy.ops.neurok.add_force)
+    force = bpy.context.active_object
+    bpy.context.view_layer.update()
+    local = obj.matrix_world.inverted() @ force.matrix_world.translation
+    normal = (obj.matrix_world.to_3x3() @ Vector((0, 0, 1))).normalized()
+    out["force"] = {
+        "name": force.name,
+        "parent": force.parent.name if force.parent else None,
+        "display": force.empty_display_type,
+        "kind": force.neurok.condition.kind,
+        "local": list(local),
+        "z_dot_normal": float(force.matrix_world.to_3x3().col[2].normalized().dot(normal)),
+        "anchor_vertex": force.neurok.condition.anchor_vertex,
+        "selected": sorted(o.name for o in bpy.context.selected_objects),
+    }
+    # the panel target stays the sheet while its force is active; the gizmos follow
+    gizmos = addon("neurok_blender.gizmos")
+    scene_query = addon("neurok_blender.scene_query")
+    out["target_with_force_active"] = scene_query.simulated_object(bpy.context).name
+    # edit mode: at the active vertex
+    activate(obj)
+    bpy.ops.object.mode_set(mode="EDIT")
+    bm = bmesh.from_edit_mesh(obj.data)
+    bm.verts.ensure_lookup_table()
+    for v in bm.verts:
+        v.select = False
+    bm.verts[5].select = True
+    bm.select_history.clear()
+    bm.select_history.add(bm.verts[5])
+    out["add_drag_edit"] = call(bpy.ops.neurok.add_drag)
+    out["add_velocity_edit"] = call(bpy.ops.neurok.add_velocity)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    conds = scene_query.conditions_of(obj)
+    drag = next(c for c in conds if c.neurok.condition.kind == "DRAG")
+    vel = next(c for c in conds if c.neurok.condition.kind == "VELOCITY")
+    bpy.context.view_layer.update()
+    v5 = obj.matrix_world @ obj.data.vertices[5].co
+    out["drag"] = {
+        "anchor_vertex": drag.neurok.condition.anchor_vertex,
+        "at_vertex": float((drag.matrix_world.translation - v5).length),
+        "frame": drag.neurok.condition.frame,
+        "display": drag.empty_display_type,
+    }
+    out["velocity"] = {"anchor_vertex": vel.neurok.condition.anchor_vertex}
+    out["conditions"] = [c.name for c in conds]
+    # gizmos: one per condition, bound to strength / speed / location
+    activate(obj)
+    group = bpy.types.GizmoGroup.bl_rna_get_subclass_py("NEUROK_GGT_conditions")
+    out["gizmo_poll_active"] = bool(group.poll(bpy.context))
+    force.neurok.condition.strength = 42.0
+    specs = gizmos.gizmo_specs(bpy.context)
+    out["gizmos"] = [
+        {
+            "empty": s.key[0],
+            "type": s.gizmo_type,
+            "prop": s.prop,
+            "value": float(getattr(s.data, s.prop))
+            if s.prop != "location"
+            else list(getattr(s.data, s.prop)),
+            "data_is_condition": s.data == bpy.data.objects[s.key[0]].neurok.condition,
+            "origin_error": float(
+                (s.matrix.translation - bpy.data.objects[s.key[0]].matrix_world.translation).length
+            )
+            if s.gizmo_type == "GIZMO_GT_arrow_3d"
+            else float(
+                (
+                    (s.matrix @ bpy.data.objects[s.key[0]].location)
+                    - bpy.data.objects[s.key[0]].matrix_world.translation
+                ).length
+            ),
+        }
+        for s in specs
+    ]
+    # moving the empty moves its gizmo
+    force.location.x += 0.25
+    bpy.context.view_layer.update()
+    moved = next(s for s in gizmos.gizmo_specs(bpy.context) if s.key[0] == force.name)
+    out["gizmo_follows"] = float((moved.matrix.translation - force.matrix_world.translation).length)
+    # another active object: no gizmos
+    bpy.ops.mesh.primitive_cube_add(location=(5, 5, 5))
+    out["gizmo_poll_other"] = bool(group.poll(bpy.context))
+    out["specs_other"] = len(gizmos.gizmo_specs(bpy.context))
+    other = bpy.context.active_object
+    # select a condition from the list, then remove it
+    out["select"] = call(bpy.ops.neurok.select_condition, name=drag.name)
+    out["active_after_select"] = bpy.context.view_layer.objects.active.name
+    out["remove"] = call(bpy.ops.neurok.remove_condition, name=drag.name)
+    out["after_remove"] = [c.name for c in scene_query.conditions_of(obj)]
+    out["remove_missing"] = call(bpy.ops.neurok.remove_condition, name="Nope")
+    activate(other)
+    out["add_force_cube"] = call(bpy.ops.neurok.add_force)
+    bpy.ops.object.camera_add()
+    out["add_force_camera"] = call(bpy.ops.neurok.add_force)
+    return out
+
+
+def _attempt(obj=None, **prefs_values) -> dict:
+    """Simulate with some preferences; the message and whether the scene stayed as it was."""
+    p = prefs()
+    saved = {k: getattr(p, k) for k in prefs_values}
+    for k, v in prefs_values.items():
+        setattr(p, k, v)
+    before = snapshot(obj)
+    start = time.monotonic()
+    status, message = call(bpy.ops.neurok.simulate)
+    after = snapshot(obj)
+    for k, v in saved.items():
+        setattr(p, k, v)
+    return {
+        "status": status,
+        "message": message,
+        "untouched": before == after,
+        "seconds": time.monotonic() - start,
+    }
+
+
+@scenario
+def refusals(params) -> dict:
+    """What Simulate refuses before any engine starts: each a message, the scene untouched."""
+    empty_scene()
+    p = prefs()
+    # a worker must not even start: point the interpreter at a script that leaves a mark
+    mark = Path(params["tmp"]) / "started"
+    p.python_path = write_script(Path(params["tmp"]) / "python", f"touch {mark}; exit 1")
+    out = {}
+    activate(None)
+    out["no_active"] = _attempt()
+    bpy.ops.object.camera_add()
+    out["camera"] = _attempt()
+    empty = bpy.data.objects.new("Empty Mesh", bpy.data.meshes.new("Empty Mesh"))
+    bpy.context.collection.objects.link(empty)
+    activate(empty)
+    out["empty_mesh"] = _attempt(empty)
+    edges = bpy.data.meshes.new("Edges")
+    edges.from_pydata([(0, 0, 0), (1, 0, 0)], [(0, 1)], [])
+    wire = bpy.data.objects.new("Wire", edges)
+    bpy.context.collection.objects.link(wire)
+    activate(wire)
+    out["no_faces"] = _attempt(wire)
+    sheet = add_grid("Sheet", 6, 4)
+    out["over_limit"] = _attempt(sheet, max_vertices=10)
+    out["missing_checkpoint"] = _attempt(sheet, checkpoint=str(Path(params["tmp"]) / "nowhere"))
+    out["missing_python"] = _attempt(sheet, python_path="/nonexistent/bin/python3")
+    bpy.ops.object.mode_set(mode="EDIT")
+    out["edit_mode"] = _attempt(sheet)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    scene = bpy.context.scene
+    scene.frame_end = 1
+    out["one_frame"] = _attempt(sheet)
+    scene.frame_end = 12
+    sheet.neurok.physics.pin_group = "Missing"
+    out["missing_pin_group"] = _attempt(sheet)
+    sheet.neurok.physics.pin_group = ""
+    bpy.context.scene.cursor.location = (0, 0, 0)
+    bpy.ops.neurok.add_drag()
+    drag = bpy.context.active_object
+    drag.neurok.condition.frame = 40
+    activate(sheet)
+    out["drag_out_of_range"] = _attempt(sheet)
+    out["worker_started"] = mark.exists()
+    return out
+
+
+@scenario
+def worker_failures(params) -> dict:
+    """Engines that fail in every way: each a clear message, the scene untouched, no process
+    left, the job folder gone."""
+    empty_scene()
+    tmp = Path(params["tmp"])
+    sheet = add_grid("Sheet", 6, 4)
+    sheet.shape_key_add(name="Basis")
+    sheet.shape_key_add(name="User Key")
+    sheet.modifiers.new("User Subsurf", "SUBSURF")
+    status = '{"type": "status", "stage": "load", "message": "loading the model"}'
+    frame = '{"type": "frame", "index": 0, "count": 12, "energy": 0.0}'
+    scripts = {
+        "crash": f"echo '{status}'; echo 'Traceback (most recent call last):' >&2;"
+        " echo 'RuntimeError: boom in the decoder' >&2; exit 1",
+        "killed": f"echo '{status}'; echo '{frame}'; kill -9 $$",
+        "engine_error": f'echo \'{status}\'; echo \'{{"type": "error", "kind":'
+        ' "CheckpointError", "message": "checkpoint /x has no config.json"}\'; exit 2',
+        "silent_exit": "exit 0",
+        "isolated": f'exec {params["base_python"]} -I -S "$@"',
+    }
+    out = {}
+    for name, body in scripts.items():
+        python = write_script(tmp / f"python_{name}", body)
+        out[name] = _attempt(sheet, python_path=python)
+    out["bare_venv"] = _attempt(sheet, python_path=params["bare_python"])
+    # cancel midway: the engine has started and reported progress, then the user cancels
+    python = write_script(tmp / "python_slow", f"echo '{status}'; echo '{frame}'; exec sleep 60")
+    watcher = cancel_when(lambda job: getattr(job, "frames_done", 0) >= 1)
+    out["cancel"] = _attempt(sheet, python_path=python)
+    watcher.join(5)
+    out["cancel_pid_alive"] = process_alive(watcher.seen["pid"]) if "pid" in watcher.seen else None
+    out["cancel_seen"] = "pid" in watcher.seen
+    out["leftover_job_dirs"] = sorted(p.name for p in (tmp / "tmpdir").glob("neurok-*"))
+    registry = addon("neurok_blender.engine.registry")
+    out["jobs_left"] = list(registry._jobs)
+    return out
+
+
+def _gizmo_group_registered() -> bool:
+    return bpy.types.GizmoGroup.bl_rna_get_subclass_py("NEUROK_GGT_conditions") is not None
+
+
+def _op_exists(idname: str) -> bool:
+    module, name = idname.split(".")
+    try:
+        getattr(getattr(bpy.ops, module), name).get_rna_type()
+    except (AttributeError, KeyError):
+        return False
+    return True
+
+
+def main() -> int:
+    name, params = sys.argv[1], json.loads(sys.argv[2])
+    install(params["zip"])
+    out = SCENARIOS[name](params)
+    Path(params["result"]).write_text(json.dumps(out, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The extension installed into real Blender: registration, conditions, gizmos, bad cases."""
+
+import pytest
+from blender.harness import built_zip, run_scenario
+
+pytestmark = pytest.mark.blender
+
+
+@pytest.fixture(scope="module")
+def zip_path(tmp_path_factory):
+    return built_zip(tmp_path_factory)
+
+
+def test_register_unregister_twice_under_bl_ext(tmp_path, zip_path):
+    out = run_scenario("register_cycle", tmp_path, zip_path)
+    for cycle in out["cycles"]:
+        assert not any(cycle["disabled"].values()), cycle
+        assert all(cycle["enabled"].values()), cycle
+    assert out["modules"] and all(
+        m.startswith("bl_ext.user_default.neurok") for m in out["modules"]
+    )
+    assert out["addon_package"] == "bl_ext.user_default.neurok"
+    assert "extensions" in out["user_dir"] and str(tmp_path) in out["user_dir"]
+    assert out["extension_root_has_core"]
+    assert not out["torch_loaded"]
+
+
+def test_conditions_and_gizmos(tmp_path, zip_path):
+    out = run_scenario("conditions", tmp_path, zip_path)
+    assert out["add_force"][0] == "FINISHED", out["add_force"]
+    force = out["force"]
+    assert force["parent"] == "Sheet" and force["kind"] == "FORCE"
+    assert force["display"] == "SINGLE_ARROW"
+    assert abs(force["local"][2]) < 1e-5  # snapped onto the sheet (local z = 0)
+    assert abs(force["local"][0] - 0.1) < 1e-5 and abs(force["local"][1] - 0.2) < 1e-5
+    assert force["z_dot_normal"] > 0.9999  # local Z = outward normal
+    assert force["anchor_vertex"] == -1
+    assert force["selected"] == [force["name"]]
+    assert out["target_with_force_active"] == "Sheet"
+    assert out["add_drag_edit"][0] == "FINISHED" and out["add_velocity_edit"][0] == "FINISHED"
+    assert out["drag"]["anchor_vertex"] == 5 and out["drag"]["at_vertex"] < 1e-5
+    assert out["drag"]["display"] == "SPHERE"
+    assert 1 < out["drag"]["frame"] <= 12
+    assert out["velocity"]["anchor_vertex"] == 5
+    assert len(out["conditions"]) == 3
+    # gizmos: an arrow bound to the strength of each force, to the speed of each velocity, a
+    # move gizmo bound to each drag handle's location; all drawn where the Empties are
+    assert out["gizmo_poll_active"]
+    by_type = {(g["type"], g["prop"]) for g in out["gizmos"]}
+    assert by_type == {
+        ("GIZMO_GT_arrow_3d", "strength"),
+        ("GIZMO_GT_arrow_3d", "speed"),
+        ("GIZMO_GT_move_3d", "location"),
+    }
+    strength = next(g for g in out["gizmos"] if g["prop"] == "strength")
+    assert strength["value"] == 42.0 and strength["data_is_condition"]
+    assert all(g["origin_error"] < 1e-5 for g in out["gizmos"]), out["gizmos"]
+    assert out["gizmo_follows"] < 1e-5
+    assert not out["gizmo_poll_other"] and out["specs_other"] == 0
+    assert out["select"][0] == "FINISHED"
+    assert out["active_after_select"].startswith("NeuROK Drag")
+    assert out["remove"][0] == "FINISHED" and len(out["after_remove"]) == 2
+    assert out["remove_missing"][0] == "ERROR" and "no NeuROK condition" in out["remove_missing"][1]
+    assert out["add_force_cube"][0] == "FINISHED"
+    assert out["add_force_camera"][0] == "ERROR"
+
+
+def test_refusals_leave_the_scene_untouched(tmp_path, zip_path):
+    out = run_scenario("refusals", tmp_path, zip_path)
+    expected = {
+        "no_active": "no active object",
+        "camera": "camera object",
+        "empty_mesh": "has no vertices",
+        "no_faces": "has no faces",
+        "over_limit": "more than the limit of 10",
+        "missing_checkpoint": "checkpoint folder",
+        "missing_python": "does not exist",
+        "edit_mode": "Edit Mode",
+        "one_frame": "at least two frames",
+        "missing_pin_group": "pin group 'Missing' does not exist",
+        "drag_out_of_range": "arrives at frame 40",
+    }
+    for case, words in expected.items():
+        got = out[case]
+        assert got["status"] == "ERROR", (case, got)
+        assert words in got["message"], (case, got["message"])
+        assert "Traceback" not in got["message"]
+        assert got["untouched"], case
+    assert not out["worker_started"]

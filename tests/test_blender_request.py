@@ -1,0 +1,160 @@
+"""The add-on's side of the worker protocol, in plain Python (no Blender, no torch needed):
+its request files are what the engine's worker reads, its conditions what the engine accepts."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from neurok_blender.engine.job import SimulationJob
+from neurok_blender.request import (
+    Conditions,
+    DragSpec,
+    ForceSpec,
+    SimulationRequest,
+    VelocitySpec,
+    load_frames,
+)
+from neurok_core.dynamics.conditions import SimulationConditions
+from neurok_core.errors import ConditionError
+from neurok_core.worker import load_mesh, read_request
+
+
+def conditions() -> Conditions:
+    return Conditions(
+        forces=(
+            ForceSpec(direction=(0, 0, 2), strength=5.0, vertex=3),
+            ForceSpec(
+                direction=(1, 0, 0), strength=1.5, point=(0.1, 0.2, 0.3), start_frame=2, end_frame=6
+            ),
+        ),
+        drags=(DragSpec(target=(1, 1, 1), frame=8, point=(0.0, 0.0, 0.5), start_frame=1),),
+        velocities=(VelocitySpec(velocity=(0, 1, 0)), VelocitySpec(velocity=(1, 0, 0), vertex=2)),
+        gravity=(0, 0, -9.81),
+        pins=(5, 0, 5),
+        mass=2.0,
+        stiffness=1.5,
+        damping=0.3,
+        frames=12,
+        fps=30.0,
+        device="cpu",
+    )
+
+
+def test_conditions_round_trip_through_the_engine():
+    engine = SimulationConditions.from_dict(conditions().to_dict())
+    assert engine.forces[0].vertex == 3 and engine.forces[0].strength == 5.0
+    direction = np.array(engine.forces[0].direction)
+    np.testing.assert_allclose(direction / np.linalg.norm(direction), [0.0, 0.0, 1.0])
+    assert engine.forces[1].point == (0.1, 0.2, 0.3) and engine.forces[1].end_frame == 6
+    assert engine.drags[0].target == (1.0, 1.0, 1.0) and engine.drags[0].frame == 8
+    assert engine.velocities[0].anchor is None and engine.velocities[1].vertex == 2
+    assert engine.pins == (0, 5) and engine.mass == 2.0 and engine.fps == 30.0
+    assert engine.device == "cpu" and engine.frames == 12
+    # and the dict is exactly what the engine writes itself (no key missing or extra)
+    assert set(conditions().to_dict()) <= set(engine.to_dict())
+    json.dumps(conditions().to_dict(), allow_nan=False)
+
+
+def test_engine_rejects_what_the_engine_should_reject():
+    bad = Conditions(forces=(ForceSpec(direction=(0, 0, 0), strength=1.0, vertex=0),))
+    with pytest.raises(ConditionError, match="zero length"):
+        SimulationConditions.from_dict(bad.to_dict())
+
+
+def test_request_files_are_what_the_worker_reads(tmp_path):
+    vertices = np.random.default_rng(0).normal(size=(7, 3))
+    faces = np.array([[0, 1, 2], [2, 3, 4], [4, 5, 6]])
+    request = SimulationRequest(
+        vertices,
+        faces,
+        conditions(),
+        checkpoint=None,
+        device="cpu",
+        cache_dir=str(tmp_path / "cache"),
+    )
+    path = request.write(tmp_path / "job")
+    parsed = read_request(path)
+    assert parsed["mesh"] == str((tmp_path / "job" / "mesh.npz").resolve())
+    assert parsed["output"]["frames"] == str((tmp_path / "job" / "frames.npy").resolve())
+    assert parsed["checkpoint"] is None and parsed["device"] == "cpu"
+    v, f = load_mesh(parsed["mesh"])
+    assert v.dtype == np.float32 and f.dtype == np.int32
+    np.testing.assert_allclose(v, vertices.astype(np.float32))
+    np.testing.assert_array_equal(f, faces)
+    SimulationConditions.from_dict(parsed["conditions"]).validate(len(v))
+
+
+def test_load_frames_checks_shape_and_values(tmp_path):
+    path = tmp_path / "frames.npy"
+    frames = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(4, 5, 3))
+    frames[:] = 1.0
+    frames.flush()
+    assert load_frames(path, 4, 5).shape == (4, 5, 3)
+    with pytest.raises(ValueError, match="expected"):
+        load_frames(path, 4, 6)
+    frames[2, 1, 0] = np.nan
+    frames.flush()
+    with pytest.raises(ValueError, match="NaN"):
+        load_frames(path, 4, 5)
+
+
+def _fake_worker(tmp_path, lines: list[dict], code: int) -> list[str]:
+    script = tmp_path / "fake_worker.py"
+    script.write_text(
+        "import json, sys\n"
+        f"for line in {lines!r}:\n"
+        "    print(json.dumps(line), flush=True)\n"
+        "print('stray text on stdout', flush=True)\n"
+        f"sys.exit({code})\n"
+    )
+    return [sys.executable, str(script)]
+
+
+def test_simulation_job_turns_messages_into_progress_and_a_result(tmp_path):
+    lines = [
+        {"type": "status", "stage": "load", "message": "loading the model"},
+        {"type": "progress", "stage": "subspace", "fraction": 0.5},
+        {"type": "frame", "index": 0, "count": 4, "energy": 1.0},
+        {"type": "frame", "index": 3, "count": 4, "energy": 1.0},
+        {
+            "type": "done",
+            "frames": "f.npy",
+            "result": None,
+            "pc2": None,
+            "count": 4,
+            "seconds": 1.5,
+            "info": {},
+        },
+    ]
+    job = SimulationJob(tmp_path / "job", 4)
+    job.start(_fake_worker(tmp_path, lines, 0))
+    fractions = []
+    while not job.poll():
+        fractions.append(job.fraction)
+    assert job.result["count"] == 4 and job.error is None and job.fraction == 1.0
+    assert job.frames_done == 4
+    assert fractions == sorted(fractions)
+    job.cleanup()
+    assert not (tmp_path / "job").exists()
+
+
+def test_simulation_job_error_and_bad_exit(tmp_path):
+    job = SimulationJob(tmp_path / "a", 4)
+    job.start(
+        _fake_worker(
+            tmp_path, [{"type": "error", "kind": "MeshError", "message": "the mesh is flat"}], 2
+        )
+    )
+    job.wait()
+    assert job.error == "the mesh is flat" and job.error_kind == "MeshError"
+    # a 'done' with a failing exit status is not a result
+    job = SimulationJob(tmp_path / "b", 4)
+    job.start(_fake_worker(tmp_path, [{"type": "done", "frames": "f.npy"}], 1))
+    job.wait()
+    assert job.result is None and "exit status 1" in job.error
+    # an interpreter that does not exist
+    job = SimulationJob(tmp_path / "c", 4)
+    job.start([str(tmp_path / "no_python"), "-m", "neurok_core.worker"])
+    assert job.finished and "cannot start" in job.error

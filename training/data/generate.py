@@ -221,7 +221,7 @@ def _check_resume(cfg: GenerateConfig, old: dict | None, fams: list[str]) -> Non
         "split": cfg.split,
         "seed": cfg.seed,
         "families": fams,
-        "frames": list(cfg.frames),
+        "frames_range": list(cfg.frames),
         "generator_version": GENERATOR_VERSION,
     }
     theirs = {k: old.get(k) for k in mine}

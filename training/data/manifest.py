@@ -1,6 +1,6 @@
 """The dataset manifest (``manifest.json``) and the summaries shared with ``stats``.
 
-Layout: the run settings (split, seed, families, frames, generator version, platform versions),
+Layout: the run settings (split, seed, families, frames_range, generator version, platform),
 ``counts`` (sequences per family and per category), ``vertices`` / ``frames`` / ``faces``
 statistics overall and per family, ``rejects`` (total, and per family with each reason's count
 and an example message), ``missing`` (slots that failed every attempt), ``this_run`` (written,
@@ -104,7 +104,7 @@ def build_manifest(cfg, families: list[str], results, wall: float, version: str)
         "split": cfg.split,
         "seed": cfg.seed,
         "families": families,
-        "frames": list(cfg.frames),
+        "frames_range": list(cfg.frames),
         "count_requested": cfg.count,
         "max_attempts": cfg.max_attempts,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

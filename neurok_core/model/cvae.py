@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from ..dualquat import dq_apply, dq_from_raw
 from .config import ModelConfig
-from .layers import gaussian_kl, reparameterize
+from .layers import gaussian_kl, reparameterize, standard_normal
 from .losses import knn_indices, rigidity_error, squared_error_sum
 from .networks import DeformationDecoder, PosteriorEncoder, ShapeCode, ShapeEncoder
 
@@ -76,10 +76,7 @@ class NeuROKModel(nn.Module):
     ) -> Tensor:
         """``n`` latents per shape from p(z | M0) = N(mu_cond, I): (B, n, k)."""
         mu = shape.mu_cond  # (B, k)
-        eps = torch.randn(
-            (*mu.shape[:-1], n, mu.shape[-1]), dtype=mu.dtype, device=mu.device, generator=generator
-        )
-        return mu[..., None, :] + eps
+        return mu[..., None, :] + standard_normal(mu, (*mu.shape[:-1], n, mu.shape[-1]), generator)
 
     # ------------------------------------------------------------------ training
     def loss(

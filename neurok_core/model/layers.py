@@ -150,9 +150,21 @@ def gaussian_kl(mu: Tensor, logvar: Tensor, prior_mean: Tensor | None = None) ->
 def reparameterize(
     mu: Tensor, logvar: Tensor, *, generator: torch.Generator | None = None
 ) -> Tensor:
-    """A sample ``z = mu + exp(logvar / 2) * eps``, ``eps ~ N(0, I)``, (..., k) -> (..., k)."""
-    eps = torch.randn(mu.shape, dtype=mu.dtype, device=mu.device, generator=generator)
-    return mu + torch.exp(0.5 * logvar) * eps
+    """A sample ``z = mu + exp(logvar / 2) * eps``, ``eps ~ N(0, I)``, (..., k) -> (..., k).
+
+    The noise is drawn on the generator's device (if given) and moved to ``mu``'s.
+    """
+    return mu + torch.exp(0.5 * logvar) * standard_normal(mu, mu.shape, generator)
+
+
+def standard_normal(
+    like: Tensor, shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None = None
+) -> Tensor:
+    """``N(0, I)`` noise of ``shape`` with ``like``'s dtype and device, drawn with ``generator``
+    on the generator's own device (so a CPU generator also seeds GPU models)."""
+    device = like.device if generator is None else generator.device
+    eps = torch.randn(shape, dtype=like.dtype, device=device, generator=generator)
+    return eps.to(like.device)
 
 
 class KLBottleneck(nn.Module):

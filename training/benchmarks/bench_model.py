@@ -1,6 +1,6 @@
 """Speed of the NeuROK networks on this machine, per model preset.
 
-    python -m training.benchmarks.bench_model [--presets tiny default] [--seconds 5]
+    python -m training.benchmarks.bench_model [--presets tiny default] [--seconds 5] [--threads N]
 
 Prints, per preset: the parameter count; training samples/s (forward + backward + Adam step on
 random point pairs at the preset's ``num_points``, after warm-up); decoder throughput in query
@@ -99,7 +99,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seconds", type=float, default=5.0, help="timed seconds per measurement")
     parser.add_argument("--batch-size", type=int, default=16, help="shapes per training step")
     parser.add_argument("--queries", type=int, default=4096, help="query points per decode")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads first")
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU")
     results = []

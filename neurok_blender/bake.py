@@ -11,7 +11,6 @@ space (the inverse of ``obj.matrix_world``).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import bpy
@@ -60,7 +59,7 @@ def bake(obj, frames_world: np.ndarray, frame_start: int, mode: str) -> str:
         )
     check_bake(obj, mode)
     local = to_local(obj, frames_world)
-    clear_results(obj, keep_cache_file=True)
+    clear_results(obj)
     if mode == "POINT_CACHE":
         path = bake_point_cache(obj, local, frame_start)
         return f"point cache {path.name}"
@@ -212,30 +211,27 @@ def _is_ours(path: str) -> bool:
     return any(folder in p.parents for folder in folders)
 
 
-def _clear_point_cache(obj, keep_file: bool) -> int:
+def _clear_point_cache(obj) -> int:
+    """Remove our Mesh Cache modifier. The file stays (re-simulating overwrites it), so that
+    undoing Clear brings back a modifier that still plays."""
     results = obj.neurok.results
     removed = 0
     modifier = obj.modifiers.get(results.modifier_name) if results.modifier_name else None
     if modifier is not None and modifier.type == "MESH_CACHE":
         obj.modifiers.remove(modifier)
         removed = 1
-    path = bpy.path.abspath(results.cache_path) if results.cache_path else ""
-    if not keep_file and path and _is_ours(path) and os.path.isfile(path):
-        os.remove(path)
     results.modifier_name = ""
-    if not keep_file:
-        results.cache_path = ""
     return removed
 
 
-def clear_results(obj, *, keep_cache_file: bool = False) -> int:
+def clear_results(obj) -> int:
     """Remove what the last bake added to ``obj``; returns how many keys/modifiers went."""
     results = obj.neurok.results
     removed = 0
     if results.mode == "SHAPE_KEYS" or len(results.shape_keys):
         removed += _clear_shape_keys(obj)
     if results.mode == "POINT_CACHE" or results.modifier_name:
-        removed += _clear_point_cache(obj, keep_cache_file)
+        removed += _clear_point_cache(obj)
     results.mode = "NONE"
     results.frame_count = 0
     obj.data.update()

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch.testing import assert_close
 
 from neurok_core.dualquat import dq_apply, dq_from_rt
@@ -134,17 +135,16 @@ def test_attention_is_plain_softmax_attention():
 # ---------------------------------------------------------------------- forward-mode AD
 
 
-def test_layer_norm_modes_agree_and_eval_mode_has_exact_second_derivatives():
+@pytest.mark.parametrize("training", [True, False])
+def test_layer_norm_matches_torch_and_has_exact_second_derivatives(training):
     torch.manual_seed(0)
-    norm = LayerNorm(6).to(D)
+    norm = LayerNorm(6).to(D).train(training)
     with torch.no_grad():
         norm.weight.normal_()
         norm.bias.normal_()
     x, v = torch.randn(4, 6, dtype=D), torch.randn(4, 6, dtype=D)
     reference = torch.nn.LayerNorm(6).to(D)
     reference.load_state_dict(norm.state_dict())
-    assert_close(norm.train()(x), reference(x))
-    norm.eval()
     assert_close(norm(x), reference(x))
 
     def directional(y):
@@ -154,6 +154,11 @@ def test_layer_norm_modes_agree_and_eval_mode_has_exact_second_derivatives():
     h = 1e-4
     fd = (directional(x + h * v) - directional(x - h * v)) / (2 * h)
     assert_close(second, fd, rtol=1e-6, atol=1e-8)
+    # The same through the plain forward-mode API.
+    expected = directional(x)
+    with fwAD.dual_level():
+        tangent = fwAD.unpack_dual(norm(fwAD.make_dual(x, v))).tangent
+    assert_close(tangent, expected)
 
 
 def test_train_and_eval_modes_compute_the_same_deformation():
@@ -171,9 +176,9 @@ def _deform_fn(model):
     return lambda z: model.deform(z, shape, query)
 
 
-@pytest.mark.parametrize("deformation", ["dualquat", "displacement"])
-def test_forward_mode_derivatives_of_the_decoder(deformation):
-    model = tiny_model(dtype=D, randomize_head=True, deformation=deformation)
+@pytest.mark.parametrize("deformation, training", [("dualquat", False), ("displacement", True)])
+def test_forward_mode_derivatives_of_the_decoder(deformation, training):
+    model = tiny_model(dtype=D, randomize_head=True, deformation=deformation).train(training)
     deform = _deform_fn(model)
     gen = torch.Generator().manual_seed(8)
     z = torch.randn(2, model.config.latent_dim, dtype=D, generator=gen)

@@ -26,10 +26,8 @@ class NeuROKModel(nn.Module):
 
     ``forward`` is :meth:`loss`, so that ``DistributedDataParallel(model)(rest, deformed)`` works.
     Every method is differentiable in forward and reverse mode (``torch.func.jvp``/``jacfwd``
-    through ``deform`` with respect to z). Nested forward mode (``D^2F[v, v]``) is exact in eval
-    mode only (``model.eval()``, which :func:`neurok_core.checkpoint.load_checkpoint` sets): in
-    training mode the layer norms use PyTorch's fused kernel, whose second-order forward-mode
-    derivative is wrong (see :class:`~neurok_core.model.layers.LayerNorm`).
+    through ``deform`` with respect to z, nested too: ``D^2F[v, v]`` by forward-over-forward).
+    The model has no dropout or batch statistics, so train and eval mode compute the same thing.
     """
 
     def __init__(self, config: ModelConfig) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch import Tensor, nn
 
 
@@ -35,15 +36,28 @@ class FourierEmbedding(nn.Module):
         return torch.cat((points, torch.sin(scaled), torch.cos(scaled)), dim=-1)
 
 
+def _forward_ad_active(*tensors: Tensor) -> bool:
+    """Whether any tensor carries a forward-mode tangent or is inside a ``torch.func`` transform.
+
+    ``torch.func`` wraps the tensors it traces; where that check is unavailable (its module is
+    private), assume a transform may be active so the exact path is taken.
+    """
+    is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+    for t in tensors:
+        if is_wrapped is None or is_wrapped(t) or fwAD.unpack_dual(t).tangent is not None:
+            return True
+    return False
+
+
 class LayerNorm(nn.Module):
     """Layer normalisation over the last dim, ``(x - mean) / sqrt(var + eps) * weight + bias``.
 
     PyTorch's fused layer-norm kernel returns wrong second-order forward-mode derivatives (nested
     ``torch.func.jvp``; pytorch/pytorch issue 196700), and the dynamics need exactly those
-    (``D^2F[v, v]``). So in eval mode the norm is written with elementary ops, whose derivatives
-    of every order are right; in training mode (reverse mode, first order only) the fused kernel
-    is used because it is about 25% faster for the whole training step. Both compute the same
-    function. Same parameters and state-dict keys as ``nn.LayerNorm``.
+    (``D^2F[v, v]``). So whenever forward-mode AD or a ``torch.func`` transform is active the norm
+    is written with elementary ops, whose derivatives of every order are right; otherwise (training,
+    reverse-mode inference) the fused kernel is used, which makes a training step about 25% faster.
+    Both compute the same function. Same parameters and state-dict keys as ``nn.LayerNorm``.
     """
 
     def __init__(self, dim: int, *, eps: float = 1e-5) -> None:
@@ -53,7 +67,7 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.training:
+        if not _forward_ad_active(x, self.weight, self.bias):
             return nn.functional.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
         centred = x - x.mean(dim=-1, keepdim=True)
         variance = (centred * centred).mean(dim=-1, keepdim=True)

@@ -12,6 +12,7 @@ points/s (no grad); and the cost of the derivatives the dynamics need for 512 qu
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
@@ -104,7 +105,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU; "
+        f"load average {load:.1f} on {os.cpu_count()} CPUs (other work slows every figure)"
+    )
     results = []
     for name in args.presets:
         r = bench_preset(

@@ -87,3 +87,33 @@ def test_refusals_leave_the_scene_untouched(tmp_path, zip_path):
         assert "Traceback" not in got["message"]
         assert got["untouched"], case
     assert not out["worker_started"]
+
+
+def test_gather_world_space_request(tmp_path, zip_path):
+    import numpy as np
+
+    out = run_scenario("gather_world_space", tmp_path, zip_path)
+    assert out["vertex_error"] < 1e-5  # parent, rotation, non-uniform scale
+    # two octagon caps (6 triangles each) and 8 side quads (2 each)
+    assert out["faces"] == [28, 3] and out["faces_max"] == 15 and out["polygons"] == 10
+    cond = out["conditions"]
+    assert cond["pins"] == [0, 1, 2, 3]  # weight 0.3 is not pinned
+    assert cond["gravity"] == [0.0, 0.0, -5.0]
+    assert cond["frames"] == 20 and abs(cond["fps"] - 30 / 1.001) < 1e-4
+    assert cond["mass"] == 3.0 and cond["stiffness"] == 2.0 and cond["damping"] == 0.5
+    (force,) = cond["forces"]
+    assert force["vertex"] == 6 and force["point"] is None and force["strength"] == 7.0
+    assert (force["start_frame"], force["end_frame"]) == (2, 7)  # scene 13..18, first 11
+    np.testing.assert_allclose(force["direction"], out["force_world_z"], atol=1e-6)
+    (drag,) = cond["drags"]
+    assert drag["frame"] == 5 and drag["vertex"] is None
+    np.testing.assert_allclose(drag["target"], out["drag_target"], atol=1e-5)
+    np.testing.assert_allclose(drag["point"], out["grabbed"], atol=1e-5)
+    (velocity,) = cond["velocities"]
+    assert velocity["vertex"] is None and velocity["point"] is None
+    assert abs(np.linalg.norm(velocity["velocity"]) - 2.0) < 1e-6
+    assert out["frame_start"] == 11 and out["frame_count"] == 20
+    assert out["moved_force"]["vertex"] is None
+    np.testing.assert_allclose(out["moved_force"]["point"], out["moved_force_location"], atol=1e-5)
+    assert out["gravity_off"] == [0.0, 0.0, 0.0]
+    assert "extensions" in out["cache_dir"]

@@ -52,6 +52,7 @@ def run_scenario(
     *,
     timeout: float = 300,
     env: dict[str, str] | None = None,
+    unset: tuple[str, ...] = (),
     **params,
 ) -> dict:
     """Run ``scenarios.py <name>`` in a fresh process; returns the JSON it wrote."""
@@ -60,6 +61,8 @@ def run_scenario(
     child_env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "blender_user"))
     child_env.pop("PYTHONPATH", None)  # the installed extension only, not the checkout
     child_env.update(env or {})
+    for variable in unset:
+        child_env.pop(variable, None)
     proc = subprocess.run(
         [sys.executable, str(SCENARIOS), name, json.dumps(params)],
         cwd=tmp_path,

@@ -566,6 +566,119 @@ def _fcurve_paths(key) -> list[str]:
     return [fc.data_path for fc in bag.fcurves]
 
 
+@scenario
+def gather_world_space(params) -> dict:
+    """The request for a parented, rotated, non-uniformly scaled n-gon mesh with every kind of
+    condition, a pin group and the scene's gravity and frame range."""
+    import bmesh
+
+    empty_scene()
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 11, 30
+    scene.render.fps, scene.render.fps_base = 30, 1.001
+    scene.gravity = (0.0, 0.0, -5.0)
+    bpy.ops.object.empty_add(location=(1, 2, 3), rotation=(0.3, 0.2, 0.1))
+    parent = bpy.context.active_object
+    parent.scale = (2.0, 1.0, 0.5)
+    bpy.ops.mesh.primitive_cylinder_add(vertices=8, end_fill_type="NGON")
+    obj = bpy.context.active_object
+    obj.parent = parent
+    obj.rotation_euler = (0.5, 0.0, 1.0)
+    obj.scale = (1.0, 3.0, 0.25)
+    group = obj.vertex_groups.new(name="Pin")
+    group.add([0, 1, 2, 3], 1.0, "REPLACE")
+    group.add([4], 0.3, "REPLACE")
+    obj.neurok.physics.pin_group = "Pin"
+    obj.neurok.physics.mass = 3.0
+    obj.neurok.physics.stiffness = 2.0
+    obj.neurok.physics.damping = 0.5
+    bpy.context.view_layer.update()
+    activate(obj)
+    bpy.ops.object.mode_set(mode="EDIT")
+    bm = bmesh.from_edit_mesh(obj.data)
+    bm.verts.ensure_lookup_table()
+    for v in bm.verts:
+        v.select = False
+    bm.verts[6].select = True
+    bm.select_history.clear()
+    bm.select_history.add(bm.verts[6])
+    bpy.ops.neurok.add_force()
+    bpy.ops.object.mode_set(mode="OBJECT")
+    scene_query = addon("neurok_blender.scene_query")
+    force = scene_query.conditions_of(obj)[0]
+    force.neurok.condition.use_frame_range = True
+    force.neurok.condition.frame_start, force.neurok.condition.frame_end = 13, 18
+    force.neurok.condition.strength = 7.0
+    scene.cursor.location = obj.matrix_world @ obj.data.vertices[9].co
+    activate(obj)
+    bpy.ops.neurok.add_drag()
+    drag = bpy.context.active_object
+    grabbed = drag.matrix_world.translation.copy()
+    drag.location.x += 1.0
+    drag.neurok.condition.frame = 16
+    activate(obj)
+    bpy.ops.neurok.add_velocity()
+    vel = bpy.context.active_object
+    vel.neurok.condition.whole_object = True
+    vel.neurok.condition.speed = 2.0
+    activate(obj)
+    gather = addon("neurok_blender.gather")
+    settings = addon("neurok_blender.preferences").engine_settings(bpy.context)
+    got = gather.gather(bpy.context, obj, settings)
+    req = got.request
+    world = np.array([list(obj.matrix_world @ v.co) for v in obj.data.vertices])
+    bpy.context.view_layer.update()
+    out = {
+        "vertex_error": float(np.abs(req.vertices - world).max()),
+        "faces": req.faces.shape,
+        "faces_max": int(req.faces.max()),
+        "polygons": len(obj.data.polygons),
+        "conditions": req.conditions.to_dict(),
+        "force_world_z": list(force.matrix_world.to_3x3().col[2].normalized()),
+        "drag_target": list(drag.matrix_world.translation),
+        "grabbed": list(grabbed),
+        "frame_start": got.frame_start,
+        "frame_count": got.frame_count,
+        "cache_dir": req.cache_dir,
+    }
+    # the force's Empty moved off its vertex: it then acts at the Empty's point
+    force.location.z += 0.3
+    bpy.context.view_layer.update()
+    moved = gather.gather(bpy.context, obj, settings).request.conditions.forces[0]
+    out["moved_force"] = {"vertex": moved.vertex, "point": moved.point}
+    out["moved_force_location"] = list(force.matrix_world.translation)
+    # no gravity when the scene has it off
+    scene.use_gravity = False
+    out["gravity_off"] = gather.gather(bpy.context, obj, settings).request.conditions.gravity
+    return out
+
+
+@scenario
+def engine_setup(params) -> dict:
+    """Install Dependencies without a network, Check Engine with engines good and bad."""
+    registry = addon("neurok_blender.engine.registry")
+    paths = addon("neurok_blender.paths")
+    tmp = Path(params["tmp"])
+    out = {}
+    start = time.monotonic()
+    out["install"] = call(bpy.ops.neurok.install_dependencies)
+    out["install_seconds"] = time.monotonic() - start
+    out["deps_left"] = sorted(p.name for p in paths.deps_root().iterdir())
+    out["status_after_install"] = registry.engine_status().state
+    p = prefs()
+    p.python_path = params["bare_python"]
+    out["check_bare"] = call(bpy.ops.neurok.check_engine)
+    out["status_bare"] = [registry.engine_status().state, registry.engine_status().text]
+    probe = (
+        '{"type": "probe", "ok": true, "protocol": 1, "torch": "2.13.0",'
+        ' "device": "cpu (2 threads)", "devices": ["cpu"], "checkpoint": {}}'
+    )
+    p.python_path = write_script(tmp / "python_probe", f"echo '{probe}'")
+    out["check_fake"] = call(bpy.ops.neurok.check_engine)
+    out["status_fake"] = [registry.engine_status().state, registry.engine_status().text]
+    return out
+
+
 def _gizmo_group_registered() -> bool:
     return bpy.types.GizmoGroup.bl_rna_get_subclass_py("NEUROK_GGT_conditions") is not None
 

@@ -11,6 +11,7 @@ from torch.testing import assert_close
 from neurok_core.errors import SequenceError
 from training.data import primitives as P
 from training.data.articulated import ARTICULATED, builder
+from training.data.articulated.assemblies import _plan, collides, segment_distance
 from training.data.articulated.furniture import laptop
 from training.data.kinematics import Joint, KinematicTree, pose_vertices
 from training.data.registry import all_families
@@ -208,3 +209,26 @@ def test_rest_frame_check_catches_a_shifted_first_frame():
     rest = art.pose(art.rest[None])[0] + [0.0, 0.0, 0.01]
     with pytest.raises(SequenceError, match="rest shape"):
         check_sequence(seq, rest=rest)
+
+
+def test_segment_distance_matches_brute_force():
+    rng = np.random.default_rng(0)
+    p = rng.normal(size=(60, 4, 3))
+    p[:5, 1] = p[:5, 0]  # a few degenerate segments (points)
+    d = segment_distance(p[:, 0], p[:, 1], p[:, 2], p[:, 3])
+    s = np.linspace(0, 1, 201)[None, :, None]
+    a = p[:, :1] + (p[:, 1:2] - p[:, :1]) * s  # (60, 201, 3)
+    b = p[:, 2:3] + (p[:, 3:4] - p[:, 2:3]) * s
+    brute = np.linalg.norm(a[:, :, None] - b[:, None], axis=-1).min(axis=(1, 2))
+    assert (d <= brute + 1e-12).all()
+    close(d, brute, atol=2e-2, rtol=0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_assemblies_keep_their_parts_apart(seed):
+    rng = np.random.default_rng(seed)
+    (_, base), links = _plan(np.random.default_rng(seed))
+    art = ARTICULATED["random_assembly"](rng, 24)
+    if len(links) == art.tree.num_links - 1:  # the first draw was kept: re-check it
+        assert not collides(art, base, links)
+    assert 3 <= art.tree.num_links <= 7

@@ -180,6 +180,77 @@ def _add_rod(b: ObjectBuilder, link: int, rod: Rod) -> None:
         )
 
 
+def segment_distance(p0, p1, q0, q1) -> np.ndarray:
+    """Closest distance between segments [p0, p1] and [q0, q1], each (T, 3): (T,).
+
+    Clamped closest points of the two supporting lines (Ericson, "Real-Time Collision
+    Detection", 2005, section 5.1.9).
+    """
+    d1, d2, r = p1 - p0, q1 - q0, p0 - q0
+    a, e = (d1 * d1).sum(-1), (d2 * d2).sum(-1)
+    b, c, f = (d1 * d2).sum(-1), (d1 * r).sum(-1), (d2 * r).sum(-1)
+    a_, e_ = np.maximum(a, 1e-18), np.maximum(e, 1e-18)
+    denom = a * e - b * b
+    s = np.where(
+        denom > 1e-18 * a_ * e_, np.clip((b * f - c * e) / np.maximum(denom, 1e-30), 0, 1), 0
+    )
+    t = (b * s + f) / e_
+    s = np.where(t < 0, np.clip(-c / a_, 0, 1), np.where(t > 1, np.clip((b - c) / a_, 0, 1), s))
+    t = np.clip(t, 0, 1)
+    return np.linalg.norm(p0 + d1 * s[:, None] - q0 - d2 * t[:, None], axis=-1)
+
+
+def _proxies(links: list[Link]) -> list[list[tuple[np.ndarray, np.ndarray, float]]]:
+    """Per moving link, capsules (a, b, radius) enclosing its rod and end piece."""
+    out = []
+    for spec in links:
+        rod = spec.rod
+        r, e, d = rod.radius, rod.end, rod.direction
+        caps = [(rod.start, e, r * (1.42 if rod.shape == "box" else 1.0))]
+        piece = {
+            "ball": (e + 0.8 * r * d, 1.8 * r),
+            "disc": (e + 0.4 * r * d, 3.0 * r),
+            "ring": (e + 3.0 * r * d, 3.6 * r),
+            "paddle": (e + 2.0 * r * rod.side + 1.5 * r * d, 2.9 * r),
+        }.get(rod.end_piece)
+        if piece is not None:
+            caps.append((piece[0], piece[0], piece[1]))
+        out.append(caps)
+    return out
+
+
+def collides(art, base: np.ndarray, links: list[Link], margin: float = 0.9) -> bool:
+    """True when two links that are not parent and child, or a link and the base block, come
+    closer than ``margin`` times their proxies' radii at some frame."""
+    tf = art.tree.link_transforms(art.q)  # (T, L, 4, 4)
+    caps = _proxies(links)
+
+    def moved(link: int, point: np.ndarray) -> np.ndarray:  # (T, 3)
+        return tf[:, link, :3, :3] @ point + tf[:, link, :3, 3]
+
+    parents = [0] + [spec.parent for spec in links]
+    half = np.array([base[0] / 2, base[1] / 2])
+    for i in range(1, len(parents)):
+        if parents[i] != 0:  # the base block, as a box; 9 points along each capsule
+            for a, b, r in caps[i - 1]:
+                pa, pb = moved(i, a), moved(i, b)
+                pts = pa[:, None] + (pb - pa)[:, None] * np.linspace(0, 1, 9)[None, :, None]
+                out_xy = np.maximum(np.abs(pts[..., :2]) - half, 0)
+                out_z = np.maximum(np.maximum(-pts[..., 2], pts[..., 2] - base[2]), 0)
+                dist = np.sqrt((out_xy**2).sum(-1) + out_z**2)  # (T, 9)
+                if (dist < margin * r).any():
+                    return True
+        for j in range(i + 1, len(parents)):
+            if parents[j] == i:
+                continue
+            for a, b, r in caps[i - 1]:
+                for c, d, rr in caps[j - 1]:
+                    dist = segment_distance(moved(i, a), moved(i, b), moved(j, c), moved(j, d))
+                    if (dist < margin * (r + rr)).any():
+                        return True
+    return False
+
+
 @articulated_family("random_assembly")
 def random_assembly(rng: np.random.Generator):
     """Random rods and end pieces joined by random revolute, continuous and prismatic joints."""
@@ -206,4 +277,4 @@ def random_assembly(rng: np.random.Generator):
                 closed=closed,
             )
 
-    return build
+    return build, lambda art: not collides(art, base, links)

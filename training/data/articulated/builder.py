@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import trimesh
 
+from neurok_core.errors import SequenceError
 from neurok_core.sequence import Sequence4D
 
 from .. import primitives as P
@@ -237,17 +238,29 @@ def articulate(name: str, build: Build, rng: np.random.Generator, frames: int) -
 ARTICULATED: dict[str, Callable[[np.random.Generator, int], Articulation]] = {}
 
 
+MAX_REDRAWS = 20
+
+
 def articulated_family(name: str, *, split: str = "train"):
     """Register ``fn(rng) -> build`` as the data family ``name`` (category "articulated").
 
     The function draws the object's proportions from ``rng`` and returns its ``build``
-    callback. ``ARTICULATED[name](rng, frames)`` gives the ``Articulation`` (for tests and
-    previews); the registry gets ``generate(rng, frames) -> Sequence4D``.
+    callback, or ``(build, accept)`` where ``accept(articulation) -> bool`` vets the posed
+    result (e.g. parts that collide along the trajectory); a refused object is drawn again
+    from the same ``rng``, up to ``MAX_REDRAWS`` times. ``ARTICULATED[name](rng, frames)``
+    gives the ``Articulation`` (for tests and previews); the registry gets
+    ``generate(rng, frames) -> Sequence4D``.
     """
 
     def register(fn: Callable[[np.random.Generator], Build]):
         def make(rng: np.random.Generator, frames: int) -> Articulation:
-            return articulate(name, fn(rng), rng, frames)
+            for _ in range(MAX_REDRAWS):
+                design = fn(rng)
+                build, accept = design if isinstance(design, tuple) else (design, None)
+                art = articulate(name, build, rng, frames)
+                if accept is None or accept(art):
+                    return art
+            raise SequenceError(f"{name}: no acceptable object in {MAX_REDRAWS} draws")
 
         def generate(rng: np.random.Generator, frames: int) -> Sequence4D:
             return make(rng, frames).to_sequence(source=f"procedural articulated {name}")

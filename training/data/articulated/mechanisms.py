@@ -34,7 +34,12 @@ def scissors(rng: np.random.Generator):
             poly = blade * [1.0, sign]
             b.prism(link, poly if sign > 0 else poly[::-1], t, offset=(0, 0, z0))
             centre = np.array([-lh, sign * offset_y, z0 + t / 2])
-            b.rod(link, (-tail, 0, z0 + t / 2), centre - [0, sign * stretch * ring_r, 0], t / 2)
+            # a flat shank in the blade's layer from the blade root to the ring
+            root, grip = np.array([-tail, 0.0]), centre[:2] - [0, sign * stretch * ring_r]
+            along = grip - root
+            turn = P.rotation((0, 0, 1), math.atan2(along[1], along[0]))
+            size = (float(np.linalg.norm(along)), 0.35 * w, t)
+            b.box(link, size, (*(root + grip) / 2, z0 + t / 2), turn)
             ring = np.diag([1.0, stretch, 0.75 * t / ring_t])
             b.add(link, P.torus(ring_r, ring_t, b.edge), ring, centre)
         b.cylinder(b.BASE, 0.12 * w + 0.002, 2 * t + gap + 0.001, (0, 0, t + gap / 2))

@@ -53,6 +53,9 @@ class MechanicalSystem:
     num_coords: kq.
     latent: the latent map for the prior barrier, or None for no barrier.
     dtype, device: what ``decode_points`` expects for q.
+    kinematics: optional faster replacement of the automatic derivatives,
+        (q, qdot) -> (x (S, 3), J (S, 3, kq), D^2x[qdot, qdot] (S, 3)); it must agree with
+        ``point_kinematics`` on ``decode_points`` (e.g. hand-derived for an analytic decoder).
     """
 
     decode_points: Callable[[Tensor], Tensor]
@@ -61,6 +64,7 @@ class MechanicalSystem:
     latent: LatentMap | None = None
     dtype: torch.dtype = torch.float32
     device: torch.device | str = "cpu"
+    kinematics: Callable[[Tensor, Tensor], tuple[Tensor, Tensor, Tensor]] | None = None
 
     def __post_init__(self):
         w = self.point_weights
@@ -109,10 +113,14 @@ def point_kinematics(system: MechanicalSystem, q: Tensor, qdot: Tensor) -> Point
     D^2 x[v, v] = d/ds (J(q + s v) v) at s = 0: the outer ``jvp`` differentiates q -> J(q) v
     (itself an inner ``jvp``) along v, so no second-derivative tensor is ever formed. It is
     skipped (zero) when q' = 0. q, qdot: (kq,) any float dtype; cast to the decoder's.
+    Uses ``system.kinematics`` instead when the system provides it.
     """
     dev, dt, wt = system.device, system.dtype, system.work_dtype
     qd = q.to(device=dev, dtype=dt)
     vd = qdot.to(device=dev, dtype=dt)
+    if system.kinematics is not None:
+        x, jac, bias = system.kinematics(qd, vd)
+        return PointKinematics(x=x.to(wt), jac=jac.to(wt), bias=bias.to(wt))
 
     def with_aux(p: Tensor) -> tuple[Tensor, Tensor]:
         x = system.decode_points(p)

@@ -1,0 +1,434 @@
+"""Euler-Lagrange dynamics in reduced coordinates: exact identities and known physics (float64)."""
+
+import math
+
+import pytest
+import torch
+from torch.func import jacfwd
+
+from neurok_core.dynamics import (
+    Anchor,
+    Drag,
+    Force,
+    InitialVelocity,
+    LatentMap,
+    MechanicalSystem,
+    SimulationConditions,
+    Wind,
+    coriolis,
+    equations_of_motion,
+    initial_velocity,
+    mass_metric,
+    point_kinematics,
+    simulate,
+)
+from neurok_core.dynamics.loads import build_loads
+from neurok_core.dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
+from neurok_core.errors import SimulationError
+
+F64 = torch.float64
+G = 9.81
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """These tensors are tiny: a second thread only adds synchronisation (and stalls when the
+    cores are shared), so run single-threaded."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# -- decoders whose physics is known ------------------------------------------------------------
+RADII = torch.linspace(0.1, 1.0, 10, dtype=F64)  # a bar of 10 equal masses hinged at the origin
+TIP = Anchor(vertex=9)
+
+
+def pendulum_decode(q):
+    """The bar rotated by q[0] about the y axis; q = 0 hangs straight down."""
+    basis = torch.zeros(2, 10, 3, dtype=F64)
+    basis[0, :, 0], basis[1, :, 2] = RADII, -RADII
+    sin_cos = torch.cos(q.expand(2) - torch.tensor([math.pi / 2, 0.0], dtype=F64))  # (2,)
+    return (sin_cos @ basis.reshape(2, 30)).view(10, 3)
+
+
+def pendulum_kinematics(q, v):
+    s, c = torch.sin(q[0]), torch.cos(q[0])
+    zero = torch.zeros((), dtype=F64)
+    x = RADII[:, None] * torch.stack([s, zero, -c])
+    jac = (RADII[:, None] * torch.stack([c, zero, s]))[..., None]
+    bias = RADII[:, None] * torch.stack([-s, zero, c]) * v[0] ** 2
+    return x, jac, bias
+
+
+def pendulum(analytic: bool = True) -> MechanicalSystem:
+    return MechanicalSystem(
+        decode_points=pendulum_decode,
+        point_weights=torch.ones(10, dtype=F64),
+        num_coords=1,
+        dtype=F64,
+        kinematics=pendulum_kinematics if analytic else None,
+    )
+
+
+def pendulum_period(mass: float = 1.0) -> float:
+    inertia = float((RADII**2).sum()) * mass / 10
+    arm = float(RADII.mean())
+    return 2 * math.pi * math.sqrt(inertia / (mass * G * arm))
+
+
+FLAP_X = torch.linspace(0.0, 1.0, 6, dtype=F64)
+PLATE = torch.stack(
+    [FLAP_X.repeat(2), torch.tensor([0.0] * 6 + [0.5] * 6, dtype=F64), torch.zeros(12, dtype=F64)],
+    1,
+)  # (12, 3); vertex 0 at the origin is the pinned one
+ARM = (PLATE[:, 0] - 0.5).clamp_min(0.0)  # lever of the flap points (x > 0.5) about the hinge
+
+
+def flap_decode(q):
+    """Two dof: q0 lifts the whole plate (moves the pin), q1 turns the flap x > 0.5 down."""
+    lift = torch.zeros(12, 3, dtype=F64)
+    lift[:, 2] = 1.0
+    turn = torch.cos(q[1:].expand(2) - torch.tensor([0.0, math.pi / 2], dtype=F64))  # (cos, sin)
+    flap = torch.stack([ARM * (turn[0] - 1), torch.zeros_like(ARM), -ARM * turn[1]], 1)
+    return PLATE + q[0] * lift + flap
+
+
+def flap_kinematics(q, v):
+    c, s = torch.cos(q[1]), torch.sin(q[1])
+    zero = torch.zeros_like(ARM)
+    x = PLATE + torch.stack([ARM * (c - 1), zero, q[0] - ARM * s], 1)
+    jac = torch.zeros(12, 3, 2, dtype=F64)
+    jac[:, 2, 0] = 1.0
+    jac[:, 0, 1], jac[:, 2, 1] = -ARM * s, -ARM * c
+    bias = torch.stack([-ARM * c, zero, ARM * s], 1) * v[1] ** 2
+    return x, jac, bias
+
+
+def flap(analytic: bool = True) -> MechanicalSystem:
+    return MechanicalSystem(
+        flap_decode,
+        torch.ones(12, dtype=F64),
+        2,
+        dtype=F64,
+        kinematics=flap_kinematics if analytic else None,
+    )
+
+
+def translation(direction, latent=None) -> MechanicalSystem:
+    """The plate sliding rigidly along ``direction`` by q[0] metres."""
+    d = torch.tensor(direction, dtype=F64)
+
+    def decode(q):
+        return PLATE + q[0] * d
+
+    def kinematics(q, v):
+        return decode(q), d.expand(12, 3)[..., None].clone(), torch.zeros(12, 3, dtype=F64)
+
+    return MechanicalSystem(
+        decode, torch.ones(12, dtype=F64), 1, latent, F64, kinematics=kinematics
+    )
+
+
+def mlp_decoder(points: int, kq: int, seed: int, hidden: int = 24):
+    """A random smooth nonlinear map q -> (points, 3), a stand-in for the network."""
+    gen = torch.Generator().manual_seed(seed)
+    rest = torch.rand(points, 3, generator=gen, dtype=F64)
+    w1 = torch.randn(kq, hidden, generator=gen, dtype=F64)
+    b1 = 0.3 * torch.randn(hidden, generator=gen, dtype=F64)
+    w2 = 0.1 * torch.randn(hidden, points * 3, generator=gen, dtype=F64)
+
+    def decode(q):
+        return rest + (torch.tanh(q @ w1 + b1) @ w2).view(points, 3)
+
+    return decode
+
+
+def mlp_system(points=40, kq=3, seed=0, latent=None) -> MechanicalSystem:
+    weights = 0.5 + torch.rand(points, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    return MechanicalSystem(mlp_decoder(points, kq, seed), weights, kq, latent=latent, dtype=F64)
+
+
+def rest_kinematics(system):
+    zero = torch.zeros(system.num_coords, dtype=F64)
+    return point_kinematics(system, zero, zero)
+
+
+def crossing_period(traj) -> float:
+    """Mean period from the downward zero crossings of q[0] (linear interpolation)."""
+    q, t = traj.q[:, 0].tolist(), traj.times.tolist()
+    times = [
+        t[i] + q[i] * (t[i + 1] - t[i]) / (q[i] - q[i + 1])
+        for i in range(len(q) - 1)
+        if q[i] > 0 >= q[i + 1]
+    ]
+    assert len(times) >= 4, "fewer than 4 crossings"
+    return (times[-1] - times[0]) / (len(times) - 1)
+
+
+# -- exact identities ---------------------------------------------------------------------------
+def test_analytic_kinematics_match_automatic_derivatives():
+    q1, v1 = torch.tensor([0.7], dtype=F64), torch.tensor([-1.3], dtype=F64)
+    q2, v2 = torch.tensor([0.2, -0.4], dtype=F64), torch.tensor([0.5, 2.0], dtype=F64)
+    for system, q, v in ((pendulum(), q1, v1), (flap(), q2, v2)):
+        auto = point_kinematics(
+            MechanicalSystem(
+                system.decode_points, system.point_weights, system.num_coords, dtype=F64
+            ),
+            q,
+            v,
+        )
+        mine = point_kinematics(system, q, v)
+        for a, b in ((auto.x, mine.x), (auto.jac, mine.jac), (auto.bias, mine.bias)):
+            torch.testing.assert_close(a, b)
+
+
+def test_coriolis_from_nested_jvp_equals_christoffel_contraction():
+    system = mlp_system(points=30, kq=3, seed=1)
+    masses = system.point_weights
+    decode = system.decode_points
+
+    def metric(q):
+        jac = jacfwd(decode)(q)  # (S, 3, kq)
+        return torch.einsum("sak,s,sal->kl", jac, masses, jac)
+
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        q = torch.randn(3, generator=gen, dtype=F64)
+        v = torch.randn(3, generator=gen, dtype=F64)
+        d_metric = jacfwd(metric)(q)  # (kq, kq, kq): [i, j, k] = d_k G_ij
+        christoffel = 0.5 * (d_metric + d_metric.permute(0, 2, 1) - d_metric.permute(2, 0, 1))
+        expected = torch.einsum("ijk,j,k->i", christoffel, v, v)
+        got = coriolis(point_kinematics(system, q, v), masses)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(mass_metric(point_kinematics(system, q, v), masses), metric(q))
+
+
+def test_right_hand_side_solves_the_euler_lagrange_equations():
+    """Plug q'' from equations_of_motion into d/dt dL/dq' - dL/dq computed by autograd."""
+    system = mlp_system(points=25, kq=3, seed=3)
+    cond = SimulationConditions(gravity=(0.3, -1.0, -9.81), stiffness=1.2)
+    loads = build_loads(system, cond, {}, rest_kinematics(system), DEFAULT_SETTINGS)
+    masses, rest, g = loads.masses, loads.rest_points, loads.gravity
+    w2 = loads.stiffness_omega**2
+
+    def lagrangian(q, v):
+        x = system.decode_points(q)
+        jac = jacfwd(system.decode_points)(q)
+        metric = torch.einsum("sak,s,sal->kl", jac, masses, jac) + loads.ridge * torch.eye(3)
+        dx = x - rest
+        potential = -(masses * (dx @ g)).sum() + 0.5 * w2 * (masses * (dx * dx).sum(1)).sum()
+        return 0.5 * v @ metric @ v - potential
+
+    dl_dv = jacfwd(lagrangian, argnums=1)
+    gen = torch.Generator().manual_seed(4)
+    q = 0.5 * torch.randn(3, generator=gen, dtype=F64)
+    v = torch.randn(3, generator=gen, dtype=F64)
+    motion = equations_of_motion(point_kinematics(system, q, v), loads, q, v, 0, 0.0)
+    a = motion.qddot
+    # d/dt dL/dv = (d^2L/dv dv) a + (d^2L/dv dq) v
+    residual = (
+        jacfwd(dl_dv, argnums=1)(q, v) @ a
+        + jacfwd(dl_dv, argnums=0)(q, v) @ v
+        - jacfwd(lagrangian, argnums=0)(q, v)
+    )
+    torch.testing.assert_close(residual, torch.zeros(3, dtype=F64), atol=1e-9, rtol=0)
+    assert motion.power == 0.0
+
+
+# -- the pendulum -------------------------------------------------------------------------------
+def test_pendulum_small_amplitude_period_through_automatic_derivatives():
+    cond = SimulationConditions(frames=145, fps=24)  # 6 s, 3.5 periods
+    traj = simulate(pendulum(analytic=False), cond, {}, q0=torch.tensor([0.05], dtype=F64))
+    assert traj.q.shape == (145, 1) and not traj.cancelled
+    assert abs(crossing_period(traj) / pendulum_period() - 1) < 0.01
+    assert float(traj.relative_drift().max()) < 0.01
+    assert traj.evaluations <= 4 * 144 + 1  # one RK4 step per frame suffices here
+
+
+@pytest.mark.parametrize("amplitude_deg", [5.0, 90.0])
+def test_pendulum_energy_drift_over_ten_seconds(amplitude_deg):
+    cond = SimulationConditions(frames=301, fps=30, mass=2.0)
+    q0 = torch.tensor([math.radians(amplitude_deg)], dtype=F64)
+    traj = simulate(pendulum(), cond, {}, q0=q0)
+    assert float(traj.relative_drift().max()) < 0.01
+    torch.testing.assert_close(traj.times[-1], torch.tensor(10.0, dtype=F64))
+    # the swing stays within its amplitude (energy is not created)
+    assert float(traj.q.abs().max()) <= q0.item() * (1 + 1e-3)
+
+
+def test_stiffness_is_a_frequency_in_hertz():
+    cond = SimulationConditions(frames=61, fps=30, gravity=(0, 0, 0), stiffness=2.0, mass=7.0)
+    traj = simulate(pendulum(), cond, {}, q0=torch.tensor([0.02], dtype=F64))
+    assert abs(crossing_period(traj) * 2.0 - 1) < 0.01
+
+
+def test_damping_decreases_energy():
+    cond = SimulationConditions(frames=91, fps=30, damping=0.5)
+    traj = simulate(pendulum(), cond, {}, q0=torch.tensor([math.radians(60)], dtype=F64))
+    e = traj.energy
+    assert bool((e[1:] <= e[:-1] + 1e-9 * e[0]).all())
+    assert float(e[-1]) < 0.5 * float(e[0])
+    # the energy balance holds: what was lost is the work of the damping
+    torch.testing.assert_close(e - traj.work, e[:1].expand(91), rtol=0, atol=1e-4 * float(e[0]))
+
+
+def test_initial_velocity_by_least_squares():
+    system = pendulum()
+    rest = rest_kinematics(system)
+    cond = SimulationConditions(velocities=(InitialVelocity((2.0, 0.0, 5.0), vertex=9),))
+    loads = build_loads(system, cond, {TIP: 9}, rest, DEFAULT_SETTINGS)
+    # the tip can only move along x at rest: q' = 2 / radius
+    torch.testing.assert_close(
+        initial_velocity(cond, {TIP: 9}, rest, loads), torch.tensor([2.0], dtype=F64)
+    )
+    plate = flap()
+    rest = rest_kinematics(plate)
+    uniform = SimulationConditions(velocities=(InitialVelocity((0.0, 0.0, 1.5)),))
+    loads = build_loads(plate, uniform, {}, rest, DEFAULT_SETTINGS)
+    torch.testing.assert_close(
+        initial_velocity(uniform, {}, rest, loads), torch.tensor([1.5, 0.0], dtype=F64)
+    )
+    # one point velocity for two dof: the least kinetic energy solution that meets it
+    tip = SimulationConditions(velocities=(InitialVelocity((0.0, 0.0, -1.0), vertex=11),))
+    loads = build_loads(plate, tip, {Anchor(vertex=11): 11}, rest, DEFAULT_SETTINGS)
+    qd = initial_velocity(tip, {Anchor(vertex=11): 11}, rest, loads)
+    torch.testing.assert_close(rest.jac[11] @ qd, torch.tensor([0.0, 0.0, -1.0], dtype=F64))
+    metric = mass_metric(rest, loads.masses)
+    other = torch.tensor([0.5, 1.0], dtype=F64)  # moves the tip not at all at rest
+    for step in (-0.1, 0.1):
+        alt = qd + step * other
+        torch.testing.assert_close(rest.jac[11] @ alt, rest.jac[11] @ qd)
+        assert float(alt @ metric @ alt) > float(qd @ metric @ qd)
+
+
+# -- invariants ---------------------------------------------------------------------------------
+def test_rest_is_an_equilibrium():
+    k, kq = 6, 4
+    gen = torch.Generator().manual_seed(5)
+    mean = torch.randn(k, generator=gen, dtype=F64)
+    latent = LatentMap(
+        rest=mean + 10.0 * torch.eye(k, dtype=F64)[0],  # outside the 99% ball on purpose
+        basis=torch.randn(k, kq, generator=gen, dtype=F64),
+        prior_mean=mean,
+    )
+    system = mlp_system(points=50, kq=kq, seed=6, latent=latent)
+    cond = SimulationConditions(frames=120, fps=24, gravity=(0, 0, 0), stiffness=3.0, damping=0.1)
+    traj = simulate(system, cond, {})
+    rest = system.decode_points(torch.zeros(kq, dtype=F64))
+    size = float((rest.max(0).values - rest.min(0).values).max())
+    motion = max(float((system.decode_points(q) - rest).norm(dim=1).max()) for q in traj.q)
+    assert motion < 1e-4 * size
+    assert traj.num_frames == 120
+
+
+def test_force_pushes_the_loaded_point_along_the_force():
+    system = mlp_system(points=40, kq=3, seed=7)
+    direction = torch.tensor([1.0, 2.0, -0.5], dtype=F64)
+    cond = SimulationConditions(
+        forces=(Force(direction=tuple(direction.tolist()), strength=5.0, vertex=5, end_frame=10),),
+        gravity=(0, 0, 0),
+        frames=13,
+        fps=24,
+    )
+    traj = simulate(system, cond, {Anchor(vertex=5): 5})
+    rest = system.decode_points(traj.q[0])
+    moved = system.decode_points(traj.q[3])[5] - rest[5]
+    assert float(moved @ direction) > 0
+    # energy balance: the kinetic energy gained is the work of the force
+    balance = traj.energy - traj.work  # zero for the exact motion
+    assert float(balance.abs().max()) < 1e-3 * float(traj.work.max())
+    assert float(traj.work[-1]) > 0
+
+
+def test_wind_pushes_the_object_downwind():
+    cond = SimulationConditions(winds=(Wind((1.0, 0.0, 0.0), 3.0, end_frame=6),), frames=7, fps=24)
+    traj = simulate(pendulum(), cond, {})
+    assert float(traj.q[-1, 0]) > 0.01
+
+
+# -- drag handles and pins ----------------------------------------------------------------------
+def test_drag_reaches_a_reachable_target_then_releases():
+    angle = math.radians(60)
+    target = (math.sin(angle), 0.0, -math.cos(angle))  # where the tip is at 60 degrees
+    cond = SimulationConditions(
+        drags=(Drag(target=target, frame=20, vertex=9),), frames=46, fps=30, damping=0.0
+    )
+    traj = simulate(pendulum(analytic=False), cond, {TIP: 9})
+    tip = pendulum_decode(traj.q[20])[9]
+    size = 1.0
+    assert float((tip - torch.tensor(target, dtype=F64)).norm()) < 0.02 * size
+    assert traj.drag_errors[0] < 0.02 * size
+    # released: gravity swings it back down through the rest position
+    assert float(traj.q[45, 0]) < angle - 0.5
+
+
+def test_pinned_point_stays_while_the_rest_moves():
+    cond = SimulationConditions(pins=(0,), frames=25, fps=24).validate(12)
+    traj = simulate(flap(), cond, {Anchor(vertex=0): 0})
+    pin_motion = max(float((flap_decode(q)[0] - PLATE[0]).norm()) for q in traj.q)
+    assert pin_motion < 1e-3  # object size is 1
+    assert float(traj.q[:, 1].max()) > 0.5  # the flap falls under gravity
+    # without the pin the whole plate falls away
+    free = simulate(flap(), SimulationConditions(frames=13, fps=24), {})
+    assert float(free.q[-1, 0]) < -0.3
+
+
+def test_drag_does_not_fight_a_pin():
+    angle = 0.8
+    target = (0.5 + 0.5 * math.cos(angle), 0.5, -0.5 * math.sin(angle))
+    cond = SimulationConditions(
+        pins=(0,), drags=(Drag(target=target, frame=12, vertex=11),), frames=16, fps=24
+    )
+    rows = {Anchor(vertex=0): 0, Anchor(vertex=11): 11}
+    traj = simulate(flap(), cond, rows)
+    assert traj.drag_errors[0] < 0.02
+    pin_motion = max(float((flap_decode(q)[0] - PLATE[0]).norm()) for q in traj.q)
+    assert pin_motion < 1e-3
+
+
+def test_prior_barrier_holds_the_latent_inside_the_prior():
+    k = 4
+    zeros = torch.zeros(k, dtype=F64)
+    latent = LatentMap(rest=zeros, basis=torch.eye(k, 1, dtype=F64), prior_mean=zeros)
+    push = Force(direction=(1, 0, 0), strength=5.0, vertex=0)
+    cond = SimulationConditions(forces=(push,), gravity=(0, 0, 0), frames=49, fps=24)
+    held = simulate(translation((1, 0, 0), latent), cond, {push.anchor: 0})
+    free = simulate(translation((1, 0, 0)), cond, {push.anchor: 0})
+    radius = 3.6437  # chi.ppf(0.99, 4)
+    assert float(free.q.max()) > 8.0
+    assert float(held.q.max()) < radius + 2.0
+
+
+# -- failures and control -----------------------------------------------------------------------
+def test_absurd_force_stops_with_a_clear_error():
+    cond = SimulationConditions(forces=(Force((0, 0, 1), 1e15, vertex=3),), frames=10)
+    with pytest.raises(SimulationError, match="blew up between frames 0 and 1.*object sizes"):
+        simulate(translation((0, 0, 1)), cond, {Anchor(vertex=3): 3})
+
+
+def test_decoder_nan_stops_with_a_clear_error():
+    def fragile(q):  # undefined beyond q = 0.3
+        bad = torch.where(q[0] < 0.3, 0.0, float("nan"))
+        return PLATE + q[0] * torch.tensor([0.0, 0.0, 1.0], dtype=F64) + bad
+
+    system = MechanicalSystem(fragile, torch.ones(12, dtype=F64), 1, dtype=F64)
+    cond = SimulationConditions(gravity=(0, 0, 9.81), frames=30, fps=24)
+    few_retries = DynamicsSettings(max_refinements=2)
+    with pytest.raises(SimulationError, match=r"NaN or infinite, even with \d+ integration steps"):
+        simulate(system, cond, {}, settings=few_retries)
+
+
+def test_cancel_returns_the_frames_so_far():
+    seen = []
+
+    def on_frame(index, q, energy):
+        seen.append((index, float(q[0]), energy))
+        return index < 5
+
+    cond = SimulationConditions(frames=50, fps=24)
+    traj = simulate(pendulum(), cond, {}, q0=torch.tensor([0.3], dtype=F64), on_frame=on_frame)
+    assert traj.cancelled and traj.num_frames == 6
+    assert [s[0] for s in seen] == list(range(6))
+    assert seen[3][1] == float(traj.q[3, 0]) and seen[3][2] == float(traj.energy[3])

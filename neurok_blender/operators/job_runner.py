@@ -59,8 +59,8 @@ class JobOperator:
         job = self._job
         if event.type == "ESC" and event.value == "PRESS":
             job.request_cancel()
-        elif event.type != "TIMER" or event.timer is not self._timer:
-            return {"PASS_THROUGH"}
+        elif event.type != "TIMER":
+            return {"PASS_THROUGH"}  # the rest of Blender stays usable meanwhile
         if job.poll():
             self._stop_ui(context)
             return self._conclude(context, job)

@@ -117,3 +117,30 @@ def test_gather_world_space_request(tmp_path, zip_path):
     np.testing.assert_allclose(out["moved_force"]["point"], out["moved_force_location"], atol=1e-5)
     assert out["gravity_off"] == [0.0, 0.0, 0.0]
     assert "extensions" in out["cache_dir"]
+
+
+def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
+    out = run_scenario("panels", tmp_path, zip_path)
+    for state, log in out.items():
+        assert log["errors"] == [], (state, log["errors"])
+    assert "Select a mesh object to simulate" in out["nothing"]["labels"]
+    assert "neurok.simulate" not in out["nothing"]["operators"]
+    mesh = out["mesh"]
+    assert {"neurok.add_force", "neurok.add_drag", "neurok.add_velocity"} <= set(mesh["operators"])
+    assert {"mass", "stiffness", "damping", "use_gravity", "pin_group", "bake_mode"} <= set(
+        mesh["props"]
+    )
+    assert "neurok.simulate" in mesh["operators"]
+    assert {"strength", "use_frame_range", "frame_start", "frame_end"} <= set(
+        out["active_FORCE"]["props"]
+    )
+    assert "frame" in out["active_DRAG"]["props"]
+    assert {"speed", "whole_object"} <= set(out["active_VELOCITY"]["props"])
+    assert out["active_VELOCITY"]["operators"].count("neurok.remove_condition") == 3
+    assert "neurok.clear_results" in out["results"]["operators"]
+    running = out["running"]
+    assert running["progress"] == [[0.4, "Simulating: frame 3 of 12"]]
+    assert "neurok.cancel" in running["operators"] and "neurok.simulate" not in running["operators"]
+    prefs = out["preferences"]
+    assert {"python_path", "device", "checkpoint", "max_vertices"} <= set(prefs["props"])
+    assert {"neurok.install_dependencies", "neurok.check_engine"} <= set(prefs["operators"])

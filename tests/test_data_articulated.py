@@ -232,3 +232,31 @@ def test_random_assemblies_keep_their_parts_apart(seed):
     if len(links) == art.tree.num_links - 1:  # the first draw was kept: re-check it
         assert not collides(art, base, links)
     assert 3 <= art.tree.num_links <= 7
+
+
+@pytest.mark.parametrize("name", sorted(ARTICULATED))
+def test_parts_do_not_run_into_each_other(name):
+    """Links that are not parent and child never overlap; a child overlaps its parent only
+    where they are joined (a knuckle, an axle, a screw): the overlap does not grow as it moves.
+    """
+    igl = pytest.importorskip("igl")
+    art = ARTICULATED[name](np.random.default_rng(21), 24)
+    parent = {j.child: j.parent for j in art.tree.joints}
+    x = art.pose(art.q)  # (T, N, 3)
+    inside = {}
+    for a in range(art.tree.num_links):
+        faces = art.faces[np.all(art.links[art.faces] == a, axis=1)]
+        for b in range(art.tree.num_links):
+            if a == b:
+                continue
+            idx = np.flatnonzero(art.links == b)
+            idx = idx[:: max(1, len(idx) // 300)]
+            inside[a, b] = [
+                float((igl.winding_number(x[t], faces, x[t, idx]) > 0.5).mean())
+                for t in (0, 8, 16, 23)
+            ]
+    for (a, b), frac in inside.items():
+        if parent.get(b) != a and parent.get(a) != b:
+            assert max(frac) == 0, (art.tree.link_names[b], art.tree.link_names[a], frac)
+        elif name != "random_assembly":  # telescopes slide in and out by design
+            assert max(frac) <= frac[0] + 0.02, (art.tree.link_names[b], art.tree.link_names[a])

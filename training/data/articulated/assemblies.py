@@ -211,7 +211,7 @@ def _proxies(links: list[Link]) -> list[list[tuple[np.ndarray, np.ndarray, float
             "ball": (e + 0.8 * r * d, 1.8 * r),
             "disc": (e + 0.4 * r * d, 3.0 * r),
             "ring": (e + 3.0 * r * d, 3.6 * r),
-            "paddle": (e + 2.0 * r * rod.side + 1.5 * r * d, 2.9 * r),
+            "paddle": (e + 2.0 * r * rod.side + 1.5 * r * d, 3.0 * r),
         }.get(rod.end_piece)
         if piece is not None:
             caps.append((piece[0], piece[0], piece[1]))
@@ -219,9 +219,9 @@ def _proxies(links: list[Link]) -> list[list[tuple[np.ndarray, np.ndarray, float
     return out
 
 
-def collides(art, base: np.ndarray, links: list[Link], margin: float = 0.9) -> bool:
+def collides(art, base: np.ndarray, links: list[Link], clearance: float = GAP) -> bool:
     """True when two links that are not parent and child, or a link and the base block, come
-    closer than ``margin`` times their proxies' radii at some frame."""
+    closer than their proxies' radii plus ``clearance`` at some frame."""
     tf = art.tree.link_transforms(art.q)  # (T, L, 4, 4)
     caps = _proxies(links)
 
@@ -238,7 +238,7 @@ def collides(art, base: np.ndarray, links: list[Link], margin: float = 0.9) -> b
                 out_xy = np.maximum(np.abs(pts[..., :2]) - half, 0)
                 out_z = np.maximum(np.maximum(-pts[..., 2], pts[..., 2] - base[2]), 0)
                 dist = np.sqrt((out_xy**2).sum(-1) + out_z**2)  # (T, 9)
-                if (dist < margin * r).any():
+                if (dist < r + clearance).any():
                     return True
         for j in range(i + 1, len(parents)):
             if parents[j] == i:
@@ -246,7 +246,7 @@ def collides(art, base: np.ndarray, links: list[Link], margin: float = 0.9) -> b
             for a, b, r in caps[i - 1]:
                 for c, d, rr in caps[j - 1]:
                     dist = segment_distance(moved(i, a), moved(i, b), moved(j, c), moved(j, d))
-                    if (dist < margin * (r + rr)).any():
+                    if (dist < r + rr + clearance).any():
                         return True
     return False
 

@@ -59,7 +59,8 @@ def desk_lamp(rng: np.random.Generator):
     twin = rng.random() < 0.5
     shade_r, shade_h = rng.uniform(0.05, 0.09), rng.uniform(0.06, 0.12)
     swivel = deg(rng.uniform(45, 160))
-    limits = [(-deg(20), deg(25)), (-deg(35), deg(35)), (-deg(45), deg(45))]
+    # the elbow never folds the upper arm back across the lower one
+    limits = [(-deg(20), deg(25)), (-min(deg(35), a2 - a1 - deg(15)), deg(35)), (-deg(45), deg(45))]
 
     def build(b: ObjectBuilder):
         turn, lower, upper, head = (b.link(n) for n in ("swivel", "lower_arm", "upper_arm", "head"))

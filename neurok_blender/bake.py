@@ -28,9 +28,9 @@ class BakeError(Exception):
     """The frames cannot be written onto this object; the message says why."""
 
 
-def to_local(obj, frames_world: np.ndarray) -> np.ndarray:
-    """(T, N, 3) world positions -> the object's local coordinates, float32."""
-    matrix = np.array(obj.matrix_world, dtype=np.float64)  # (4, 4)
+def to_local(matrix_world: np.ndarray, frames_world: np.ndarray) -> np.ndarray:
+    """(T, N, 3) world positions -> local coordinates of ``matrix_world`` (4, 4), float32."""
+    matrix = np.asarray(matrix_world, dtype=np.float64)  # (4, 4)
     inverse = np.linalg.inv(matrix)
     local = frames_world.astype(np.float64) @ inverse[:3, :3].T + inverse[:3, 3]  # (T, N, 3)
     return local.astype(np.float32)
@@ -50,15 +50,21 @@ def check_bake(obj, mode: str) -> None:
         )
 
 
-def bake(obj, frames_world: np.ndarray, frame_start: int, mode: str) -> str:
-    """Replace our previous results on ``obj`` by ``frames_world`` (T, N, 3); returns a summary."""
+def bake(obj, frames_world: np.ndarray, frame_start: int, mode: str, matrix_world=None) -> str:
+    """Replace our previous results on ``obj`` by ``frames_world`` (T, N, 3); returns a summary.
+
+    matrix_world: (4, 4) the object's transform when it was simulated (default: its current
+    one), so moving the object while the engine runs does not shift the result.
+    """
     if frames_world.shape[1] != len(obj.data.vertices):
         raise BakeError(
             f"'{obj.name}' now has {len(obj.data.vertices)} vertices, the simulation"
             f" {frames_world.shape[1]}: the mesh changed meanwhile; simulate again"
         )
     check_bake(obj, mode)
-    local = to_local(obj, frames_world)
+    if matrix_world is None:
+        matrix_world = np.array(obj.matrix_world)
+    local = to_local(matrix_world, frames_world)
     clear_results(obj)
     if mode == "POINT_CACHE":
         path = bake_point_cache(obj, local, frame_start)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class Gathered:
     """A request plus what the bake needs to map the answer back."""
 
     request: SimulationRequest
+    matrix_world: np.ndarray = field(repr=False)  # (4, 4): the frames go back through it
     object_name: str
     object_uid: int
     num_vertices: int
@@ -238,6 +239,7 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
     )
     return Gathered(
         request=request,
+        matrix_world=matrix,
         object_name=obj.name,
         object_uid=obj.session_uid,
         num_vertices=len(local),

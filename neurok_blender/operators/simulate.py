@@ -66,7 +66,9 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
                 gathered.frame_count,
                 gathered.num_vertices,
             )
-            summary = bake(obj, frames, gathered.frame_start, self._bake_mode)
+            summary = bake(
+                obj, frames, gathered.frame_start, self._bake_mode, gathered.matrix_world
+            )
         except (ValueError, OSError, BakeError) as exc:
             self.report({"ERROR"}, f"Simulate: {exc}")
             return {"CANCELLED"}

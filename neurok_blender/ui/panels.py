@@ -11,6 +11,8 @@ from ..preferences import engine_status_line
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
 
+BIG_MESH = 50_000  # vertices above which the panel suggests the point cache
+
 
 def _target(context):
     obj = simulated_object(context)
@@ -154,6 +156,9 @@ class NEUROK_PT_output(_NeuROKPanel, bpy.types.Panel):
             text=f"Frames {first}-{last} at {scene_fps(scene):g} fps ({source})", icon="TIME"
         )
         layout.prop(obj.neurok.output, "bake_mode", expand=True)
+        big = len(obj.data.vertices) > BIG_MESH
+        if big and obj.neurok.output.bake_mode == "SHAPE_KEYS":
+            layout.label(text="Big mesh: a point cache is faster and smaller", icon="INFO")
         if not draw_job(layout, registry.SIMULATE):
             row = layout.row()
             row.scale_y = 1.5

@@ -142,6 +142,7 @@ class Integrator:
         reach = 1.0 + float(loads.rest_points.abs().max()) / loads.size
         self.noise = 64.0 * eps * loads.energy_scale * reach
         self.bound = settings.max_displacement * loads.size
+        self.energy_floor = settings.energy_floor * loads.energy_scale
 
     # -- right-hand side ---------------------------------------------------------------------
     def _hands(self, frame: int) -> list[tuple[DragHandle, DragPath]]:
@@ -271,7 +272,7 @@ class Integrator:
             try:
                 new = self._frame(s, frame, n)
                 e1 = self._energy(new)
-                ref = max(content, abs(e1), abs(new.work), 1e-3 * self.loads.energy_scale)
+                ref = max(content, abs(e1), abs(new.work), self.energy_floor)
                 res = abs((e1 - e0) - (new.work - s.work)) / ref
                 if res > 0.5:
                     raise _Failure("energy")

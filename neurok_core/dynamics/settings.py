@@ -23,6 +23,9 @@ class DynamicsSettings:
     max_substeps: integration steps per frame never exceed this.
     max_refinements: how many times a frame is retried with twice as many steps.
     max_displacement: a point moving farther than this from its rest position is a blow-up.
+    energy_floor: the energy-balance error of a frame is measured relative to the largest energy
+        seen so far, but never less than this fraction of the problem's energy scale (so the
+        sub-millimetre transients of the pin springs at the start do not demand tiny steps).
     """
 
     ridge: float = 1e-9
@@ -37,6 +40,7 @@ class DynamicsSettings:
     max_substeps: int = 512
     max_refinements: int = 6
     max_displacement: float = 1000.0
+    energy_floor: float = 0.1
 
 
 DEFAULT_SETTINGS = DynamicsSettings()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 MAX_SPIN = 0.3  # rad per frame, on average over a move of a continuous joint
 
 

@@ -21,17 +21,19 @@ import torch
 from neurok_core.model import ModelConfig, NeuROKModel
 
 
-def _rate(step: Callable[[], None], seconds: float, *, warmup: int = 2) -> tuple[float, int]:
-    """(calls per second, calls) of ``step`` run for about ``seconds`` after ``warmup`` calls."""
+def _rate(step: Callable[[], None], seconds: float, *, warmup: int = 2) -> tuple[float, float]:
+    """(calls per wall-clock second, process CPU seconds per call) of ``step``, run for about
+    ``seconds`` after ``warmup`` calls. CPU time per call is less sensitive to other processes
+    than the wall-clock rate (with one thread, 1 / cpu time is the rate on an idle core)."""
     for _ in range(warmup):
         step()
-    calls, start = 0, time.perf_counter()
+    calls, start, cpu_start = 0, time.perf_counter(), time.process_time()
     while True:
         step()
         calls += 1
         elapsed = time.perf_counter() - start
         if elapsed >= seconds:
-            return calls / elapsed, calls
+            return calls / elapsed, (time.process_time() - cpu_start) / calls
 
 
 def random_pairs(batch: int, points: int, generator: torch.Generator) -> tuple:
@@ -58,9 +60,10 @@ def bench_preset(name: str, *, seconds: float, batch_size: int, queries: int) ->
         model.loss(rest, deformed)["loss"].backward()
         optimizer.step()
 
-    steps_per_s, _ = _rate(train_step, seconds)
+    steps_per_s, cpu_per_step = _rate(train_step, seconds)
     result = {"preset": name, "parameters": model.num_parameters()}
     result["train_samples_per_s"] = steps_per_s * batch_size
+    result["train_cpu_ms_per_sample"] = 1000.0 * cpu_per_step / batch_size
 
     model.eval()
     with torch.no_grad():
@@ -118,9 +121,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         results.append(r)
         print(
             f"{name:>8}: {r['parameters']:>9,d} params | train {r['train_samples_per_s']:7.1f} "
-            f"samples/s (batch {args.batch_size}) | decode {r['decode_points_per_s']:10,.0f} "
-            f"points/s | 512 points: jacfwd {r['jacfwd_512_ms']:6.1f} ms, "
-            f"jvp {r['jvp_512_ms']:5.1f} ms, nested jvp {r['nested_jvp_512_ms']:5.1f} ms"
+            f"samples/s (batch {args.batch_size}; {r['train_cpu_ms_per_sample']:.1f} CPU "
+            f"ms/sample) | decode {r['decode_points_per_s']:10,.0f} points/s | 512 points: "
+            f"jacfwd {r['jacfwd_512_ms']:6.1f} ms, jvp {r['jvp_512_ms']:5.1f} ms, "
+            f"nested jvp {r['nested_jvp_512_ms']:5.1f} ms"
         )
     return results
 

@@ -178,6 +178,7 @@ def run_slot(task: SlotTask) -> SlotResult:
             return SlotResult(task.file, task.family, "existing", _record(seq, task, path, -1))
         except SequenceError:
             pass  # unreadable or invalid: make it again
+    Path(str(path) + ".tmp.npz").unlink(missing_ok=True)  # left by an interrupted write
     fam = all_families()[task.family]
     rejects = []
     for attempt in range(task.max_attempts):

@@ -110,6 +110,8 @@ def test_resume_continues_exactly(data_dir, tmp_path, monkeypatch):
 def test_resume_rejects_another_model(data_dir, tmp_path):
     run = tmp_path / "run"
     train.main(base_args(data_dir, run, "--steps", "2"))
+    with pytest.raises(SystemExit, match="--resume"):  # never overwrites a run silently
+        train.main(base_args(data_dir, run, "--steps", "4"))
     with pytest.raises(Exception, match="model config differs"):
         train.main(base_args(data_dir, run, "--steps", "4", "--resume", "--override", "width=32"))
 

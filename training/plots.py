@@ -45,7 +45,7 @@ def plot_training(metrics: str | os.PathLike, out: str | os.PathLike) -> Path:
     ax.plot(steps, [r["loss"] for r in train], label="loss")
     ax.plot(steps, [r["recon"] for r in train], label="recon (sum over points)")
     if any(r.get("rigidity", 0) > 0 for r in train):
-        ax.plot(steps, [r["rigidity"] for r in train], label="rigidity")
+        ax.plot(steps, [r["rigidity"] for r in train], "--", label="rigidity")
     ax.set_yscale("log")
     ax.set_title("training loss")
 

@@ -105,7 +105,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--num-workers",
         type=int,
         default=-1,
-        help="data loader processes per rank (-1: 1 on the CPU, 4 on a GPU)",
+        help="data loader processes per rank (-1: 1 on the CPU, up to 8 on a GPU)",
     )
     data.add_argument(
         "--cache-mb", type=float, default=3000.0, help="per-process cache of loaded sequences"
@@ -326,8 +326,19 @@ def main(argv: list[str] | None = None) -> dict:
             return contextlib.nullcontext()
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
-    workers = args.num_workers if args.num_workers >= 0 else (4 if device.type == "cuda" else 1)
+    if args.num_workers >= 0:
+        workers = args.num_workers
+    elif device.type == "cuda":  # the GPU step is fast: let the loader use most of the cores
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        workers = min(8, max(1, (os.cpu_count() or 1) // local_world - 1))
+    else:
+        workers = 1
     threads = set_threads(args, workers)
+    if state_path.is_file() and not args.resume:
+        raise SystemExit(
+            f"{out_dir} holds a training run ({STATE_FILE}); continue it with --resume, or "
+            "choose another --out (or delete the folder) to start afresh"
+        )
 
     # --- data
     augmentation = (
@@ -335,7 +346,10 @@ def main(argv: list[str] | None = None) -> dict:
         if args.no_augment
         else Augmentation(max_tilt_deg=args.max_tilt, scale_range=tuple(args.scale_range))
     )
+    # the rigidity term's neighbourhoods: built by the loader workers on the CPU, by the model
+    # (cdist + topk, fast there) on a GPU
     use_neighbors = config.rigidity_neighbors if config.deformation == "dualquat" else 0
+    use_neighbors = use_neighbors if device.type == "cpu" else 0
     train_set = PairDataset(
         args.data,
         num_points=config.num_points,

@@ -465,6 +465,7 @@ def main(argv: list[str] | None = None) -> dict:
     interval_start, interval_samples = time.perf_counter(), 0
     start = time.perf_counter()
     last: dict = {}
+    recent: list[dict] = []  # the last log intervals, for a less noisy "final" record
     val_metrics: dict = {}
     skipped = 0
 
@@ -518,12 +519,21 @@ def main(argv: list[str] | None = None) -> dict:
             },
             "budget": {"steps": args.steps, "minutes": args.minutes},
             "seed": args.seed,
-            "final": last,
+            "final": final_losses(),
             "skipped_steps": skipped,
             "torch": torch.__version__,
             "command": "python -m training.train "
             + " ".join(sys.argv[1:] if argv is None else argv),
         }
+
+    def final_losses() -> dict:
+        """Step-weighted means over the last (up to 10) log intervals of this run."""
+        steps = sum(r["steps"] for r in recent)
+        if not steps:
+            return {}
+        keys = [k for k in recent[-1] if k != "steps"]
+        means = {k: sum(r[k] * r["steps"] for r in recent) / steps for k in keys}
+        return {**means, "over_steps": int(steps)}
 
     def every(interval: int) -> bool:
         return interval > 0 and step % interval == 0
@@ -536,6 +546,7 @@ def main(argv: list[str] | None = None) -> dict:
         rate = interval_samples / (now - interval_start)
         names = ("loss", "recon", "rigidity", "kl", "rmse", "grad_norm")
         last = {k: totals[i] / totals[6] for i, k in enumerate(names)}
+        recent[:] = [*recent[-9:], {**last, "steps": totals[6] / world}]
         if master:
             log(
                 {
@@ -624,7 +635,7 @@ def main(argv: list[str] | None = None) -> dict:
 
             plot_training(metrics_path, out_dir / "training_curves.png")
         summary = {k: record[k] for k in ("steps", "samples", "wall_time_s", "samples_per_s")}
-        print(json.dumps({**summary, "final": last, **val_metrics}), file=sys.stderr)
+        print(json.dumps({**summary, "final": final_losses(), **val_metrics}), file=sys.stderr)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()

@@ -31,7 +31,7 @@ import torch
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 from neurok_core.errors import SequenceError
-from neurok_core.geometry import Normalization, SurfaceSamples, face_areas
+from neurok_core.geometry import Normalization, SurfaceSamples, face_areas, locate
 from neurok_core.sequence import load_sequence
 
 MANIFEST = "manifest.json"
@@ -259,8 +259,8 @@ class PairDataset(torch.utils.data.Dataset):
         else:
             t = int(rng.integers(1, frames))
         samples = _sample(seq.area_cdf, self.num_points, rng)
-        rest = _locate(seq.vertices[0], seq.faces, samples)  # (P, 3) float64
-        deformed = _locate(seq.vertices[t], seq.faces, samples)  # (P, 3)
+        rest = locate(seq.vertices[0], seq.faces, samples)  # (P, 3) float64
+        deformed = locate(seq.vertices[t], seq.faces, samples)  # (P, 3)
         if self.augmentation is None:
             norm = seq.normalization
         else:
@@ -315,18 +315,15 @@ def _hull(points: np.ndarray) -> np.ndarray:
 
 def _sample(area_cdf: np.ndarray, count: int, rng: np.random.Generator) -> SurfaceSamples:
     """Area-uniform barycentric samples from a precomputed area CDF (Osada et al. 2002, eq. 1:
-    face with probability area / total, then (1 - s, s (1 - r2), s r2) with s = sqrt(r1))."""
+    face with probability area / total, then (1 - s, s (1 - r2), s r2) with s = sqrt(r1)).
+
+    The draw of ``neurok_core.geometry.sample_surface``, with the face areas computed once per
+    sequence instead of once per item."""
     face_ids = np.searchsorted(area_cdf, rng.random(count) * area_cdf[-1], side="right")
     face_ids = np.minimum(face_ids, len(area_cdf) - 1)  # (P,)
     s = np.sqrt(rng.random(count))  # (P,)
     r2 = rng.random(count)  # (P,)
     return SurfaceSamples(face_ids, np.stack([1.0 - s, s * (1.0 - r2), s * r2], axis=1))
-
-
-def _locate(vertices: np.ndarray, faces: np.ndarray, samples: SurfaceSamples) -> np.ndarray:
-    """sum_c bary[:, c] * vertices[faces[face_ids, c]]: (N, 3) -> (P, 3) float64."""
-    corners = vertices[faces[samples.face_ids]].astype(np.float64)  # (P, 3, 3)
-    return np.einsum("pc,pcd->pd", samples.barycentrics, corners)
 
 
 def nearest_others(points: np.ndarray, k: int) -> np.ndarray:

@@ -25,11 +25,38 @@ from torch import Tensor
 _EPS = 1e-12
 
 
+def _product_table(kind: str) -> Tensor:
+    """The constant (16, n) table T with ``a * b = (a outer b).reshape(16) @ T``."""
+    table = torch.zeros(4, 4, 4, dtype=torch.float64)
+    # Hamilton product: (a0 b0 - a.b, a0 b + b0 a + a x b), components (w, x, y, z).
+    signs = {
+        (0, 0): (0, 1), (1, 1): (0, -1), (2, 2): (0, -1), (3, 3): (0, -1),
+        (0, 1): (1, 1), (1, 0): (1, 1), (2, 3): (1, 1), (3, 2): (1, -1),
+        (0, 2): (2, 1), (2, 0): (2, 1), (3, 1): (2, 1), (1, 3): (2, -1),
+        (0, 3): (3, 1), (3, 0): (3, 1), (1, 2): (3, 1), (2, 1): (3, -1),
+    }  # fmt: skip
+    for (i, j), (out, sign) in signs.items():
+        table[i, j, out] = sign
+    if kind == "cross":  # a x b of 3-vectors = vector part of (0, a)(0, b)
+        return table[1:, 1:, 1:].reshape(9, 3)
+    return table.reshape(16, 4)
+
+
+_QUAT_TABLE = _product_table("quat")
+_CROSS_TABLE = _product_table("cross")
+
+
+def _bilinear(a: Tensor, b: Tensor, table: Tensor) -> Tensor:
+    """``sum_jk a_j b_k T[j k, i]`` in three tensor ops (cheap under forward-mode AD and vmap,
+    where each elementwise op on a component view costs far more than one small matmul)."""
+    a, b = torch.broadcast_tensors(a, b)
+    outer = (a[..., :, None] * b[..., None, :]).flatten(-2)  # (..., n * n)
+    return outer @ table.to(device=outer.device, dtype=outer.dtype)
+
+
 def _cross(a: Tensor, b: Tensor) -> Tensor:
-    """Cross product of ``(..., 3)`` vectors (written out so that every AD mode supports it)."""
-    ax, ay, az = a.unbind(-1)
-    bx, by, bz = b.unbind(-1)
-    return torch.stack((ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx), dim=-1)
+    """Cross product of ``(..., 3)`` vectors."""
+    return _bilinear(a, b, _CROSS_TABLE)
 
 
 def _safe_norm(x: Tensor, eps: float = _EPS) -> Tensor:
@@ -45,19 +72,9 @@ def _safe_norm(x: Tensor, eps: float = _EPS) -> Tensor:
 def quat_mul(a: Tensor, b: Tensor) -> Tensor:
     """Hamilton product ``a * b`` of ``(..., 4)`` quaternions (leading dims broadcast).
 
-    ``(a0, a) (b0, b) = (a0 b0 - a . b,  a0 b + b0 a + a x b)``.
+    ``(a0, a) (b0, b) = (a0 b0 - a . b,  a0 b + b0 a + a x b)``, evaluated as one bilinear form.
     """
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        dim=-1,
-    )
+    return _bilinear(a, b, _QUAT_TABLE)
 
 
 def quat_conj(q: Tensor) -> Tensor:

@@ -105,7 +105,8 @@ class KinematicSpace:
         on_progress=_noop,
         _state: dict | None = None,
     ) -> None:
-        self.model = model
+        # Inference only: frozen weights, so no decode builds a graph through the parameters.
+        self.model = model.eval().requires_grad_(False)
         self.settings = settings or SpaceSettings()
         self.vertices, self.faces = validate_mesh(vertices, faces)
         self.normalization = Normalization.from_vertices(self.vertices)

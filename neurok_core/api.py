@@ -1,0 +1,134 @@
+"""The Python API of the engine.
+
+    >>> engine = NeuROK.load()                          # the bundled default model
+    >>> space = engine.space(vertices, faces)           # the object's kinematic space (cached)
+    >>> result = engine.simulate(space, SimulationConditions(forces=(...), frames=120))
+    >>> fit = engine.inverse_kinematics(space, target_points)
+
+Everything is in the caller's frame and units (metres, seconds, kg); vertices map 1:1 onto the
+input's vertices.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .checkpoint import checkpoint_info, load_checkpoint
+from .device import describe_device, select_device
+from .errors import CheckpointError
+from .ik import IKResult, IKSettings, inverse_kinematics
+from .space import KinematicSpace, SpaceSettings, build_space
+
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+
+
+def default_checkpoint() -> Path:
+    """The checkpoint that ships with the extension (``neurok_core/weights/default``)."""
+    return WEIGHTS_DIR / "default"
+
+
+def default_cache_dir() -> Path:
+    """Where kinematic spaces are cached unless told otherwise."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "neurok" / "spaces"
+
+
+def _noop(*_args) -> None:
+    return None
+
+
+class NeuROK:
+    """A loaded NeuROK model on a device, with the operations an application needs."""
+
+    def __init__(self, model, info: dict[str, Any], device: torch.device, checkpoint: Path):
+        self.model = model.eval()
+        self.info = info
+        self.device = device
+        self.checkpoint = checkpoint
+        self.fingerprint = str(info.get("weights_sha256") or checkpoint)
+
+    @classmethod
+    def load(cls, checkpoint: str | os.PathLike | None = None, *, device: str = "auto") -> NeuROK:
+        """Load ``checkpoint`` (a folder; None = the bundled default) onto ``device``."""
+        path = Path(checkpoint) if checkpoint else default_checkpoint()
+        if checkpoint is None and not (path / "config.json").is_file():
+            raise CheckpointError(
+                f"the bundled default model is missing from {path}; reinstall the extension or "
+                "choose a checkpoint folder (model.safetensors + config.json)"
+            )
+        dev = select_device(device)
+        model, info = load_checkpoint(path, device=str(dev))
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return cls(model, info, dev, path)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary: checkpoint, model size, device, training and metrics."""
+        return {
+            "checkpoint": str(self.checkpoint),
+            "device": describe_device(self.device),
+            "model": self.info.get("model", {}),
+            "num_parameters": self.model.num_parameters(),
+            "training": self.info.get("training", {}),
+            "metrics": self.info.get("metrics", {}),
+        }
+
+    # ------------------------------------------------------------------ space
+    def space(
+        self,
+        vertices: np.ndarray,
+        faces: np.ndarray,
+        *,
+        settings: SpaceSettings | None = None,
+        cache_dir: str | os.PathLike | None | bool = None,
+        on_status=_noop,
+        on_progress=_noop,
+    ) -> KinematicSpace:
+        """The kinematic space of a mesh; ``cache_dir`` None = the default cache, False = none."""
+        if cache_dir is None:
+            cache_dir = default_cache_dir()
+        return build_space(
+            self.model,
+            vertices,
+            faces,
+            settings=settings,
+            cache_dir=cache_dir or None,
+            model_fingerprint=self.fingerprint,
+            on_status=on_status,
+            on_progress=on_progress,
+        )
+
+    # ------------------------------------------------------------------ inverse kinematics
+    def inverse_kinematics(
+        self,
+        space: KinematicSpace,
+        target_points: np.ndarray,
+        *,
+        settings: IKSettings | None = None,
+        reduced: bool = True,
+    ) -> IKResult:
+        """The state of ``space`` that best matches the target surface points (M, 3)."""
+        return inverse_kinematics(space, target_points, settings=settings, reduced=reduced)
+
+    # ------------------------------------------------------------------ simulation
+    def simulate(self, space: KinematicSpace, conditions, *, on_frame=None, on_progress=_noop):
+        """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`."""
+        from .simulate import simulate
+
+        return simulate(space, conditions, on_frame=on_frame, on_progress=on_progress)
+
+
+def checkpoint_summary(checkpoint: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The JSON side of a checkpoint without loading its weights."""
+    path = Path(checkpoint) if checkpoint else default_checkpoint()
+    started = time.perf_counter()
+    info = checkpoint_info(path)
+    info["path"] = str(path)
+    info["read_seconds"] = round(time.perf_counter() - started, 4)
+    return info

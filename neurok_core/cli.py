@@ -1,0 +1,261 @@
+"""The ``neurok`` command: simulate a mesh, fit a target shape, describe a model.
+
+    neurok simulate MESH --force VERTEX:DX,DY,DZ:STRENGTH[:START-END] --frames 120 --out anim.pc2
+    neurok simulate MESH --drag VERTEX:X,Y,Z:FRAME --pin-below 0.01 --out anim.npz
+    neurok ik REST_MESH TARGET_MESH --out fitted.obj
+    neurok info [--checkpoint DIR]
+
+Meshes are read with trimesh (OBJ, PLY, STL, GLB, OFF, ...) without merging or reordering
+vertices, so results map 1:1 onto the file's vertices. Units are the file's (metres expected).
+Conditions can also come as a JSON file (``--conditions``, a SimulationConditions dict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ConditionError, MeshError, NeuROKError
+
+
+def read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (N, 3) and triangles (F, 3) of a mesh file, in file order."""
+    import trimesh
+
+    p = Path(path)
+    if not p.is_file():
+        raise MeshError(f"{path}: no such mesh file")
+    try:
+        mesh = trimesh.load(p, process=False, force="mesh")
+    except Exception as exc:  # noqa: BLE001  (trimesh raises many kinds on bad files)
+        raise MeshError(f"{path}: cannot read the mesh ({exc})") from None
+    return np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces, dtype=np.int64)
+
+
+def _floats(text: str, count: int, what: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise ConditionError(f"{what}: expected {count} numbers, got {text!r}") from None
+    if len(values) != count:
+        raise ConditionError(f"{what}: expected {count} numbers, got {len(values)} in {text!r}")
+    return values
+
+
+def _anchor(text: str, what: str) -> dict:
+    """``12`` (a vertex index) or ``x,y,z`` (a point) -> Anchor fields."""
+    if "," in text:
+        return {"point": tuple(_floats(text, 3, what))}
+    try:
+        return {"vertex": int(text)}
+    except ValueError:
+        raise ConditionError(f"{what}: {text!r} is neither a vertex index nor x,y,z") from None
+
+
+def parse_force(text: str):
+    """``ANCHOR:DX,DY,DZ:STRENGTH[:START-END]`` -> Force."""
+    from .dynamics import Force
+
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise ConditionError(f"--force {text!r}: use ANCHOR:DX,DY,DZ:STRENGTH[:START-END]")
+    kwargs = _anchor(parts[0], "--force anchor")
+    kwargs["direction"] = tuple(_floats(parts[1], 3, "--force direction"))
+    kwargs["strength"] = float(parts[2])
+    if len(parts) == 4:
+        start, _, end = parts[3].partition("-")
+        kwargs["start_frame"] = int(start)
+        kwargs["end_frame"] = int(end) if end else None
+    return Force(**kwargs)
+
+
+def parse_drag(text: str):
+    """``ANCHOR:X,Y,Z:FRAME[:START]`` -> Drag."""
+    from .dynamics import Drag
+
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise ConditionError(f"--drag {text!r}: use ANCHOR:X,Y,Z:FRAME[:START]")
+    kwargs = _anchor(parts[0], "--drag anchor")
+    kwargs["target"] = tuple(_floats(parts[1], 3, "--drag target"))
+    kwargs["frame"] = int(parts[2])
+    if len(parts) == 4:
+        kwargs["start_frame"] = int(parts[3])
+    return Drag(**kwargs)
+
+
+def parse_velocity(text: str):
+    """``ANCHOR:VX,VY,VZ`` -> InitialVelocity."""
+    from .dynamics import InitialVelocity
+
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ConditionError(f"--velocity {text!r}: use ANCHOR:VX,VY,VZ")
+    kwargs = _anchor(parts[0], "--velocity anchor")
+    kwargs["velocity"] = tuple(_floats(parts[1], 3, "--velocity"))
+    return InitialVelocity(**kwargs)
+
+
+def build_conditions(args, vertices: np.ndarray):
+    """SimulationConditions from the command line (or a JSON file, with flags on top)."""
+    from .dynamics import SimulationConditions
+
+    base = {}
+    if args.conditions:
+        try:
+            base = json.loads(Path(args.conditions).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
+        base = SimulationConditions.from_dict(base).__dict__.copy()
+    pins = set(base.get("pins", ()))
+    pins.update(int(v) for spec in args.pin for v in spec.split(",") if v.strip())
+    if args.pin_below is not None:
+        pins.update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
+    fields = dict(base)
+    fields.update(
+        forces=tuple(base.get("forces", ())) + tuple(parse_force(f) for f in args.force),
+        drags=tuple(base.get("drags", ())) + tuple(parse_drag(d) for d in args.drag),
+        velocities=tuple(base.get("velocities", ()))
+        + tuple(parse_velocity(v) for v in args.velocity),
+        pins=tuple(sorted(pins)),
+        frames=args.frames,
+        fps=args.fps,
+        device=args.device,
+    )
+    for name in ("mass", "stiffness", "damping"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    if args.no_gravity:
+        fields["gravity"] = (0.0, 0.0, 0.0)
+    elif args.gravity is not None:
+        fields["gravity"] = tuple(_floats(args.gravity, 3, "--gravity"))
+    return SimulationConditions(**fields)
+
+
+def cmd_simulate(args) -> int:
+    from tqdm import tqdm
+
+    from .api import NeuROK
+    from .pc2 import write_pc2
+    from .results import save_result
+
+    vertices, faces = read_mesh(args.mesh)
+    conditions = build_conditions(args, vertices)
+    conditions.validate(len(vertices))
+    engine = NeuROK.load(args.checkpoint, device=args.device)
+    bar = tqdm(total=conditions.frames, desc="simulate", unit="frame", disable=args.quiet)
+    space = engine.space(
+        vertices,
+        faces,
+        cache_dir=args.cache_dir,
+        on_status=lambda stage, msg: bar.set_description(stage),
+    )
+
+    def on_frame(index, positions, energy):
+        bar.update(1)
+        bar.set_postfix(energy=f"{energy:.4g}")
+
+    result = engine.simulate(space, conditions, on_frame=on_frame)
+    bar.close()
+    out = Path(args.out)
+    if out.suffix.lower() == ".pc2":
+        write_pc2(out, result.positions)
+    else:
+        save_result(result, out)
+    info = result.info
+    print(
+        f"wrote {out}: {len(result.positions)} frames x {len(vertices)} vertices, kq ="
+        f" {info['reduced_dims']}, {info['seconds']:.2f} s"
+    )
+    return 0
+
+
+def cmd_ik(args) -> int:
+    import trimesh
+
+    from .api import NeuROK
+    from .geometry import sample_surface_points
+    from .ik import IKSettings
+
+    vertices, faces = read_mesh(args.rest)
+    target_v, target_f = read_mesh(args.target)
+    engine = NeuROK.load(args.checkpoint, device=args.device)
+    space = engine.space(vertices, faces, cache_dir=args.cache_dir)
+    rng = np.random.default_rng(args.seed)
+    target = sample_surface_points(target_v, target_f, args.points, rng)
+    fit = engine.inverse_kinematics(
+        space, target, settings=IKSettings(steps=args.steps, restarts=args.restarts)
+    )
+    trimesh.Trimesh(fit.vertices, faces, process=False).export(args.out)
+    print(f"wrote {args.out}: chamfer (normalised, squared) {fit.loss:.3g}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from .api import checkpoint_summary
+
+    print(json.dumps(checkpoint_summary(args.checkpoint), indent=2, default=str))
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="neurok", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--checkpoint", default=None, help="checkpoint folder (default: bundled)")
+        p.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+        p.add_argument("--cache-dir", default=None, help="kinematic-space cache folder")
+
+    sim = sub.add_parser("simulate", help="simulate a mesh under forces, drags, velocities")
+    sim.add_argument("mesh")
+    sim.add_argument("--out", required=True, help="result .npz or .pc2 point cache")
+    sim.add_argument("--force", action="append", default=[], metavar="A:DX,DY,DZ:N[:S-E]")
+    sim.add_argument("--drag", action="append", default=[], metavar="A:X,Y,Z:FRAME[:START]")
+    sim.add_argument("--velocity", action="append", default=[], metavar="A:VX,VY,VZ")
+    sim.add_argument("--pin", action="append", default=[], metavar="V1,V2,...")
+    sim.add_argument("--pin-below", type=float, default=None, help="pin vertices with z <= this")
+    sim.add_argument("--conditions", default=None, help="a SimulationConditions JSON file")
+    sim.add_argument("--frames", type=int, default=120, help="output frames incl. the rest")
+    sim.add_argument("--fps", type=float, default=24.0)
+    sim.add_argument("--mass", type=float, default=None, help="kg")
+    sim.add_argument("--stiffness", type=float, default=None, help="Hz")
+    sim.add_argument("--damping", type=float, default=None, help="1/s")
+    sim.add_argument("--gravity", default=None, metavar="GX,GY,GZ")
+    sim.add_argument("--no-gravity", action="store_true")
+    sim.add_argument("--quiet", action="store_true")
+    common(sim)
+    sim.set_defaults(run=cmd_simulate)
+
+    ik = sub.add_parser("ik", help="fit the kinematic state of REST to TARGET's shape")
+    ik.add_argument("rest")
+    ik.add_argument("target")
+    ik.add_argument("--out", required=True, help="fitted mesh (REST's topology)")
+    ik.add_argument("--points", type=int, default=2048)
+    ik.add_argument("--steps", type=int, default=150)
+    ik.add_argument("--restarts", type=int, default=8)
+    ik.add_argument("--seed", type=int, default=0)
+    common(ik)
+    ik.set_defaults(run=cmd_ik)
+
+    info = sub.add_parser("info", help="describe a checkpoint")
+    info.add_argument("--checkpoint", default=None)
+    info.set_defaults(run=cmd_info)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except NeuROKError as exc:
+        print(f"neurok: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

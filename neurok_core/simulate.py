@@ -8,6 +8,7 @@ of the mesh by dual-quaternion blending (:meth:`KinematicSpace.decode_vertices`)
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from .dynamics import MechanicalSystem, SimulationConditions
 from .dynamics.system import LatentMap
 from .errors import ConditionError
+from .model.jets import decoder_point_kinematics
 from .results import SimulationResult
 from .space import KinematicSpace
 
@@ -32,8 +34,18 @@ def anchor_positions(space: KinematicSpace, anchors) -> np.ndarray:
     return out
 
 
-def build_system(space: KinematicSpace, conditions: SimulationConditions):
-    """The mechanical system of ``space`` under ``conditions`` and the row of each anchor."""
+def build_system(
+    space: KinematicSpace, conditions: SimulationConditions, *, autodiff: bool | None = None
+):
+    """The mechanical system of ``space`` under ``conditions`` and the row of each anchor.
+
+    The points' derivatives come from the decoder's Taylor-mode forward
+    (:func:`~neurok_core.model.jets.decoder_point_kinematics`); ``autodiff`` (default: the
+    environment variable ``NEUROK_AUTODIFF_KINEMATICS=1``) leaves them to ``torch.func``
+    instead, which is exact too but far slower (kept as the reference).
+    """
+    if autodiff is None:
+        autodiff = os.environ.get("NEUROK_AUTODIFF_KINEMATICS", "") == "1"
     anchors = conditions.anchors(space.vertices)
     extra, extra_inverse = space.tracked_points(anchor_positions(space, anchors).reshape(-1, 3))
     points = torch.cat([space.dynamics_points, extra])  # (S + A, 3) normalised
@@ -49,6 +61,9 @@ def build_system(space: KinematicSpace, conditions: SimulationConditions):
         moved = space.deform_points(z[None], points, inverse)[0]  # (S + A, 3) normalised
         return norm.invert(moved)
 
+    def kinematics(q: torch.Tensor, qdot: torch.Tensor):
+        return decoder_point_kinematics(space, points, inverse, q, qdot)
+
     system = MechanicalSystem(
         decode_points=decode_points,
         point_weights=weights,
@@ -56,6 +71,7 @@ def build_system(space: KinematicSpace, conditions: SimulationConditions):
         latent=LatentMap(rest=space.z_rest, basis=space.W, prior_mean=space.mu_cond),
         dtype=space.dtype,
         device=space.device,
+        kinematics=None if autodiff else kinematics,
     )
     rows = {a: num_mass + i for i, a in enumerate(anchors)}
     return system, rows

@@ -1,0 +1,350 @@
+"""Second-order Taylor-mode ("jet") evaluation of the decoder: x(q), dx/dq and D^2x(q)[v, v].
+
+The dynamics need, at every right-hand side, the tracked points x(q) (S, 3), their Jacobian
+J = dx/dq (S, 3, kq) and the second directional derivative D^2x(q)[v, v] (S, 3) along v = q'
+(design section 7). ``torch.func`` gives them exactly but costs tens of times a forward on the
+CPU; here the same numbers come from one batched forward of plain tensor ops that propagates,
+for every intermediate y(q),
+
+    y,   dy/dq_i (i < kq),   Dy[v] = sum_i v_i dy/dq_i,   D^2y[v, v]
+
+(truncated Taylor arithmetic of order two; Griewank & Walther, "Evaluating Derivatives", 2nd ed.
+2008, chapter 13). A :class:`Jet` stacks them in one tensor of leading size kq + 3, so every
+linear layer is a single matmul over value and derivatives together. The rules used:
+
+- linear maps L: apply L to every slot (the bias to the value only);
+- bilinear maps y = B(a, b) (products, matmuls, quaternion products):
+  dy_i = B(da_i, b) + B(a, db_i),  D^2y = B(D^2a, b) + 2 B(Da[v], Db[v]) + B(a, D^2b);
+- elementwise y = f(a): dy_i = f'(a) da_i,  D^2y = f''(a) Da[v]^2 + f'(a) D^2a;
+- softmax s(a) over the last dim: ds = s (da - <s, da>), and with g = Da[v] - <s, Da[v]>,
+  D^2s = s (g^2 - <s, g^2> + D^2a - <s, D^2a>).
+
+Inputs that do not depend on q (query-point embeddings, shape tokens, rest inverses) stay plain
+tensors and cost one ordinary forward. Everything runs under ``torch.no_grad``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from ..dualquat import _EPS, _cross, dq_identity, dq_mul
+from .layers import Attention, CrossAttentionBlock, FeedForward, LayerNorm, SelfAttentionBlock
+from .networks import DeformationDecoder
+
+if TYPE_CHECKING:
+    from ..space import KinematicSpace
+
+
+class Jet:
+    """A value with its first derivatives along kq coordinates and its second along v.
+
+    data: (kq + 3, *shape): ``data[0]`` the value y, ``data[1 : kq + 1]`` dy/dq_i,
+    ``data[kq + 1]`` Dy[v] and ``data[kq + 2]`` D^2y[v, v].
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Tensor) -> None:
+        self.data = data
+
+    @property
+    def value(self) -> Tensor:
+        return self.data[0]
+
+    @property
+    def tangents(self) -> Tensor:
+        """(kq, *shape) dy/dq_i."""
+        return self.data[1:-2]
+
+    @property
+    def direction(self) -> Tensor:
+        """(*shape) Dy[v]."""
+        return self.data[-2]
+
+    @property
+    def second(self) -> Tensor:
+        """(*shape) D^2y[v, v]."""
+        return self.data[-1]
+
+    def __add__(self, other: Jet | Tensor) -> Jet:
+        return add(self, other)
+
+    __radd__ = __add__
+
+
+Value = Jet | Tensor
+
+
+def affine_input(value: Tensor, basis: Tensor, v: Tensor) -> Jet:
+    """The jet of y(q) = value + basis @ (q - q0) at q0, whose second derivative is zero.
+
+    value: (n,); basis: (n, kq); v: (kq,) the direction of the second derivative.
+    """
+    return Jet(torch.cat((value[None], basis.T, (basis @ v)[None], torch.zeros_like(value)[None])))
+
+
+def structural(x: Value, fn: Callable[[Tensor], Tensor]) -> Value:
+    """Apply a reshaping / slicing op (one that only uses negative dims) to a jet or tensor."""
+    return Jet(fn(x.data)) if isinstance(x, Jet) else fn(x)
+
+
+def _lift(a: Jet, ndim: int) -> Tensor:
+    """``a.data`` with singleton dims after the slot dim so that its value has ``ndim`` dims
+    (so it broadcasts like the value against operands of more dims)."""
+    extra = ndim - a.value.ndim
+    if extra <= 0:
+        return a.data
+    return a.data.reshape(a.data.shape[0], *([1] * extra), *a.value.shape)
+
+
+def add(a: Value, b: Value) -> Value:
+    """a + b; a constant only shifts the value (broadcast like the tensors)."""
+    if isinstance(a, Jet) and isinstance(b, Jet):
+        return Jet(a.data + b.data)
+    if isinstance(b, Jet):
+        a, b = b, a
+    if not isinstance(a, Jet):
+        return a + b
+    shape = torch.broadcast_shapes(a.value.shape, b.shape)
+    out = _lift(a, len(shape)).expand(a.data.shape[0], *shape).clone()
+    out[0] += b
+    return Jet(out)
+
+
+def linear(x: Value, layer: nn.Linear) -> Value:
+    """``layer(x)``: the weight on every slot, the bias on the value only."""
+    if not isinstance(x, Jet):
+        return layer(x)
+    out = F.linear(x.data, layer.weight)  # (kq + 3, ..., out)
+    if layer.bias is not None:
+        out[0] += layer.bias
+    return Jet(out)
+
+
+def bilinear(a: Value, b: Value, fn: Callable[[Tensor, Tensor], Tensor]) -> Value:
+    """y = fn(a, b) for fn bilinear and broadcasting over leading dims (the module docstring's
+    product rule). Either argument may be a constant tensor, making y linear in the other."""
+    if not isinstance(a, Jet) and not isinstance(b, Jet):
+        return fn(a, b)
+    if not isinstance(b, Jet):
+        return Jet(fn(_lift(a, b.ndim), b))
+    if not isinstance(a, Jet):
+        return Jet(fn(a, _lift(b, a.ndim)))
+    ndim = max(a.value.ndim, b.value.ndim)
+    a, b = Jet(_lift(a, ndim)), Jet(_lift(b, ndim))
+    out = fn(a.data, b.value)  # (kq + 3, ...): value, da_i b, Da[v] b, D^2a b
+    out[1:] += fn(a.value, b.data[1:])  # + a db_i, a Db[v], a D^2b
+    out[-1] += 2.0 * fn(a.direction, b.direction)
+    return Jet(out)
+
+
+def mul(a: Value, b: Value) -> Value:
+    """Elementwise a * b (broadcasting)."""
+    return bilinear(a, b, torch.mul)
+
+
+def matmul(a: Value, b: Value) -> Value:
+    """a @ b (batched, broadcasting)."""
+    return bilinear(a, b, torch.matmul)
+
+
+def square(a: Jet) -> Jet:
+    """a * a elementwise: d(a^2) = 2 a da, D^2(a^2) = 2 a D^2a + 2 Da[v]^2."""
+    out = 2.0 * a.value * a.data  # (kq + 3, ...)
+    out[0] = a.value * a.value
+    out[-1] += 2.0 * a.direction * a.direction
+    return Jet(out)
+
+
+def pointwise(a: Jet, f0: Tensor, f1: Tensor, f2: Tensor) -> Jet:
+    """y = f(a) elementwise, given f(a), f'(a) and f''(a) at the value (chain rule)."""
+    out = a.data * f1  # (kq + 3, ...)
+    out[0] = f0
+    out[-1] += f2 * a.direction * a.direction
+    return Jet(out)
+
+
+def gelu(a: Value) -> Value:
+    """Exact GELU f(x) = x Phi(x) (Hendrycks & Gimpel 2016), as ``nn.GELU()``:
+    f' = Phi + x phi, f'' = phi (2 - x^2) with phi, Phi the standard normal pdf and cdf."""
+    if not isinstance(a, Jet):
+        return F.gelu(a)
+    x = a.value
+    cdf = 0.5 * (1.0 + torch.erf(x * (0.5**0.5)))
+    pdf = torch.exp(-0.5 * x * x) * (2.0 * math.pi) ** -0.5
+    return pointwise(a, x * cdf, cdf + x * pdf, pdf * (2.0 - x * x))
+
+
+def softmax(a: Value) -> Value:
+    """Softmax over the last dim (see the module docstring for the derivative rules)."""
+    if not isinstance(a, Jet):
+        return torch.softmax(a, dim=-1)
+    s = torch.softmax(a.value, dim=-1)  # (..., M)
+    d = a.data[1:]  # (kq + 2, ..., M)
+    out = torch.empty_like(a.data)
+    out[0] = s
+    centred = d - (s * d).sum(-1, keepdim=True)  # da - <s, da>
+    torch.mul(centred, s, out=out[1:])
+    g2 = centred[-2] * centred[-2]  # g^2 with g = Da[v] - <s, Da[v]>
+    out[-1] += s * (g2 - (s * g2).sum(-1, keepdim=True))
+    return Jet(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Transformer blocks (neurok_core.model.layers) on jets
+# --------------------------------------------------------------------------------------------
+
+
+def layer_norm(x: Value, norm: LayerNorm) -> Value:
+    """:class:`LayerNorm`: ``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dim."""
+    if not isinstance(x, Jet):
+        return norm(x)
+    centred = Jet(x.data - x.data.mean(-1, keepdim=True))  # (kq + 3, ..., C)
+    var = Jet(square(centred).data.mean(-1, keepdim=True))  # (kq + 3, ..., 1)
+    u = var.value + norm.eps
+    inv = u.rsqrt()  # f = u^-1/2, f' = -f / 2u, f'' = 3 f / 4u^2
+    inv_jet = pointwise(var, inv, -0.5 * inv / u, 0.75 * inv / (u * u))
+    out = mul(centred, inv_jet).data * norm.weight
+    out[0] += norm.bias
+    return Jet(out)
+
+
+def attention(attn: Attention, x: Value, context: Value | None = None) -> Value:
+    """:class:`Attention` ``softmax(Q K^T / sqrt(d)) V`` with jets or constants."""
+    context = x if context is None else context
+
+    def split(t: Tensor) -> Tensor:
+        return t.unflatten(-1, (attn.heads, -1)).transpose(-2, -3)  # (..., h, N, d)
+
+    q = structural(linear(x, attn.to_q), split)  # (..., h, N, d)
+    kv = linear(context, attn.to_kv)
+    k = structural(kv, lambda t: split(t[..., : t.shape[-1] // 2]).transpose(-1, -2))
+    v = structural(kv, lambda t: split(t[..., t.shape[-1] // 2 :]))  # (..., h, M, d)
+    scores = structural(matmul(q, k), lambda t: t * attn.scale)  # (..., h, N, M)
+    out = matmul(softmax(scores), v)  # (..., h, N, d)
+    out = structural(out, lambda t: t.transpose(-2, -3).flatten(-2))  # (..., N, h d)
+    return linear(out, attn.to_out)
+
+
+def feed_forward(ff: FeedForward, x: Value) -> Value:
+    """:class:`FeedForward` ``Linear -> GELU -> Linear``."""
+    first, act, second = ff.net
+    if not isinstance(act, nn.GELU) or act.approximate != "none":
+        raise TypeError(f"jets support the exact GELU feed-forward only, got {act!r}")
+    return linear(gelu(linear(x, first)), second)
+
+
+def self_block(block: SelfAttentionBlock, x: Value) -> Value:
+    """:class:`SelfAttentionBlock`: ``x += Attn(LN x); x += FF(LN x)``."""
+    x = add(x, attention(block.attn, layer_norm(x, block.norm_attn)))
+    return add(x, feed_forward(block.ff, layer_norm(x, block.norm_ff)))
+
+
+def cross_block(block: CrossAttentionBlock, x: Value, context: Value) -> Value:
+    """:class:`CrossAttentionBlock`: ``x += Attn(LN x, LN c); x += FF(LN x)``."""
+    attended = attention(
+        block.attn, layer_norm(x, block.norm_query), layer_norm(context, block.norm_context)
+    )
+    x = add(x, attended)
+    return add(x, feed_forward(block.ff, layer_norm(x, block.norm_ff)))
+
+
+def decoder_raw(decoder: DeformationDecoder, z: Jet, shape_tokens: Tensor, points: Tensor) -> Jet:
+    """:class:`DeformationDecoder` on jets: z (k,) jet, shape_tokens (T, C), points (Q, 3)
+    -> raw output (Q, output_dim) jet."""
+    h = add(linear(z, decoder.z_proj), shape_tokens)  # (T, C): z added to every token
+    for block in decoder.layers:
+        h = self_block(block, h)
+    tokens = layer_norm(h, decoder.norm_tokens)  # (T, C)
+    x = decoder.query_proj(decoder.embed(points))  # (Q, C), constant in q
+    x = cross_block(decoder.cross, x, tokens)  # (Q, C)
+    return linear(layer_norm(x, decoder.norm_out), decoder.head)  # (Q, output_dim)
+
+
+# --------------------------------------------------------------------------------------------
+# Dual quaternions (neurok_core.dualquat) on jets
+# --------------------------------------------------------------------------------------------
+
+
+def dq_normalize(dq: Jet) -> Jet:
+    """``r' = r / |r|``, ``d' = d / |r| - r' (r' . d / |r|)`` (as :func:`dualquat.dq_normalize`,
+    with |r| clamped at its eps: the derivatives vanish where the clamp is active)."""
+    r = structural(dq, lambda t: t[..., :4])  # (..., 4)
+    d = structural(dq, lambda t: t[..., 4:])
+    sq = Jet(square(r).data.sum(-1, keepdim=True))  # (..., 1) |r|^2
+    active = sq.value > _EPS * _EPS
+    u = sq.value.clamp(min=_EPS * _EPS)
+    inv = u.rsqrt()  # 1 / |r|
+    zero = torch.zeros_like(inv)
+    inv_jet = pointwise(
+        sq,
+        inv,
+        torch.where(active, -0.5 * inv / u, zero),
+        torch.where(active, 0.75 * inv / u / u, zero),
+    )
+    r_unit = mul(r, inv_jet)
+    d_scaled = mul(d, inv_jet)
+    dot = structural(mul(r_unit, d_scaled), lambda t: t.sum(-1, keepdim=True))  # (..., 1)
+    d_orth = add(d_scaled, structural(mul(dot, r_unit), torch.neg))
+    return Jet(torch.cat((r_unit.data, d_orth.data), dim=-1))
+
+
+def dq_from_raw(raw: Jet) -> Jet:
+    """:func:`dualquat.dq_from_raw`: normalize(identity + raw)."""
+    return dq_normalize(add(raw, dq_identity(dtype=raw.data.dtype, device=raw.data.device)))
+
+
+def cross(a: Value, b: Value) -> Value:
+    """Cross product of (..., 3) vectors."""
+    return bilinear(a, b, _cross)
+
+
+def dq_apply(dq: Jet, points: Tensor) -> Jet:
+    """:func:`dualquat.dq_apply`: ``p + 2 w (v x p) + 2 v x (v x p) + 2 (r_w d_v - d_w r_v +
+    r_v x d_v)`` for a unit DQ jet (..., 8) and constant points (..., 3)."""
+    rw = structural(dq, lambda t: t[..., :1])
+    rv = structural(dq, lambda t: t[..., 1:4])
+    dw = structural(dq, lambda t: t[..., 4:5])
+    dv = structural(dq, lambda t: t[..., 5:])
+    vxp = cross(rv, points)  # (..., 3), linear in r
+    rotated = add(mul(rw, vxp), cross(rv, vxp))
+    moved = add(add(mul(rw, dv), structural(mul(dw, rv), torch.neg)), cross(rv, dv))
+    return add(structural(add(rotated, moved), lambda t: 2.0 * t), points)
+
+
+# --------------------------------------------------------------------------------------------
+# The kinematic space's tracked points
+# --------------------------------------------------------------------------------------------
+
+
+def decoder_point_kinematics(
+    space: KinematicSpace, points: Tensor, rest_inverse: Tensor, q: Tensor, qdot: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """x(q), J = dx/dq and D^2x(q)[q', q'] of the tracked points, in world units (metres).
+
+    x(q) = invert(deform_points(z_rest + W q, points, rest_inverse)): the decoder, the rest
+    correction D(z) o D(z_rest)^-1 (or + rest displacement) and the normalisation
+    x_world = x_n / scale + center (so J and D^2x are divided by scale).
+    space: the kinematic space; points: (S, 3) normalised; rest_inverse: (S, 8) or (S, 3);
+    q, qdot: (kq,) in the space's dtype and device.
+    Returns x (S, 3), J (S, 3, kq), D^2x[q', q'] (S, 3), the space's dtype.
+    """
+    model = space.model
+    with torch.no_grad():
+        z = affine_input(space.latent(q), space.W, qdot)  # (k,) jet
+        raw = decoder_raw(model.decoder, z, space.shape.tokens[0], points)  # (S, 8 | 3)
+        if space.dualquat:
+            motion = Jet(dq_mul(dq_from_raw(raw).data, rest_inverse))  # linear in the jet
+            moved = dq_apply(motion, points)  # (S, 3)
+        else:
+            moved = add(raw, points + rest_inverse)
+        scale = space.normalization.scale
+        x = moved.value / scale + moved.value.new_tensor(space.normalization.center.tolist())
+        jac = (moved.tangents / scale).permute(1, 2, 0)  # (S, 3, kq)
+        return x, jac, moved.second / scale

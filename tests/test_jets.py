@@ -1,0 +1,191 @@
+"""The decoder's Taylor-mode forward against torch.func (jacfwd, nested jvp), float64."""
+
+import time
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from neurok_core.dynamics import SimulationConditions
+from neurok_core.dynamics.system import point_kinematics
+from neurok_core.model import build_model, jets
+from neurok_core.simulate import build_system
+from neurok_core.space import SpaceSettings, build_space
+
+SETTINGS = SpaceSettings(
+    dynamics_points=48, skinning_points=128, subspace_samples=16, rest_steps=20
+)
+TOL = {"atol": 1e-10, "rtol": 1e-8}
+
+
+def _model(deformation: str):
+    torch.manual_seed(0)
+    m = build_model("tiny")
+    if deformation != "dualquat":
+        from neurok_core.model import ModelConfig, NeuROKModel
+
+        m = NeuROKModel(ModelConfig.preset("tiny", deformation=deformation))
+    m = m.double()
+    with torch.no_grad():  # a decoder that moves things (a fresh one decodes to the identity)
+        m.decoder.head.weight.normal_(0.0, 0.1)
+        m.decoder.head.bias.normal_(0.0, 0.02)
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def slab():
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    return np.asarray(mesh.vertices), np.asarray(mesh.faces)
+
+
+@pytest.fixture(scope="module", params=["dualquat", "displacement"])
+def space(request, slab):
+    return build_space(_model(request.param), *slab, settings=SETTINGS)
+
+
+def _autodiff(fn, x: torch.Tensor, v: torch.Tensor):
+    """Reference value, Jacobian (out..., n) and D^2 fn[v, v] by torch.func."""
+    jac = torch.func.jacfwd(fn)(x)
+
+    def directional(p):
+        return torch.func.jvp(fn, (p,), (v,))[1]
+
+    return fn(x), jac, torch.func.jvp(directional, (x,), (v,))[1]
+
+
+def _check(jet_fn, fn, x, v):
+    value, jac, second = _autodiff(fn, x, v)
+    with torch.no_grad():
+        out = jet_fn(jets.affine_input(x, torch.eye(len(x), dtype=x.dtype), v))
+    torch.testing.assert_close(out.value, value, **TOL)
+    torch.testing.assert_close(torch.movedim(out.tangents, 0, -1), jac, **TOL)
+    torch.testing.assert_close(out.direction, jac @ v, **TOL)
+    torch.testing.assert_close(out.second, second, **TOL)
+
+
+def test_elementary_rules_match_autodiff():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(12, dtype=torch.float64, generator=gen)
+    v = torch.randn(12, dtype=torch.float64, generator=gen)
+    const = torch.randn(3, 4, dtype=torch.float64, generator=gen)
+
+    def as_matrix(t):
+        return t.unflatten(-1, (3, 4))
+
+    def soft(t):
+        return torch.softmax(as_matrix(t) * as_matrix(t).flip(-1), dim=-1)
+
+    _check(
+        lambda j: jets.softmax(
+            jets.mul(
+                jets.structural(j, as_matrix), jets.structural(j, lambda t: as_matrix(t).flip(-1))
+            )
+        ),
+        soft,
+        x,
+        v,
+    )
+    _check(jets.gelu, torch.nn.functional.gelu, 3 * x, v)
+    _check(
+        lambda j: jets.matmul(
+            jets.structural(j, as_matrix),
+            jets.structural(j, lambda t: as_matrix(t).transpose(-1, -2)),
+        ),
+        lambda t: as_matrix(t) @ as_matrix(t).T,
+        x,
+        v,
+    )
+    _check(
+        lambda j: jets.add(
+            jets.matmul(const, jets.structural(j, lambda t: as_matrix(t).mT)), const[:, 0]
+        ),
+        lambda t: const @ as_matrix(t).mT + const[:, 0],
+        x,
+        v,
+    )
+
+
+def test_dual_quaternion_rules_match_autodiff():
+    from neurok_core import dualquat
+
+    gen = torch.Generator().manual_seed(2)
+    raw = 0.3 * torch.randn(5 * 8, dtype=torch.float64, generator=gen)
+    v = torch.randn(5 * 8, dtype=torch.float64, generator=gen)
+    points = torch.randn(5, 3, dtype=torch.float64, generator=gen)
+
+    def reference(t):
+        return dualquat.dq_apply(dualquat.dq_from_raw(t.unflatten(-1, (5, 8))), points)
+
+    def jet_fn(j):
+        return jets.dq_apply(
+            jets.dq_from_raw(jets.structural(j, lambda t: t.unflatten(-1, (5, 8)))), points
+        )
+
+    _check(jet_fn, reference, raw, v)
+
+
+def test_layers_match_autodiff():
+    model = _model("dualquat")
+    decoder = model.decoder
+    gen = torch.Generator().manual_seed(3)
+    width = model.config.width
+    x = torch.randn(4 * width, dtype=torch.float64, generator=gen)
+    v = torch.randn(4 * width, dtype=torch.float64, generator=gen)
+    block = decoder.layers[0]
+
+    def shaped(t):
+        return t.unflatten(-1, (4, width))
+
+    _check(
+        lambda j: jets.self_block(block, jets.structural(j, shaped)),
+        lambda t: block(shaped(t)),
+        x,
+        v,
+    )
+    queries = torch.randn(6, width, dtype=torch.float64, generator=gen)
+    _check(
+        lambda j: jets.cross_block(decoder.cross, queries, jets.structural(j, shaped)),
+        lambda t: decoder.cross(queries, shaped(t)),
+        x,
+        v,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_point_kinematics_match_autodiff(space, seed):
+    conditions = SimulationConditions(gravity=(0, 0, -9.81), frames=4, fps=24)
+    fast, _ = build_system(space, conditions, autodiff=False)
+    exact, _ = build_system(space, conditions, autodiff=True)
+    assert fast.kinematics is not None and exact.kinematics is None
+    gen = torch.Generator().manual_seed(seed)
+    q = 0.7 * torch.randn(space.reduced_dims, dtype=torch.float64, generator=gen)
+    v = torch.randn(space.reduced_dims, dtype=torch.float64, generator=gen)
+    got = point_kinematics(fast, q, v)
+    want = point_kinematics(exact, q, v)
+    assert float(want.bias.abs().max()) > 1e-6  # the map is not affine in q
+    torch.testing.assert_close(got.x, want.x, **TOL)
+    torch.testing.assert_close(got.jac, want.jac, **TOL)
+    torch.testing.assert_close(got.bias, want.bias, **TOL)
+    still = point_kinematics(fast, q, torch.zeros_like(v))
+    torch.testing.assert_close(still.bias, torch.zeros_like(still.bias), atol=0, rtol=0)
+
+
+def test_speed_against_autodiff(space, capsys):
+    conditions = SimulationConditions(gravity=(0, 0, -9.81), frames=4, fps=24)
+    fast, _ = build_system(space, conditions, autodiff=False)
+    exact, _ = build_system(space, conditions, autodiff=True)
+    q = torch.full((space.reduced_dims,), 0.3, dtype=torch.float64)
+    v = torch.ones_like(q)
+    timings = {}
+    for name, system in (("jets", fast), ("torch.func", exact)):
+        point_kinematics(system, q, v)
+        start = time.perf_counter()
+        point_kinematics(system, q, v)
+        timings[name] = time.perf_counter() - start
+    with capsys.disabled():
+        print(
+            f"\npoint_kinematics ({space.model.config.deformation}, S={fast.num_points}, "
+            f"kq={space.reduced_dims}): jets {1e3 * timings['jets']:.1f} ms, "
+            f"torch.func {1e3 * timings['torch.func']:.1f} ms"
+        )

@@ -221,7 +221,8 @@ def probe(checkpoint: str | None, device: str) -> dict[str, Any]:
         "devices": devices,
         "checkpoint": {
             "path": str(checkpoint or default_checkpoint()),
-            "model": info.get("model", {}).get("preset", "custom"),
+            "num_parameters": info.get("num_parameters"),
+            "trained": bool(info.get("training")),
         },
     }
 

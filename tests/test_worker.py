@@ -1,0 +1,172 @@
+"""The engine worker as a real subprocess: request/response, cancel, crashes, malformed input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+from conftest import ROOT
+
+from neurok_core.checkpoint import save_checkpoint
+from neurok_core.model import build_model
+from neurok_core.results import load_result
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    torch.manual_seed(0)
+    model = build_model("tiny")
+    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
+        model.decoder.head.weight.normal_(0.0, 0.1)
+    return save_checkpoint(model, tmp_path_factory.mktemp("ckpt") / "tiny")
+
+
+def write_request(folder, checkpoint, *, frames=4, vertices=None, faces=None, **extra):
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    v = np.asarray(mesh.vertices if vertices is None else vertices, dtype=np.float32)
+    f = np.asarray(mesh.faces if faces is None else faces, dtype=np.int32)
+    np.savez(folder / "mesh.npz", vertices=v, faces=f)
+    request = {
+        "protocol": 1,
+        "mesh": "mesh.npz",
+        "conditions": {
+            "forces": [
+                {
+                    "direction": [0, 0, 1],
+                    "strength": 2.0,
+                    "vertex": 0,
+                    "start_frame": 0,
+                    "end_frame": None,
+                    "point": None,
+                }
+            ],
+            "gravity": [0, 0, 0],
+            "frames": frames,
+            "fps": 24,
+        },
+        "checkpoint": str(checkpoint),
+        "device": "cpu",
+        "cache_dir": "cache",
+        "output": {"frames": "frames.npy", "result": "result.npz", "pc2": "anim.pc2"},
+    }
+    request.update(extra)
+    path = folder / "request.json"
+    path.write_text(json.dumps(request))
+    return path, v
+
+
+def start(args, **kw):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "neurok_core.worker", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kw,
+    )
+
+
+def run(args, timeout=600):
+    proc = start(args)
+    out, err = proc.communicate(timeout=timeout)
+    lines = [json.loads(line) for line in out.splitlines()]
+    return proc.returncode, lines, err
+
+
+def test_full_request(tmp_path, checkpoint):
+    request, rest = write_request(tmp_path, checkpoint)
+    code, lines, err = run(["--request", str(request)])
+    assert code == 0, (lines, err)
+    kinds = [m["type"] for m in lines]
+    assert kinds[-1] == "done" and "error" not in kinds
+    assert [m["index"] for m in lines if m["type"] == "frame"] == [0, 1, 2, 3]
+    done = lines[-1]
+    frames = np.load(done["frames"])
+    assert frames.shape == (4, len(rest), 3)
+    np.testing.assert_array_equal(frames[0], rest)
+    assert np.abs(frames[-1] - rest).max() > 0  # the force moved it
+    result = load_result(done["result"])
+    np.testing.assert_allclose(result.positions, frames)
+    assert result.conditions["frames"] == 4
+    assert (tmp_path / "anim.pc2").stat().st_size == 32 + frames.size * 4
+    assert list((tmp_path / "cache").glob("space-*.npz")), "the kinematic space is cached"
+
+
+def test_probe(checkpoint):
+    code, lines, _ = run(["--probe", "--checkpoint", str(checkpoint), "--device", "cpu"])
+    assert code == 0 and lines[0]["type"] == "probe" and lines[0]["ok"]
+    assert lines[0]["protocol"] == 1
+
+
+def test_malformed_requests(tmp_path, checkpoint):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    code, lines, err = run(["--request", str(bad)])
+    assert (
+        code == 2
+        and lines[-1]["kind"] == "RequestError"
+        and "not valid JSON" in lines[-1]["message"]
+    )
+    assert "Traceback" not in err
+    request, _ = write_request(tmp_path, checkpoint, protocol=99)
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and "protocol" in lines[-1]["message"]
+
+
+def test_bad_inputs_come_back_as_plain_messages(tmp_path, checkpoint):
+    # A vertex index out of range in the conditions.
+    request, _ = write_request(tmp_path, checkpoint)
+    data = json.loads(request.read_text())
+    data["conditions"]["forces"][0]["vertex"] = 10_000
+    request.write_text(json.dumps(data))
+    code, lines, err = run(["--request", str(request)])
+    assert code == 2 and lines[-1]["kind"] == "ConditionError", lines
+    assert "10000" in lines[-1]["message"] and "Traceback" not in err
+    # A mesh with NaN.
+    request, _ = write_request(
+        tmp_path, checkpoint, vertices=np.full((8, 3), np.nan), faces=[[0, 1, 2]]
+    )
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and lines[-1]["kind"] == "MeshError"
+    # A corrupt checkpoint.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    request, _ = write_request(tmp_path, broken)
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and lines[-1]["kind"] == "CheckpointError"
+    assert not (tmp_path / "result.npz").exists()
+
+
+def test_cancel_midway_leaves_no_result(tmp_path, checkpoint):
+    request, _ = write_request(tmp_path, checkpoint, frames=400)
+    proc = start(["--request", str(request)])
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if json.loads(line)["type"] == "frame":
+            break
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    assert proc.returncode != 0
+    assert not (tmp_path / "result.npz").exists()
+    assert not (tmp_path / "anim.pc2").exists()
+    assert np.load(tmp_path / "frames.npy", mmap_mode="r")[0].shape[1] == 3
+
+
+def test_killed_worker(tmp_path, checkpoint):
+    request, _ = write_request(tmp_path, checkpoint, frames=400)
+    proc = start(["--request", str(request)])
+    proc.stdout.readline()
+    proc.kill()
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (tmp_path / "result.npz").exists()

@@ -6,11 +6,12 @@ J = dx/dq (S, 3, kq) and the second directional derivative D^2x(q)[v, v] (S, 3) 
 CPU; here the same numbers come from one batched forward of plain tensor ops that propagates,
 for every intermediate y(q),
 
-    y,   dy/dq_i (i < kq),   Dy[v] = sum_i v_i dy/dq_i,   D^2y[v, v]
+    y,   dy/dq_i (i < kq),   D^2y[v, v]
 
 (truncated Taylor arithmetic of order two; Griewank & Walther, "Evaluating Derivatives", 2nd ed.
-2008, chapter 13). A :class:`Jet` stacks them in one tensor of leading size kq + 3, so every
-linear layer is a single matmul over value and derivatives together. The rules used:
+2008, chapter 13), with Dy[v] = sum_i v_i dy/dq_i formed where a rule needs it. A :class:`Jet`
+stacks them in one tensor of leading size kq + 2, so every linear layer is a single matmul over
+value and derivatives together. The rules used:
 
 - linear maps L: apply L to every slot (the bias to the value only);
 - bilinear maps y = B(a, b) (products, matmuls, quaternion products):
@@ -44,14 +45,20 @@ if TYPE_CHECKING:
 class Jet:
     """A value with its first derivatives along kq coordinates and its second along v.
 
-    data: (kq + 3, *shape): ``data[0]`` the value y, ``data[1 : kq + 1]`` dy/dq_i,
-    ``data[kq + 1]`` Dy[v] and ``data[kq + 2]`` D^2y[v, v].
+    data: (kq + 2, *shape): ``data[0]`` the value y, ``data[1 : kq + 1]`` dy/dq_i and
+    ``data[kq + 1]`` D^2y[v, v]; v: (kq,). Dy[v] is formed from the tangents where a nonlinear
+    rule needs it (cheaper than carrying it through every matmul).
     """
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "v")
 
-    def __init__(self, data: Tensor) -> None:
+    def __init__(self, data: Tensor, v: Tensor) -> None:
         self.data = data
+        self.v = v
+
+    def like(self, data: Tensor) -> Jet:
+        """A jet with the same direction v."""
+        return Jet(data, self.v)
 
     @property
     def value(self) -> Tensor:
@@ -60,25 +67,25 @@ class Jet:
     @property
     def tangents(self) -> Tensor:
         """(kq, *shape) dy/dq_i."""
-        return self.data[1:-2]
+        return self.data[1:-1]
 
     @property
     def direction(self) -> Tensor:
-        """(*shape) Dy[v]."""
-        return self.data[-2]
+        """(*shape) Dy[v] = sum_i v_i dy/dq_i."""
+        return _along(self.v, self.tangents)
 
     @property
     def second(self) -> Tensor:
         """(*shape) D^2y[v, v]."""
         return self.data[-1]
 
-    def __add__(self, other: Jet | Tensor) -> Jet:
-        return add(self, other)
-
-    __radd__ = __add__
-
 
 Value = Jet | Tensor
+
+
+def _along(v: Tensor, tangents: Tensor) -> Tensor:
+    """sum_i v_i tangents[i]: (kq,), (kq, *shape) -> (*shape), as one matmul."""
+    return (v @ tangents.reshape(tangents.shape[0], -1)).view(tangents.shape[1:])
 
 
 def affine_input(value: Tensor, basis: Tensor, v: Tensor) -> Jet:
@@ -86,45 +93,46 @@ def affine_input(value: Tensor, basis: Tensor, v: Tensor) -> Jet:
 
     value: (n,); basis: (n, kq); v: (kq,) the direction of the second derivative.
     """
-    return Jet(torch.cat((value[None], basis.T, (basis @ v)[None], torch.zeros_like(value)[None])))
+    return Jet(torch.cat((value[None], basis.T, torch.zeros_like(value)[None])), v)
 
 
 def structural(x: Value, fn: Callable[[Tensor], Tensor]) -> Value:
-    """Apply a reshaping / slicing op (one that only uses negative dims) to a jet or tensor."""
-    return Jet(fn(x.data)) if isinstance(x, Jet) else fn(x)
+    """Apply a linear reshaping / slicing / scaling op (one that only uses negative dims) to a
+    jet or a tensor."""
+    return x.like(fn(x.data)) if isinstance(x, Jet) else fn(x)
 
 
-def _lift(a: Jet, ndim: int) -> Tensor:
-    """``a.data`` with singleton dims after the slot dim so that its value has ``ndim`` dims
+def _lift(a: Jet, ndim: int) -> Jet:
+    """``a`` with singleton dims after the slot dim so that its value has ``ndim`` dims
     (so it broadcasts like the value against operands of more dims)."""
     extra = ndim - a.value.ndim
     if extra <= 0:
-        return a.data
-    return a.data.reshape(a.data.shape[0], *([1] * extra), *a.value.shape)
+        return a
+    return a.like(a.data.reshape(a.data.shape[0], *([1] * extra), *a.value.shape))
 
 
 def add(a: Value, b: Value) -> Value:
     """a + b; a constant only shifts the value (broadcast like the tensors)."""
     if isinstance(a, Jet) and isinstance(b, Jet):
-        return Jet(a.data + b.data)
+        return a.like(a.data + b.data)
     if isinstance(b, Jet):
         a, b = b, a
     if not isinstance(a, Jet):
         return a + b
     shape = torch.broadcast_shapes(a.value.shape, b.shape)
-    out = _lift(a, len(shape)).expand(a.data.shape[0], *shape).clone()
+    out = _lift(a, len(shape)).data.expand(a.data.shape[0], *shape).clone()
     out[0] += b
-    return Jet(out)
+    return a.like(out)
 
 
 def linear(x: Value, layer: nn.Linear) -> Value:
     """``layer(x)``: the weight on every slot, the bias on the value only."""
     if not isinstance(x, Jet):
         return layer(x)
-    out = F.linear(x.data, layer.weight)  # (kq + 3, ..., out)
+    out = F.linear(x.data, layer.weight)  # (kq + 2, ..., out)
     if layer.bias is not None:
         out[0] += layer.bias
-    return Jet(out)
+    return x.like(out)
 
 
 def bilinear(a: Value, b: Value, fn: Callable[[Tensor, Tensor], Tensor]) -> Value:
@@ -133,15 +141,15 @@ def bilinear(a: Value, b: Value, fn: Callable[[Tensor, Tensor], Tensor]) -> Valu
     if not isinstance(a, Jet) and not isinstance(b, Jet):
         return fn(a, b)
     if not isinstance(b, Jet):
-        return Jet(fn(_lift(a, b.ndim), b))
+        return a.like(fn(_lift(a, b.ndim).data, b))
     if not isinstance(a, Jet):
-        return Jet(fn(a, _lift(b, a.ndim)))
+        return b.like(fn(a, _lift(b, a.ndim).data))
     ndim = max(a.value.ndim, b.value.ndim)
-    a, b = Jet(_lift(a, ndim)), Jet(_lift(b, ndim))
-    out = fn(a.data, b.value)  # (kq + 3, ...): value, da_i b, Da[v] b, D^2a b
-    out[1:] += fn(a.value, b.data[1:])  # + a db_i, a Db[v], a D^2b
+    a, b = _lift(a, ndim), _lift(b, ndim)
+    out = fn(a.data, b.value)  # (kq + 2, ...): value, da_i b, D^2a b
+    out[1:] += fn(a.value, b.data[1:])  # + a db_i, a D^2b
     out[-1] += 2.0 * fn(a.direction, b.direction)
-    return Jet(out)
+    return a.like(out)
 
 
 def mul(a: Value, b: Value) -> Value:
@@ -156,18 +164,18 @@ def matmul(a: Value, b: Value) -> Value:
 
 def square(a: Jet) -> Jet:
     """a * a elementwise: d(a^2) = 2 a da, D^2(a^2) = 2 a D^2a + 2 Da[v]^2."""
-    out = 2.0 * a.value * a.data  # (kq + 3, ...)
+    out = 2.0 * a.value * a.data  # (kq + 2, ...)
     out[0] = a.value * a.value
-    out[-1] += 2.0 * a.direction * a.direction
-    return Jet(out)
+    out[-1] += 2.0 * a.direction.square()
+    return a.like(out)
 
 
 def pointwise(a: Jet, f0: Tensor, f1: Tensor, f2: Tensor) -> Jet:
     """y = f(a) elementwise, given f(a), f'(a) and f''(a) at the value (chain rule)."""
-    out = a.data * f1  # (kq + 3, ...)
+    out = a.data * f1  # (kq + 2, ...)
     out[0] = f0
-    out[-1] += f2 * a.direction * a.direction
-    return Jet(out)
+    out[-1] += f2 * a.direction.square()
+    return a.like(out)
 
 
 def gelu(a: Value) -> Value:
@@ -186,14 +194,14 @@ def softmax(a: Value) -> Value:
     if not isinstance(a, Jet):
         return torch.softmax(a, dim=-1)
     s = torch.softmax(a.value, dim=-1)  # (..., M)
-    d = a.data[1:]  # (kq + 2, ..., M)
+    d = a.data[1:]  # (kq + 1, ..., M)
     out = torch.empty_like(a.data)
     out[0] = s
     centred = d - (s * d).sum(-1, keepdim=True)  # da - <s, da>
     torch.mul(centred, s, out=out[1:])
-    g2 = centred[-2] * centred[-2]  # g^2 with g = Da[v] - <s, Da[v]>
+    g2 = _along(a.v, centred[:-1]).square()  # g^2 with g = Da[v] - <s, Da[v]>
     out[-1] += s * (g2 - (s * g2).sum(-1, keepdim=True))
-    return Jet(out)
+    return a.like(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,14 +213,14 @@ def layer_norm(x: Value, norm: LayerNorm) -> Value:
     """:class:`LayerNorm`: ``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dim."""
     if not isinstance(x, Jet):
         return norm(x)
-    centred = Jet(x.data - x.data.mean(-1, keepdim=True))  # (kq + 3, ..., C)
-    var = Jet(square(centred).data.mean(-1, keepdim=True))  # (kq + 3, ..., 1)
+    centred = x.like(x.data - x.data.mean(-1, keepdim=True))  # (kq + 2, ..., C)
+    var = x.like(square(centred).data.mean(-1, keepdim=True))  # (kq + 2, ..., 1)
     u = var.value + norm.eps
     inv = u.rsqrt()  # f = u^-1/2, f' = -f / 2u, f'' = 3 f / 4u^2
     inv_jet = pointwise(var, inv, -0.5 * inv / u, 0.75 * inv / (u * u))
     out = mul(centred, inv_jet).data * norm.weight
     out[0] += norm.bias
-    return Jet(out)
+    return x.like(out)
 
 
 def attention(attn: Attention, x: Value, context: Value | None = None) -> Value:
@@ -277,7 +285,7 @@ def dq_normalize(dq: Jet) -> Jet:
     with |r| clamped at its eps: the derivatives vanish where the clamp is active)."""
     r = structural(dq, lambda t: t[..., :4])  # (..., 4)
     d = structural(dq, lambda t: t[..., 4:])
-    sq = Jet(square(r).data.sum(-1, keepdim=True))  # (..., 1) |r|^2
+    sq = dq.like(square(r).data.sum(-1, keepdim=True))  # (..., 1) |r|^2
     active = sq.value > _EPS * _EPS
     u = sq.value.clamp(min=_EPS * _EPS)
     inv = u.rsqrt()  # 1 / |r|
@@ -292,7 +300,7 @@ def dq_normalize(dq: Jet) -> Jet:
     d_scaled = mul(d, inv_jet)
     dot = structural(mul(r_unit, d_scaled), lambda t: t.sum(-1, keepdim=True))  # (..., 1)
     d_orth = add(d_scaled, structural(mul(dot, r_unit), torch.neg))
-    return Jet(torch.cat((r_unit.data, d_orth.data), dim=-1))
+    return dq.like(torch.cat((r_unit.data, d_orth.data), dim=-1))
 
 
 def dq_from_raw(raw: Jet) -> Jet:
@@ -340,7 +348,7 @@ def decoder_point_kinematics(
         z = affine_input(space.latent(q), space.W, qdot)  # (k,) jet
         raw = decoder_raw(model.decoder, z, space.shape.tokens[0], points)  # (S, 8 | 3)
         if space.dualquat:
-            motion = Jet(dq_mul(dq_from_raw(raw).data, rest_inverse))  # linear in the jet
+            motion = structural(dq_from_raw(raw), lambda t: dq_mul(t, rest_inverse))  # linear
             moved = dq_apply(motion, points)  # (S, 3)
         else:
             moved = add(raw, points + rest_inverse)

@@ -17,7 +17,7 @@ import torch
 from .dynamics import MechanicalSystem, SimulationConditions
 from .dynamics.system import LatentMap
 from .errors import ConditionError
-from .model.jets import decoder_point_kinematics
+from .model.jets import DecoderKinematics
 from .results import SimulationResult
 from .space import KinematicSpace
 
@@ -40,7 +40,7 @@ def build_system(
     """The mechanical system of ``space`` under ``conditions`` and the row of each anchor.
 
     The points' derivatives come from the decoder's Taylor-mode forward
-    (:func:`~neurok_core.model.jets.decoder_point_kinematics`); ``autodiff`` (default: the
+    (:class:`~neurok_core.model.jets.DecoderKinematics`); ``autodiff`` (default: the
     environment variable ``NEUROK_AUTODIFF_KINEMATICS=1``) leaves them to ``torch.func``
     instead, which is exact too but far slower (kept as the reference).
     """
@@ -61,9 +61,6 @@ def build_system(
         moved = space.deform_points(z[None], points, inverse)[0]  # (S + A, 3) normalised
         return norm.invert(moved)
 
-    def kinematics(q: torch.Tensor, qdot: torch.Tensor):
-        return decoder_point_kinematics(space, points, inverse, q, qdot)
-
     system = MechanicalSystem(
         decode_points=decode_points,
         point_weights=weights,
@@ -71,7 +68,7 @@ def build_system(
         latent=LatentMap(rest=space.z_rest, basis=space.W, prior_mean=space.mu_cond),
         dtype=space.dtype,
         device=space.device,
-        kinematics=None if autodiff else kinematics,
+        kinematics=None if autodiff else DecoderKinematics(space, points, inverse),
     )
     rows = {a: num_mass + i for i, a in enumerate(anchors)}
     return system, rows

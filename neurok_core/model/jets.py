@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..dualquat import _EPS, _cross, dq_identity, dq_mul
+from ..dualquat import _EPS, dq_apply, dq_identity, dq_mul
 from .layers import Attention, CrossAttentionBlock, FeedForward, LayerNorm, SelfAttentionBlock
 from .networks import DeformationDecoder
 
@@ -223,21 +223,26 @@ def layer_norm(x: Value, norm: LayerNorm) -> Value:
     return x.like(out)
 
 
-def attention(attn: Attention, x: Value, context: Value | None = None) -> Value:
-    """:class:`Attention` ``softmax(Q K^T / sqrt(d)) V`` with jets or constants."""
-    context = x if context is None else context
+def _split_heads(attn: Attention, t: Tensor) -> Tensor:
+    return t.unflatten(-1, (attn.heads, -1)).transpose(-2, -3)  # (..., h, N, d)
 
-    def split(t: Tensor) -> Tensor:
-        return t.unflatten(-1, (attn.heads, -1)).transpose(-2, -3)  # (..., h, N, d)
 
-    q = structural(linear(x, attn.to_q), split)  # (..., h, N, d)
+def attend(attn: Attention, queries: Value, context: Value) -> Value:
+    """:class:`Attention` ``softmax(Q K^T / sqrt(d)) V`` from the projected queries
+    (..., h, N, d) and the context (..., M, context_dim), jets or constants."""
     kv = linear(context, attn.to_kv)
-    k = structural(kv, lambda t: split(t[..., : t.shape[-1] // 2]).transpose(-1, -2))
-    v = structural(kv, lambda t: split(t[..., t.shape[-1] // 2 :]))  # (..., h, M, d)
-    scores = structural(matmul(q, k), lambda t: t * attn.scale)  # (..., h, N, M)
+    k = structural(kv, lambda t: _split_heads(attn, t[..., : t.shape[-1] // 2]).mT)
+    v = structural(kv, lambda t: _split_heads(attn, t[..., t.shape[-1] // 2 :]))  # (..., h, M, d)
+    scores = structural(matmul(queries, k), lambda t: t * attn.scale)  # (..., h, N, M)
     out = matmul(softmax(scores), v)  # (..., h, N, d)
     out = structural(out, lambda t: t.transpose(-2, -3).flatten(-2))  # (..., N, h d)
     return linear(out, attn.to_out)
+
+
+def attention(attn: Attention, x: Value, context: Value | None = None) -> Value:
+    """:class:`Attention` with jets or constants (self-attention when context is None)."""
+    queries = structural(linear(x, attn.to_q), lambda t: _split_heads(attn, t))
+    return attend(attn, queries, x if context is None else context)
 
 
 def feed_forward(ff: FeedForward, x: Value) -> Value:
@@ -254,25 +259,43 @@ def self_block(block: SelfAttentionBlock, x: Value) -> Value:
     return add(x, feed_forward(block.ff, layer_norm(x, block.norm_ff)))
 
 
-def cross_block(block: CrossAttentionBlock, x: Value, context: Value) -> Value:
-    """:class:`CrossAttentionBlock`: ``x += Attn(LN x, LN c); x += FF(LN x)``."""
-    attended = attention(
-        block.attn, layer_norm(x, block.norm_query), layer_norm(context, block.norm_context)
-    )
+def cross_block(
+    block: CrossAttentionBlock, x: Value, context: Value, *, queries: Tensor | None = None
+) -> Value:
+    """:class:`CrossAttentionBlock`: ``x += Attn(LN x, LN c); x += FF(LN x)``. ``queries``: the
+    attention's projected queries of a constant x, when already known (:func:`field_queries`)."""
+    context = layer_norm(context, block.norm_context)
+    if queries is None:
+        attended = attention(block.attn, layer_norm(x, block.norm_query), context)
+    else:
+        attended = attend(block.attn, queries, context)
     x = add(x, attended)
     return add(x, feed_forward(block.ff, layer_norm(x, block.norm_ff)))
 
 
-def decoder_raw(decoder: DeformationDecoder, z: Jet, shape_tokens: Tensor, points: Tensor) -> Jet:
-    """:class:`DeformationDecoder` on jets: z (k,) jet, shape_tokens (T, C), points (Q, 3)
-    -> raw output (Q, output_dim) jet."""
+def decoder_tokens(decoder: DeformationDecoder, z: Jet, shape_tokens: Tensor) -> Jet:
+    """:meth:`DeformationDecoder.tokens` on jets: z (k,) jet, shape_tokens (T, C) -> (T, C)."""
     h = add(linear(z, decoder.z_proj), shape_tokens)  # (T, C): z added to every token
     for block in decoder.layers:
         h = self_block(block, h)
-    tokens = layer_norm(h, decoder.norm_tokens)  # (T, C)
-    x = decoder.query_proj(decoder.embed(points))  # (Q, C), constant in q
-    x = cross_block(decoder.cross, x, tokens)  # (Q, C)
-    return linear(layer_norm(x, decoder.norm_out), decoder.head)  # (Q, output_dim)
+    return layer_norm(h, decoder.norm_tokens)
+
+
+def field_queries(decoder: DeformationDecoder, points: Tensor) -> tuple[Tensor, Tensor]:
+    """What the field computes from the query points alone: the embedded queries (Q, C) and
+    their projected attention queries (h, Q, d)."""
+    x = decoder.query_proj(decoder.embed(points))  # (Q, C)
+    cross = decoder.cross
+    return x, _split_heads(cross.attn, cross.attn.to_q(cross.norm_query(x)))
+
+
+def decoder_field(
+    decoder: DeformationDecoder, tokens: Jet, embedded: Tensor, queries: Tensor
+) -> Jet:
+    """:meth:`DeformationDecoder.field` on jets from :func:`field_queries`' constants:
+    tokens (T, C) jet -> raw output (Q, output_dim) jet."""
+    x = cross_block(decoder.cross, embedded, tokens, queries=queries)  # (Q, C)
+    return linear(layer_norm(x, decoder.norm_out), decoder.head)
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,22 +331,37 @@ def dq_from_raw(raw: Jet) -> Jet:
     return dq_normalize(add(raw, dq_identity(dtype=raw.data.dtype, device=raw.data.device)))
 
 
-def cross(a: Value, b: Value) -> Value:
-    """Cross product of (..., 3) vectors."""
-    return bilinear(a, b, _cross)
+def motion_quadratic_form(points: Tensor, rest_inverse: Tensor) -> Tensor:
+    """The symmetric B (Q, 3, 8, 8) with ``dq_apply(dq_mul(n, rest_inverse), p) = p + n^T B n``.
+
+    For constant points and rest inverses the moved point is a homogeneous quadratic form of
+    the (unit) DQ n: ``dq_mul(., rest_inverse)`` is linear and ``dq_apply(m, p) - p =
+    2 w (v x p) + 2 v x (v x p) + 2 (r_w d_v - d_w r_v + r_v x d_v)`` is quadratic in m = (r, d)
+    (:func:`dualquat.dq_apply`). B is read off by polarisation, exactly:
+    ``B_jk = (f(e_j + e_k) - f(e_j) - f(e_k)) / 2`` with f(n) = n^T B n.
+    points: (Q, 3); rest_inverse: (Q, 8).
+    """
+    eye = torch.eye(8, dtype=points.dtype, device=points.device)
+
+    def form(n: Tensor) -> Tensor:
+        return dq_apply(dq_mul(n[..., None, :], rest_inverse), points) - points
+
+    single = form(eye)  # (8, Q, 3) f(e_j)
+    pairs = form(eye[:, None] + eye[None])  # (8, 8, Q, 3) f(e_j + e_k)
+    B = 0.5 * (pairs - single[:, None] - single[None])  # (8, 8, Q, 3)
+    B = 0.5 * (B + B.transpose(0, 1))  # symmetric to the last bit (the rules rely on it)
+    return B.permute(2, 3, 0, 1).contiguous()  # (Q, 3, 8, 8)
 
 
-def dq_apply(dq: Jet, points: Tensor) -> Jet:
-    """:func:`dualquat.dq_apply`: ``p + 2 w (v x p) + 2 v x (v x p) + 2 (r_w d_v - d_w r_v +
-    r_v x d_v)`` for a unit DQ jet (..., 8) and constant points (..., 3)."""
-    rw = structural(dq, lambda t: t[..., :1])
-    rv = structural(dq, lambda t: t[..., 1:4])
-    dw = structural(dq, lambda t: t[..., 4:5])
-    dv = structural(dq, lambda t: t[..., 5:])
-    vxp = cross(rv, points)  # (..., 3), linear in r
-    rotated = add(mul(rw, vxp), cross(rv, vxp))
-    moved = add(add(mul(rw, dv), structural(mul(dw, rv), torch.neg)), cross(rv, dv))
-    return add(structural(add(rotated, moved), lambda t: 2.0 * t), points)
+def quadratic(n: Jet, form: Tensor) -> Jet:
+    """y_c = n^T B_c n for a jet n (..., 8) and symmetric constant B (..., 3, 8, 8):
+    dy = 2 n^T B dn, D^2y = 2 n^T B D^2n + 2 Dn[v]^T B Dn[v]."""
+    bn = (form @ n.value[..., None, :, None])[..., 0]  # (..., 3, 8) B n
+    out = 2.0 * (n.data[..., None, :] * bn).sum(-1)  # (kq + 2, ..., 3)
+    out[0] *= 0.5
+    dn = n.direction  # (..., 8)
+    out[-1] += 2.0 * (dn[..., None, :] * (form @ dn[..., None, :, None])[..., 0]).sum(-1)
+    return n.like(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,28 +369,56 @@ def dq_apply(dq: Jet, points: Tensor) -> Jet:
 # --------------------------------------------------------------------------------------------
 
 
+class DecoderKinematics:
+    """x(q), J = dx/dq and D^2x(q)[q', q'] of fixed tracked points, world units (metres).
+
+    x(q) = invert(deform_points(z_rest + W q, points, rest_inverse)) as in
+    :meth:`KinematicSpace.deform_points`: the decoder, the rest correction
+    D(z) o D(z_rest)^-1 (or + the rest displacement) and the normalisation
+    x_world = x_n / scale + center (so J and D^2x are divided by scale).
+    What does not depend on q (the embedded queries, the motion's quadratic form) is computed
+    once here; the model must not change afterwards.
+    space: the kinematic space; points: (S, 3) normalised; rest_inverse: (S, 8) or (S, 3).
+    Calling it with q, qdot (kq,) (the space's dtype and device) returns x (S, 3),
+    J (S, 3, kq) and D^2x[q', q'] (S, 3) in the space's dtype: the ``kinematics`` hook of
+    :class:`~neurok_core.dynamics.MechanicalSystem`.
+    """
+
+    def __init__(self, space: KinematicSpace, points: Tensor, rest_inverse: Tensor) -> None:
+        self.space = space
+        decoder = space.model.decoder
+        norm = space.normalization
+        center = points.new_tensor(norm.center.tolist())
+        with torch.no_grad():
+            self.embedded, self.queries = field_queries(decoder, points)  # (S, C), (h, S, d)
+            if space.dualquat:
+                self.form = motion_quadratic_form(points, rest_inverse) / norm.scale
+                self.offset = points / norm.scale + center  # (S, 3) world
+            else:
+                self.form = None
+                self.offset = (points + rest_inverse) / norm.scale + center
+
+    def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        space, decoder = self.space, self.space.model.decoder
+        kq = space.reduced_dims
+        if tuple(q.shape) != (kq,) or tuple(qdot.shape) != (kq,):
+            raise ValueError(
+                f"q and qdot must be ({kq},), got {tuple(q.shape)} and {tuple(qdot.shape)}"
+            )
+        with torch.no_grad():
+            z = affine_input(space.latent(q), space.W, qdot)  # (k,) jet
+            tokens = decoder_tokens(decoder, z, space.shape.tokens[0])  # (T, C)
+            raw = decoder_field(decoder, tokens, self.embedded, self.queries)  # (S, 8 | 3)
+            if self.form is not None:
+                moved = quadratic(dq_from_raw(raw), self.form)  # (S, 3), world units
+            else:
+                moved = structural(raw, lambda t: t / space.normalization.scale)
+            x = moved.value + self.offset  # (S, 3)
+            return x, moved.tangents.permute(1, 2, 0), moved.second  # J: (S, 3, kq)
+
+
 def decoder_point_kinematics(
     space: KinematicSpace, points: Tensor, rest_inverse: Tensor, q: Tensor, qdot: Tensor
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """x(q), J = dx/dq and D^2x(q)[q', q'] of the tracked points, in world units (metres).
-
-    x(q) = invert(deform_points(z_rest + W q, points, rest_inverse)): the decoder, the rest
-    correction D(z) o D(z_rest)^-1 (or + rest displacement) and the normalisation
-    x_world = x_n / scale + center (so J and D^2x are divided by scale).
-    space: the kinematic space; points: (S, 3) normalised; rest_inverse: (S, 8) or (S, 3);
-    q, qdot: (kq,) in the space's dtype and device.
-    Returns x (S, 3), J (S, 3, kq), D^2x[q', q'] (S, 3), the space's dtype.
-    """
-    model = space.model
-    with torch.no_grad():
-        z = affine_input(space.latent(q), space.W, qdot)  # (k,) jet
-        raw = decoder_raw(model.decoder, z, space.shape.tokens[0], points)  # (S, 8 | 3)
-        if space.dualquat:
-            motion = structural(dq_from_raw(raw), lambda t: dq_mul(t, rest_inverse))  # linear
-            moved = dq_apply(motion, points)  # (S, 3)
-        else:
-            moved = add(raw, points + rest_inverse)
-        scale = space.normalization.scale
-        x = moved.value / scale + moved.value.new_tensor(space.normalization.center.tolist())
-        jac = (moved.tangents / scale).permute(1, 2, 0)  # (S, 3, kq)
-        return x, jac, moved.second / scale
+    """One-off :class:`DecoderKinematics` ``(space, points, rest_inverse)(q, qdot)``."""
+    return DecoderKinematics(space, points, rest_inverse)(q, qdot)

@@ -121,7 +121,7 @@ def add(a: Value, b: Value) -> Value:
         return a + b
     shape = torch.broadcast_shapes(a.value.shape, b.shape)
     out = _lift(a, len(shape)).data.expand(a.data.shape[0], *shape).clone()
-    out[0] += b
+    out[0].add_(b)
     return a.like(out)
 
 
@@ -131,7 +131,7 @@ def linear(x: Value, layer: nn.Linear) -> Value:
         return layer(x)
     out = F.linear(x.data, layer.weight)  # (kq + 2, ..., out)
     if layer.bias is not None:
-        out[0] += layer.bias
+        out[0].add_(layer.bias)
     return x.like(out)
 
 
@@ -147,8 +147,8 @@ def bilinear(a: Value, b: Value, fn: Callable[[Tensor, Tensor], Tensor]) -> Valu
     ndim = max(a.value.ndim, b.value.ndim)
     a, b = _lift(a, ndim), _lift(b, ndim)
     out = fn(a.data, b.value)  # (kq + 2, ...): value, da_i b, D^2a b
-    out[1:] += fn(a.value, b.data[1:])  # + a db_i, a D^2b
-    out[-1] += 2.0 * fn(a.direction, b.direction)
+    out[1:].add_(fn(a.value, b.data[1:]))  # + a db_i, a D^2b
+    out[-1].add_(2.0 * fn(a.direction, b.direction))
     return a.like(out)
 
 
@@ -166,7 +166,7 @@ def square(a: Jet) -> Jet:
     """a * a elementwise: d(a^2) = 2 a da, D^2(a^2) = 2 a D^2a + 2 Da[v]^2."""
     out = 2.0 * a.value * a.data  # (kq + 2, ...)
     out[0] = a.value * a.value
-    out[-1] += 2.0 * a.direction.square()
+    out[-1].add_(2.0 * a.direction.square())
     return a.like(out)
 
 
@@ -174,7 +174,7 @@ def pointwise(a: Jet, f0: Tensor, f1: Tensor, f2: Tensor) -> Jet:
     """y = f(a) elementwise, given f(a), f'(a) and f''(a) at the value (chain rule)."""
     out = a.data * f1  # (kq + 2, ...)
     out[0] = f0
-    out[-1] += f2 * a.direction.square()
+    out[-1].add_(f2 * a.direction.square())
     return a.like(out)
 
 
@@ -200,7 +200,7 @@ def softmax(a: Value) -> Value:
     centred = d - (s * d).sum(-1, keepdim=True)  # da - <s, da>
     torch.mul(centred, s, out=out[1:])
     g2 = _along(a.v, centred[:-1]).square()  # g^2 with g = Da[v] - <s, Da[v]>
-    out[-1] += s * (g2 - (s * g2).sum(-1, keepdim=True))
+    out[-1].add_(s * (g2 - (s * g2).sum(-1, keepdim=True)))
     return a.like(out)
 
 
@@ -210,16 +210,26 @@ def softmax(a: Value) -> Value:
 
 
 def layer_norm(x: Value, norm: LayerNorm) -> Value:
-    """:class:`LayerNorm`: ``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dim."""
+    """:class:`LayerNorm`: ``y = c r * weight + bias`` with c = x - mean x, r = (var + eps)^-1/2,
+    var = mean c^2 over the last dim. With m_s = mean(c_0 c_s) per slot (m_0 = var):
+    dr_i = -r^3 m_i, D^2r = -r^3 (m_D2 + mean(Dc[v]^2)) + 3 r^5 (sum_i v_i m_i)^2, and
+    dy_i = dc_i r + c dr_i, D^2y = D^2c r + 2 Dc[v] Dr[v] + c D^2r (product rule)."""
     if not isinstance(x, Jet):
         return norm(x)
-    centred = x.like(x.data - x.data.mean(-1, keepdim=True))  # (kq + 2, ..., C)
-    var = x.like(square(centred).data.mean(-1, keepdim=True))  # (kq + 2, ..., 1)
-    u = var.value + norm.eps
-    inv = u.rsqrt()  # f = u^-1/2, f' = -f / 2u, f'' = 3 f / 4u^2
-    inv_jet = pointwise(var, inv, -0.5 * inv / u, 0.75 * inv / (u * u))
-    out = mul(centred, inv_jet).data * norm.weight
-    out[0] += norm.bias
+    c = x.data - x.data.mean(-1, keepdim=True)  # (kq + 2, ..., C)
+    c0 = c[0]
+    dcv = _along(x.v, c[1:-1])  # (..., C) Dc[v]
+    m = (c * c0).mean(-1, keepdim=True)  # (kq + 2, ..., 1)
+    r = (m[0] + norm.eps).rsqrt()  # (..., 1)
+    r3 = r * r * r
+    dr = m[1:] * -r3  # (kq + 1, ..., 1): dr_i, and a first part of D^2r
+    mv = _along(x.v, m[1:-1])  # (..., 1) D var[v] / 2
+    dr[-1].add_(3.0 * r3 * r * r * mv * mv - r3 * (dcv * dcv).mean(-1, keepdim=True))
+    out = c * r  # (kq + 2, ..., C)
+    out[1:].add_(c0 * dr)
+    out[-1].add_(2.0 * dcv * (-r3 * mv))
+    out *= norm.weight
+    out[0].add_(norm.bias)
     return x.like(out)
 
 
@@ -358,9 +368,9 @@ def quadratic(n: Jet, form: Tensor) -> Jet:
     dy = 2 n^T B dn, D^2y = 2 n^T B D^2n + 2 Dn[v]^T B Dn[v]."""
     bn = (form @ n.value[..., None, :, None])[..., 0]  # (..., 3, 8) B n
     out = 2.0 * (n.data[..., None, :] * bn).sum(-1)  # (kq + 2, ..., 3)
-    out[0] *= 0.5
+    out[0].mul_(0.5)
     dn = n.direction  # (..., 8)
-    out[-1] += 2.0 * (dn[..., None, :] * (form @ dn[..., None, :, None])[..., 0]).sum(-1)
+    out[-1].add_(2.0 * (dn[..., None, :] * (form @ dn[..., None, :, None])[..., 0]).sum(-1))
     return n.like(out)
 
 

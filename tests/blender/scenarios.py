@@ -729,6 +729,7 @@ def simulate_flow(params) -> dict:
     p.checkpoint = params["checkpoint"]
     p.device = "CPU"
     scene = bpy.context.scene
+    scene.frame_end = 4  # a short animation keeps the engine's work small
     out = {}
     out["check"] = call(bpy.ops.neurok.check_engine)
     registry = addon("neurok_blender.engine.registry")
@@ -762,6 +763,7 @@ def simulate_flow(params) -> dict:
     # undo: back to the state before Simulate
     bpy.ops.ed.undo()
     sheet = bpy.data.objects["Sheet"]
+    scene = bpy.context.scene
     out["keys_after_undo"] = [k.name for k in sheet.data.shape_keys.key_blocks]
     out["results_after_undo"] = sheet.neurok.results.mode
     # bake as a point cache: the same motion through a Mesh Cache modifier
@@ -801,7 +803,9 @@ def simulate_flow(params) -> dict:
     empty_dir.mkdir()
     out["bad_checkpoint"] = _attempt(sheet, checkpoint=str(empty_dir))
     out["jobs_left"] = list(registry._jobs)
-    out["leftover_job_dirs"] = sorted(p.name for p in (Path(params["tmp"]) / "tmpdir").glob("*"))
+    out["leftover_job_dirs"] = sorted(
+        p.name for p in (Path(params["tmp"]) / "tmpdir").glob("neurok-*")
+    )
     return out
 
 

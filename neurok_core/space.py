@@ -154,6 +154,7 @@ class KinematicSpace:
             self.z_rest = self._tensor(state["z_rest"])
             self.W = self._tensor(state["W"])
             self.spectrum = self._tensor(state["spectrum"])
+            self.rest_residual = float(state.get("rest_residual", float("nan")))
         else:
             on_status("rest", "finding the rest state")
             self.z_rest = self._rest_latent(encoder_points, on_progress)
@@ -287,6 +288,7 @@ class KinematicSpace:
             "z_rest": self.z_rest.detach().cpu().double().numpy(),
             "W": self.W.detach().cpu().double().numpy(),
             "spectrum": self.spectrum.detach().cpu().double().numpy(),
+            "rest_residual": np.float64(self.rest_residual),
         }
 
 
@@ -329,6 +331,8 @@ def build_space(
             try:
                 with np.load(path, allow_pickle=False) as data:
                     state = {name: data[name] for name in ("z_rest", "W", "spectrum")}
+                    if "rest_residual" in data.files:
+                        state["rest_residual"] = float(data["rest_residual"])
                 on_status("encode", "using the cached kinematic space")
             except (OSError, ValueError, KeyError):
                 state = None

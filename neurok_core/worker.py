@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -65,10 +66,20 @@ class RequestError(Exception):
 
 
 def emit(message: dict[str, Any], stream=None) -> None:
-    """Write one protocol line and flush it."""
+    """Write one protocol line and flush it (NaN and infinity, which JSON lacks, become null)."""
     stream = stream or sys.stdout
-    stream.write(json.dumps(message, allow_nan=False, default=_jsonable) + "\n")
+    stream.write(json.dumps(_finite(message), allow_nan=False, default=_jsonable) + "\n")
     stream.flush()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _jsonable(obj: Any) -> Any:

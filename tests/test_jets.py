@@ -9,7 +9,7 @@ import trimesh
 
 from neurok_core.dynamics import Force, SimulationConditions
 from neurok_core.dynamics.system import point_kinematics
-from neurok_core.model import build_model, jets
+from neurok_core.model import ModelConfig, build_model, jets
 from neurok_core.simulate import build_system
 from neurok_core.space import SpaceSettings, build_space
 
@@ -21,12 +21,7 @@ TOL = {"atol": 1e-10, "rtol": 1e-8}
 
 def _model(deformation: str):
     torch.manual_seed(0)
-    m = build_model("tiny")
-    if deformation != "dualquat":
-        from neurok_core.model import ModelConfig, NeuROKModel
-
-        m = NeuROKModel(ModelConfig.preset("tiny", deformation=deformation))
-    m = m.double()
+    m = build_model(ModelConfig.preset("tiny", deformation=deformation)).double()
     with torch.no_grad():  # a decoder that moves things (a fresh one decodes to the identity)
         m.decoder.head.weight.normal_(0.0, 0.1)
         m.decoder.head.bias.normal_(0.0, 0.02)

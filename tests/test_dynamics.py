@@ -24,6 +24,7 @@ from neurok_core.dynamics import (
 )
 from neurok_core.dynamics.loads import build_loads
 from neurok_core.dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
+from neurok_core.dynamics.system import derivative_errors
 from neurok_core.errors import SimulationError
 
 F64 = torch.float64
@@ -203,6 +204,37 @@ def test_coriolis_from_nested_jvp_equals_christoffel_contraction():
         got = coriolis(point_kinematics(system, q, v), masses)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(mass_metric(point_kinematics(system, q, v), masses), metric(q))
+
+
+def test_wrong_second_derivatives_are_refused():
+    """torch's fused layer_norm has a wrong nested JVP (pytorch issue 196700): caught before
+    simulating; the same norm written with elementary ops passes."""
+    gen = torch.Generator().manual_seed(8)
+    rest = torch.rand(30, 3, generator=gen, dtype=F64)
+    w1 = torch.randn(2, 16, generator=gen, dtype=F64)
+    b1 = torch.randn(16, generator=gen, dtype=F64)
+    w2 = 0.1 * torch.randn(16, 90, generator=gen, dtype=F64)
+
+    def elementary_norm(h):
+        c = h - h.mean(-1, keepdim=True)
+        return c * torch.rsqrt((c * c).mean(-1, keepdim=True) + 1e-5)
+
+    def decoder(norm):
+        return lambda q: rest + (norm(q @ w1 + b1) @ w2).view(30, 3)
+
+    weights = torch.ones(30, dtype=F64)
+    fused = MechanicalSystem(
+        decoder(lambda h: torch.nn.functional.layer_norm(h, (16,))), weights, 2, dtype=F64
+    )
+    plain = MechanicalSystem(decoder(elementary_norm), weights, 2, dtype=F64)
+    direction = torch.tensor([0.3, -1.0], dtype=F64)
+    zero = torch.zeros(2, dtype=F64)
+    assert max(derivative_errors(plain, zero, direction)) < 1e-4
+    assert derivative_errors(fused, zero, direction)[1] > 0.05
+    cond = SimulationConditions(frames=3)
+    with pytest.raises(SimulationError, match="derivatives are wrong.*layer_norm"):
+        simulate(fused, cond, {})
+    assert simulate(plain, cond, {}).num_frames == 3
 
 
 def test_right_hand_side_solves_the_euler_lagrange_equations():

@@ -23,6 +23,10 @@ class DynamicsSettings:
     max_substeps: integration steps per frame never exceed this.
     max_refinements: how many times a frame is retried with twice as many steps.
     max_displacement: a point moving farther than this from its rest position is a blow-up.
+    max_latent_excess: the latent farther than this (latent units) outside the prior ball, or
+    max_coordinate: any |q_i| above this, is a blow-up.
+    check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
+        differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
     energy_floor: the energy-balance error of a frame is measured relative to the largest energy
         seen so far, but never less than this fraction of the problem's energy scale (so the
         sub-millimetre transients of the pin springs at the start do not demand tiny steps).
@@ -40,7 +44,10 @@ class DynamicsSettings:
     max_substeps: int = 512
     max_refinements: int = 6
     max_displacement: float = 1000.0
+    max_latent_excess: float = 10.0
+    max_coordinate: float = 1e6
     energy_floor: float = 0.1
+    check_derivatives: bool = True
 
 
 DEFAULT_SETTINGS = DynamicsSettings()

@@ -7,13 +7,36 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
+from ..errors import SimulationError
 from .conditions import Anchor, SimulationConditions
 from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
-from .system import MechanicalSystem, PointKinematics, point_kinematics
+from .system import MechanicalSystem, PointKinematics, derivative_errors, point_kinematics
+
+
+def check_derivatives(
+    system: MechanicalSystem, tolerance: float = 0.02, directions: int = 3
+) -> None:
+    """Raise SimulationError if the decoder's first or second derivatives at rest disagree with
+    central differences by more than ``tolerance`` along a few fixed pseudo-random directions."""
+    gen = torch.Generator().manual_seed(0)
+    zero = torch.zeros(system.num_coords, dtype=torch.float64)
+    first = second = 0.0
+    for _ in range(directions):
+        direction = torch.randn(system.num_coords, generator=gen, dtype=torch.float64)
+        e1, e2 = derivative_errors(system, zero, direction)
+        first, second = max(first, e1), max(second, e2)
+        if not (first <= tolerance and second <= tolerance):  # also catches NaN
+            raise SimulationError(
+                f"the kinematic space's derivatives are wrong (first order off by {e1:.1%}, "
+                f"second order by {e2:.1%} against finite differences), so the motion would not "
+                "conserve energy. An operation in the decoder has no correct (nested) "
+                "forward-mode derivative, e.g. torch's fused layer_norm (pytorch issue 196700): "
+                "write it with elementary ops."
+            )
 
 
 def initial_velocity(
@@ -73,6 +96,8 @@ def simulate(
     """
     kq = system.num_coords
     zero = torch.zeros(kq, dtype=torch.float64)
+    if settings.check_derivatives:
+        check_derivatives(system)
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
     if qdot0 is None:

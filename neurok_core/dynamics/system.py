@@ -144,3 +144,30 @@ def object_size(points: Tensor) -> float:
         return 1.0
     ext = float((points.max(0).values - points.min(0).values).max())
     return ext if math.isfinite(ext) and ext > 0 else 1.0
+
+
+def derivative_errors(
+    system: MechanicalSystem, q: Tensor, direction: Tensor, step: float = 1e-3
+) -> tuple[float, float]:
+    """Relative errors of J v and D^2x[v, v] against central differences along v = direction.
+
+    A guard against decoders whose forward-mode derivatives are silently wrong (some fused
+    kernels are; e.g. torch's layer_norm under nested JVP, pytorch/pytorch issue 196700), which
+    would break energy conservation. Errors are |auto - fd| / max(|fd|, |auto|, 0.1 |J v|),
+    norms over all points, with v scaled to unit length and the difference step ``step`` in q.
+    Costs three kinematics evaluations (two without the nested JVP).
+    """
+    v = direction.to(torch.float64)
+    v = v / v.norm().clamp_min(1e-300)
+    q = q.to(torch.float64)
+    zero = torch.zeros_like(v)
+    kin = point_kinematics(system, q, v)
+    plus = point_kinematics(system, q + step * v, zero)
+    minus = point_kinematics(system, q - step * v, zero)
+    jv = kin.velocity(v)  # (S, 3)
+    fd1 = (plus.x - minus.x) / (2 * step)  # (S, 3)
+    fd2 = (plus.velocity(v) - minus.velocity(v)) / (2 * step)  # (S, 3)
+    floor = 0.1 * float(jv.norm()) + 1e-30
+    err1 = float((jv - fd1).norm()) / max(float(fd1.norm()), float(jv.norm()), floor)
+    err2 = float((kin.bias - fd2).norm()) / max(float(fd2.norm()), float(kin.bias.norm()), floor)
+    return err1, err2

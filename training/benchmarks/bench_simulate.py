@@ -1,0 +1,128 @@
+"""End-to-end simulation speed: load, kinematic space, integrate, decode every frame.
+
+    python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
+        [--frames 120] [--threads 1]
+
+Without ``--checkpoint`` it uses the bundled default model when present, else a "default"-preset
+network with random weights (its decoder head perturbed so that it moves; the cost is the same).
+Each mesh is a subdivided box with ~N vertices; the conditions are gravity, a pin set on one end
+and a force pulse at the other. Prints seconds per stage and the peak resident memory of the
+process (each size runs in its own process so the peaks are separate).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+
+def mesh_with(vertices: int):
+    import numpy as np
+    import trimesh
+
+    mesh = trimesh.creation.box((0.6, 0.3, 0.04))
+    while len(mesh.vertices) < vertices:
+        mesh = mesh.subdivide()
+    return np.asarray(mesh.vertices), np.asarray(mesh.faces)
+
+
+def run_one(args) -> dict:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from neurok_core.api import NeuROK, default_checkpoint
+    from neurok_core.dynamics import Force, SimulationConditions
+
+    t0 = time.perf_counter()
+    ckpt = args.checkpoint or (
+        default_checkpoint() if (default_checkpoint() / "config.json").is_file() else None
+    )
+    if ckpt is not None:
+        engine = NeuROK.load(ckpt, device=args.device)
+        source = str(ckpt)
+    else:
+        from neurok_core.device import select_device
+        from neurok_core.model import build_model
+
+        torch.manual_seed(0)
+        model = build_model("default")
+        with torch.no_grad():
+            model.decoder.head.weight.normal_(0.0, 0.05)
+        model = model.to(select_device(args.device))
+        engine = NeuROK(model, {}, select_device(args.device), checkpoint="random-default")
+        source = "random default-preset weights"
+    t_load = time.perf_counter()
+    vertices, faces = mesh_with(args.size)
+    space = engine.space(vertices, faces, cache_dir=False)
+    t_space = time.perf_counter()
+    x = vertices[:, 0]
+    pins = tuple(int(i) for i in (x <= x.min() + 0.02).nonzero()[0])
+    tip = int(x.argmax())
+    conditions = SimulationConditions(
+        forces=(Force(direction=(0, 0, 1), strength=20.0, vertex=tip, end_frame=12),),
+        pins=pins,
+        frames=args.frames,
+        fps=24,
+        device=args.device,
+    )
+    result = engine.simulate(space, conditions)
+    t_sim = time.perf_counter()
+    return {
+        "vertices": len(vertices),
+        "model": source,
+        "frames": len(result.positions),
+        "load_s": round(t_load - t0, 2),
+        "space_s": round(t_space - t_load, 2),
+        "simulate_s": round(t_sim - t_space, 2),
+        "total_s": round(t_sim - t0, 2),
+        "reduced_dims": result.info["reduced_dims"],
+        "decoder_evaluations": result.info["decoder_evaluations"],
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", default=None)
+    parser.add_argument("--vertices", type=int, nargs="+", default=[20000, 100000])
+    parser.add_argument("--frames", type=int, default=120)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.size is not None:  # one size, in this process
+        print(json.dumps(run_one(args)))
+        return 0
+    with open("/proc/loadavg") as fh:
+        load = fh.read().split()[:3]
+    print(f"load average {' '.join(load)}; threads {args.threads}; device {args.device}")
+    for n in args.vertices:
+        cmd = [
+            sys.executable,
+            "-m",
+            "training.benchmarks.bench_simulate",
+            "--size",
+            str(n),
+            "--frames",
+            str(args.frames),
+            "--threads",
+            str(args.threads),
+            "--device",
+            args.device,
+        ]
+        if args.checkpoint:
+            cmd += ["--checkpoint", args.checkpoint]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            print(f"{n} vertices: failed\n{out.stderr[-2000:]}")
+            continue
+        print(out.stdout.strip().splitlines()[-1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -302,8 +302,10 @@ def test_damping_decreases_energy():
     e = traj.energy
     assert bool((e[1:] <= e[:-1] + 1e-9 * e[0]).all())
     assert float(e[-1]) < 0.5 * float(e[0])
-    # the energy balance holds: what was lost is the work of the damping
-    torch.testing.assert_close(e - traj.work, e[:1].expand(91), rtol=0, atol=1e-4 * float(e[0]))
+    # the energy balance holds: what was lost is the work of the damping (to the integration
+    # error; frames inside multi-frame steps are interpolated)
+    torch.testing.assert_close(e - traj.work, e[:1].expand(91), rtol=0, atol=2e-3 * float(e[0]))
+    assert float(traj.steps_per_frame[1:].min()) < 1  # slow motion: several frames per step
 
 
 def test_initial_velocity_by_least_squares():

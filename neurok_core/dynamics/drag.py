@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .hermite import quintic_hermite
 from .linalg import metric_lstsq
 
 
@@ -47,21 +48,10 @@ class DragPath:
         """Goal position, velocity and acceleration at time t, each (3,)."""
         span = self.t1 - self.t0
         s = min(max((t - self.t0) / span, 0.0), 1.0)
+        zero = torch.zeros_like(self.target)
         if s >= 1.0:
-            zero = torch.zeros_like(self.target)
             return self.target.clone(), zero, zero
-        # Hermite quintic basis on s in [0, 1]: h blends start -> target, hv carries v0 * span.
-        h = 10 * s**3 - 15 * s**4 + 6 * s**5
-        dh = (30 * s**2 - 60 * s**3 + 30 * s**4) / span
-        ddh = (60 * s - 180 * s**2 + 120 * s**3) / span**2
-        hv = (s - 6 * s**3 + 8 * s**4 - 3 * s**5) * span
-        dhv = 1 - 18 * s**2 + 32 * s**3 - 15 * s**4
-        ddhv = (-36 * s + 96 * s**2 - 60 * s**3) / span
-        delta = self.target - self.start
-        pos = self.start + h * delta + hv * self.velocity
-        vel = dh * delta + dhv * self.velocity
-        acc = ddh * delta + ddhv * self.velocity
-        return pos, vel, acc
+        return quintic_hermite(self.start, self.velocity, zero, self.target, zero, zero, span, s)
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,33 @@
-"""Time integration: classical RK4 with per-frame substeps set by the energy balance.
+"""Time integration: classical RK4 with adaptive steps controlled by the energy balance.
 
 Scheme. The state (q, q', W) — W the work done by the non-conservative forces — is advanced by the
-classical 4th-order Runge-Kutta method with n equal substeps per frame (4 decoder evaluations per
-substep: the last one, at the end state, is reused as the first stage of the next substep).
-The error monitor is the energy balance E(t) - E(t0) - (W(t) - W(t0)), which is exactly zero for
-the true motion whatever the forces (conservative parts are in E, the rest in W): a frame whose
-balance error exceeds ``tolerance`` * E_ref / (10 s * fps) is recomputed with twice the substeps
-(so 10 s of animation drift by at most ``tolerance`` relative, 0.5% by default); a frame well
-under it lets the next frame try half the substeps. The number of substeps never drops below
-what the known frequencies need for RK4 accuracy and stability: w_stiffness * h <= 0.5, and
-w * h <= 1.5 for the critically damped pin springs, drag hands and the damping rate.
+classical 4th-order Runge-Kutta method. Each RK4 step costs 4 decoder evaluations (the one at the
+end state is reused as the first stage of the next step). A step covers either 1/n of a frame
+(n substeps) or k whole frames (k = 2, 4, ...): the frames inside a multi-frame step are filled
+in by the quintic Hermite interpolant of (q, q', q'') at its ends (error O(h^6)), and their
+energy is evaluated with one Jacobian-only decoder evaluation each. Multi-frame steps are used
+only where the loads do not change (no force, wind or drag starts or stops inside).
+
+Error monitor: the energy balance E(t) - E(t0) - (W(t) - W(t0)), exactly zero for the true motion
+whatever the forces (conservative parts are in E, the rest in W). A step whose balance error
+exceeds k * ``tolerance`` * E_ref / (10 s * fps) is recomputed with half the step (so 10 s of
+animation drift by at most ``tolerance`` relative to E_ref, 0.5% by default); a step well under
+it (1/32) lets the next one try twice the step. E_ref is the largest energy met so far but at
+least ``energy_floor`` times the problem's energy scale. The step never exceeds what the known
+frequencies need for RK4 accuracy and stability: w_stiffness * h <= 0.5, and w * h <= 1.5 for
+the critically damped pin springs, drag hands and the damping rate.
 Why RK4 and not a variational integrator: the metric G(q) makes the Hamiltonian non-separable, so
-symplectic schemes are implicit (several decoder evaluations per Newton iteration); RK4 with one
-substep per frame already keeps the drift of smooth motions at 24-30 fps orders of magnitude under
-1% (tests/test_dynamics.py measures it), at 4 evaluations per frame.
+symplectic schemes are implicit (several decoder evaluations per Newton iteration); RK4 at one
+step per frame already keeps the drift of smooth motions at 24-30 fps far under 1%
+(tests/test_dynamics.py measures it), and slow motions take several frames per step.
 
-Blow-up: a NaN/inf state, a point farther than ``max_displacement`` object sizes from rest, or an
-energy balance off by more than half the energy scale in one frame is retried with twice the
-substeps up to ``max_refinements`` times; if it still fails the run stops with SimulationError.
-No NaN frame is ever returned.
+Blow-up: a NaN/inf state, a point farther than ``max_displacement`` object sizes from rest, a
+latent far outside the prior, or an energy balance off by more than half the energy scale in one
+step is retried with half the step up to ``max_refinements`` times; if it still fails the run
+stops with SimulationError. No NaN frame is ever returned.
 
-Cancelling: ``on_frame(index, q, energy)`` is called for every frame (0 included); when it returns
-False the integration stops and the frames so far come back with ``cancelled=True``.
+Cancelling: ``on_frame(index, q, energy)`` is called for every frame (0 included), in order; when
+it returns False the integration stops and the frames so far come back with ``cancelled=True``.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from torch import Tensor
 
 from ..errors import SimulationError
 from .drag import DragHandle, DragPath
-from .lagrangian import Motion, equations_of_motion
+from .hermite import quintic_hermite
+from .lagrangian import Motion, equations_of_motion, state_energies
 from .loads import Loads
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
 from .system import MechanicalSystem, PointKinematics, point_kinematics
@@ -50,11 +57,12 @@ class Trajectory:
 
     q, qdot: (T, kq) float64; times: (T,) seconds; energy = kinetic + potential (T,) joules;
     work: (T,) work of the non-conservative forces since frame 0 (so energy - work is constant
-    for the exact motion); substeps: (T,) RK4 steps used to reach each frame (0 for frame 0);
-    residual: (T,) energy-balance error of each frame's step relative to the energy scale;
-    drag_errors: per drag, distance (m) from the grabbed point to its target at its frame (NaN
-    if the run stopped earlier); evaluations: decoder evaluations (jacfwd + nested JVP) in all;
-    cancelled: whether ``on_frame`` stopped the run.
+    for the exact motion); steps_per_frame: (T,) RK4 steps per frame of the step that produced
+    each frame (0.25 for a step spanning 4 frames; 0 for frame 0); residual: (T,) energy-balance
+    error of that step relative to the energy scale; drag_errors: per drag, distance (m) from the
+    grabbed point to its target at its frame (NaN if the run stopped earlier); evaluations:
+    decoder evaluations with J and the nested JVP; energy_evaluations: Jacobian-only ones for the
+    frames inside multi-frame steps; cancelled: whether ``on_frame`` stopped the run.
     """
 
     q: Tensor
@@ -64,10 +72,11 @@ class Trajectory:
     kinetic: Tensor
     potential: Tensor
     work: Tensor
-    substeps: Tensor
+    steps_per_frame: Tensor
     residual: Tensor
     drag_errors: tuple[float, ...] = ()
     evaluations: int = 0
+    energy_evaluations: int = 0
     cancelled: bool = False
 
     @property
@@ -91,28 +100,45 @@ class _State:
 
 @dataclass
 class _Record:
-    q: list[Tensor] = field(default_factory=list)
-    qdot: list[Tensor] = field(default_factory=list)
-    kinetic: list[float] = field(default_factory=list)
-    potential: list[float] = field(default_factory=list)
-    work: list[float] = field(default_factory=list)
-    substeps: list[int] = field(default_factory=list)
-    residual: list[float] = field(default_factory=list)
+    rows: list[tuple[Tensor, Tensor, float, float, float, float, float]] = field(
+        default_factory=list
+    )
 
-    def add(self, s: _State, substeps: int, residual: float) -> None:
-        self.q.append(s.q)
-        self.qdot.append(s.qdot)
-        self.kinetic.append(s.motion.kinetic)
-        self.potential.append(s.motion.potential)
-        self.work.append(s.work)
-        self.substeps.append(substeps)
-        self.residual.append(residual)
+    def add(self, q, qdot, kinetic, potential, work, steps, residual) -> None:
+        self.rows.append((q, qdot, kinetic, potential, work, steps, residual))
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The outcome of one accepted step: end state, frames k, substeps n, error and its limit."""
+
+    state: _State
+    frames: int
+    substeps: int
+    residual: float
+    limit: float
 
 
 class _Failure(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+def _work_polynomial(w0: float, w1: float, power: list[float], span: float) -> list[float]:
+    """W at the inner frames of a k-frame step: W0 plus the integral of the degree-k polynomial
+    through the power at the k + 1 frames (Newton-Cotes), with the small mismatch to the RK4 end
+    value W1 spread linearly over the step."""
+    k = len(power) - 1
+    deg = torch.arange(k + 1, dtype=torch.float64)  # exponents 0..k
+    nodes = torch.arange(k + 1, dtype=torch.float64) / k  # (k+1,) fractions of the step
+    coef = torch.linalg.solve(nodes[:, None] ** deg, torch.tensor(power, dtype=torch.float64))
+
+    def integral(s: float) -> float:  # span * int_0^s p
+        return span * float((coef * s ** (deg + 1) / (deg + 1)).sum())
+
+    gap = w1 - w0 - integral(1.0)
+    return [w0 + integral(j / k) + (j / k) * gap for j in range(1, k)]
 
 
 class Integrator:
@@ -137,12 +163,14 @@ class Integrator:
         self.min_substeps = min_substeps or 1
         self.paths: dict[int, DragPath] = {}
         self.evaluations = 0
+        self.energy_evaluations = 0
         self._last: tuple[Tensor, Tensor, PointKinematics] | None = None
         eps = torch.finfo(system.dtype).eps
         reach = 1.0 + float(loads.rest_points.abs().max()) / loads.size
         self.noise = 4.0 * eps * loads.energy_scale * reach
         self.bound = settings.max_displacement * loads.size
         self.energy_floor = settings.energy_floor * loads.energy_scale
+        self.changes = self._change_frames()
 
     # -- right-hand side ---------------------------------------------------------------------
     def _hands(self, frame: int) -> list[tuple[DragHandle, DragPath]]:
@@ -181,8 +209,8 @@ class Integrator:
         if float(q.abs().max()) > self.settings.max_coordinate:
             raise _Failure("latent")
 
-    # -- one frame ---------------------------------------------------------------------------
-    def _substep(self, s: _State, frame: int, t: float, h: float) -> _State:
+    # -- one RK4 step ------------------------------------------------------------------------
+    def _rk4(self, s: _State, frame: int, t: float, h: float) -> _State:
         q, v, a1, p1 = s.q, s.qdot, s.motion.qddot, s.motion.power
         q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
         _, m2 = self._evaluate(q2, v2, frame, t + 0.5 * h)
@@ -197,24 +225,48 @@ class Integrator:
         self._check(kin, qn)
         return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion)
 
-    def _frame(self, s: _State, frame: int, n: int) -> _State:
-        h = self.dt / n
+    def _steps(self, s: _State, frame: int, k: int, n: int) -> _State:
+        """Advance k frames with n equal RK4 steps (loads are those of ``frame`` throughout)."""
+        h = k * self.dt / n
         t0 = frame * self.dt
         for i in range(n):
-            s = self._substep(s, frame, t0 + i * h, h)
+            s = self._rk4(s, frame, t0 + i * h, h)
         return s
 
-    def _min_substeps(self, frame: int) -> int:
+    # -- step-size limits --------------------------------------------------------------------
+    def _change_frames(self) -> list[int]:
+        """Frames where the loads switch (a multi-frame step never straddles one)."""
+        loads = self.loads
+        marks = set()
+        for timed in (loads.forces, loads.winds):
+            marks.update(int(f) for f in timed.start.tolist())
+            marks.update(int(f) for f in timed.end.tolist())
+        for h in self.drags:
+            marks.update((h.start_frame, h.frame))
+        return sorted(marks)
+
+    def _need(self, frame: int) -> float:
+        """RK4 steps per frame that the known frequencies require (may be < 1)."""
         st, loads = self.settings, self.loads
         damped = [loads.damping]
         if loads.pins is not None:
             damped.append(loads.pins.omega)
         damped += [h.omega for h in self.drags if h.active(frame)]
-        need = max(
+        return max(
             self.dt * loads.stiffness_omega / st.oscillation_step,
             self.dt * max(damped) / st.damped_step,
         )
-        return max(self.min_substeps, math.ceil(need - 1e-9), 1)
+
+    def _clamp(self, frame: int, last: int, k: int, n: int) -> tuple[int, int]:
+        """Fit a wanted step (k frames, n substeps) to the frequencies, loads and user minimum."""
+        need = self._need(frame)
+        n_min = max(self.min_substeps, math.ceil(need - 1e-9), 1)
+        if n_min > 1 or n > 1:
+            return 1, max(n, n_min)
+        span = min((c for c in self.changes if c > frame), default=last) - frame
+        k_stab = math.floor(1.0 / need + 1e-9) if need > 0 else k
+        k_max = max(1, min(k, span, last - frame, k_stab, self.settings.max_frames_per_step))
+        return 1 << (k_max.bit_length() - 1), 1  # a power of two
 
     # -- the run -----------------------------------------------------------------------------
     def run(
@@ -232,35 +284,40 @@ class Integrator:
             ) from None
         state = _State(q=q0, qdot=qdot0, work=0.0, kin=kin, motion=motion)
         record = _Record()
-        record.add(state, 0, 0.0)
+        record.add(q0, qdot0, motion.kinetic, motion.potential, 0.0, 0.0, 0.0)
         drag_errors = [math.nan] * len(self.drags)
         content = abs(motion.kinetic) + abs(motion.potential)
         cancelled = on_frame is not None and on_frame(0, q0.clone(), self._energy(state)) is False
-        n_next = 1
-        for frame in range(frames - 1):
-            if cancelled:
-                break
+        last, frame, k, n = frames - 1, 0, 1, 1
+        while frame < last and not cancelled:
             state = self._start_frame(state, frame)
-            n = max(n_next, self._min_substeps(frame))
-            new, n, res, limit, content = self._advance(state, frame, n, content)
-            n_next = n
-            if res < limit / 32 and n > self._min_substeps(frame + 1):
-                n_next = n // 2  # RK4: half the steps, about 16 times the error
-            state = new
-            record.add(state, n, res)
-            for i, h in enumerate(self.drags):
-                if h.frame == frame + 1:
-                    pos = state.kin.x[h.row].to(**_CPU)
-                    drag_errors[i] = float((pos - h.target).norm())
-            if (
-                on_frame is not None
-                and on_frame(frame + 1, state.q.clone(), self._energy(state)) is False
+            k, n = self._clamp(frame, last, k, n)
+            step = self._advance(state, frame, k, n, content)
+            end = step.state
+            content = max(content, abs(end.motion.kinetic) + abs(end.motion.potential))
+            for j, (q, qd, kinetic, potential, work) in enumerate(
+                self._fill(state, step, frame), 1
             ):
-                cancelled = True
+                record.add(
+                    q, qd, kinetic, potential, work, step.substeps / step.frames, step.residual
+                )
+                for i, h in enumerate(self.drags):
+                    if h.frame == frame + j:
+                        pos = end.kin.x[h.row].to(**_CPU)  # drag frames end a step
+                        drag_errors[i] = float((pos - h.target).norm())
+                if (
+                    on_frame is not None
+                    and on_frame(frame + j, q.clone(), kinetic + potential) is False
+                ):
+                    cancelled = True
+                    break
+            frame, state, k, n = frame + step.frames, end, step.frames, step.substeps
+            if step.residual < step.limit / 32:  # RK4: twice the step, about 16x the error
+                k, n = (k, n // 2) if n > 1 else (2 * k, 1)
         return self._trajectory(record, drag_errors, cancelled)
 
     def _start_frame(self, s: _State, frame: int) -> _State:
-        """Plan drags that start now and re-assemble the forces of this step."""
+        """Plan drags that start now and re-assemble the forces of this frame."""
         for i, h in enumerate(self.drags):
             if h.start_frame == frame and i not in self.paths:
                 pos = s.kin.x[h.row].to(**_CPU)
@@ -269,35 +326,60 @@ class Integrator:
         motion = self._assemble(s.kin, s.q, s.qdot, frame, frame * self.dt)
         return _State(q=s.q, qdot=s.qdot, work=s.work, kin=s.kin, motion=motion)
 
-    def _advance(self, s: _State, frame: int, n: int, content: float) -> tuple:
+    def _advance(self, s: _State, frame: int, k: int, n: int, content: float) -> _Step:
+        """One accepted step from ``frame``, halving the step until the energy balance holds."""
         st = self.settings
-        best, best_res, best_limit, prev_res, reason = None, math.inf, 0.0, None, "nonfinite"
+        best, prev_res, reason = None, None, "nonfinite"
         e0 = self._energy(s)
         for attempt in range(st.max_refinements + 1):
             try:
-                new = self._frame(s, frame, n)
+                new = self._steps(s, frame, k, n)
                 e1 = self._energy(new)
                 ref = max(content, abs(e1), abs(new.work), self.energy_floor)
                 res = abs((e1 - e0) - (new.work - s.work)) / ref
                 if res > 0.5:
                     raise _Failure("energy")
-                limit = self.frame_tolerance + self.noise / ref
-                last = attempt == st.max_refinements or 2 * n > st.max_substeps
+                step = _Step(new, k, n, res, k * self.frame_tolerance + self.noise / ref)
+                last = attempt == st.max_refinements or (k == 1 and 2 * n > st.max_substeps)
                 stalled = prev_res is not None and res > prev_res / 4
-                if res <= limit or stalled or last:
-                    held = abs(new.motion.kinetic) + abs(new.motion.potential)
-                    return new, n, res, limit, max(content, held)
-                best, best_res, best_limit, prev_res = new, res, limit, res
+                if res <= step.limit or stalled or last:
+                    return step
+                best, prev_res = step, res
             except _Failure as fail:
                 reason = fail.reason
                 if best is not None:
-                    break
-            if 2 * n > st.max_substeps:
+                    return best
+            if k == 1 and 2 * n > st.max_substeps:
                 break
-            n *= 2
-        if best is not None:
-            return best, n // 2, best_res, best_limit, content
+            k, n = (k // 2, 1) if k > 1 else (1, 2 * n)
         raise SimulationError(self._blow_up_message(reason, frame, n))
+
+    def _fill(self, s: _State, step: _Step, frame: int) -> list[tuple]:
+        """(q, q', kinetic, potential, work) of the frames a step produced, the last one its end.
+
+        Inner frames: q, q' from the quintic Hermite interpolant of (q, q', q'') at the step's
+        ends; their energies and power from one Jacobian-only evaluation each; the work from the
+        polynomial W(t) of degree k + 2 that matches W at both ends and the power at every frame.
+        """
+        end, k = step.state, step.frames
+        last = (end.q, end.qdot, end.motion.kinetic, end.motion.potential, end.work)
+        if k == 1:
+            return [last]
+        span = k * self.dt
+        zero = torch.zeros_like(s.q)
+        inner, power = [], [s.motion.power]
+        for j in range(1, k):
+            q, qd, _ = quintic_hermite(
+                s.q, s.qdot, s.motion.qddot, end.q, end.qdot, end.motion.qddot, span, j / k
+            )
+            kin = point_kinematics(self.system, q, zero)  # Jacobian only: q' = 0 skips the JVP
+            self.energy_evaluations += 1
+            kinetic, potential, p = state_energies(kin, self.loads, q, qd, frame)
+            inner.append((q, qd, kinetic, potential))
+            power.append(p)
+        power.append(end.motion.power)
+        work = _work_polynomial(s.work, end.work, power, span)
+        return [(*row, work[j]) for j, row in enumerate(inner)] + [last]
 
     def _blow_up_message(self, reason: str, frame: int, n: int) -> str:
         what = {
@@ -321,19 +403,21 @@ class Integrator:
 
     def _trajectory(self, r: _Record, drag_errors: list[float], cancelled: bool) -> Trajectory:
         f64 = dict(dtype=torch.float64)
-        kinetic = torch.tensor(r.kinetic, **f64)
-        potential = torch.tensor(r.potential, **f64)
+        q, qdot, kinetic, potential, work, steps, residual = zip(*r.rows, strict=True)
+        kinetic_t = torch.tensor(kinetic, **f64)
+        potential_t = torch.tensor(potential, **f64)
         return Trajectory(
-            q=torch.stack(r.q),
-            qdot=torch.stack(r.qdot),
-            times=torch.arange(len(r.q), **f64) * self.dt,
-            energy=kinetic + potential,
-            kinetic=kinetic,
-            potential=potential,
-            work=torch.tensor(r.work, **f64),
-            substeps=torch.tensor(r.substeps, dtype=torch.long),
-            residual=torch.tensor(r.residual, **f64),
+            q=torch.stack(q),
+            qdot=torch.stack(qdot),
+            times=torch.arange(len(q), **f64) * self.dt,
+            energy=kinetic_t + potential_t,
+            kinetic=kinetic_t,
+            potential=potential_t,
+            work=torch.tensor(work, **f64),
+            steps_per_frame=torch.tensor(steps, **f64),
+            residual=torch.tensor(residual, **f64),
             drag_errors=tuple(drag_errors),
             evaluations=self.evaluations,
+            energy_evaluations=self.energy_evaluations,
             cancelled=cancelled,
         )

@@ -81,6 +81,27 @@ def potential_energy(kin: PointKinematics, loads: Loads, q: Tensor) -> float:
     return v
 
 
+def _passive_power(loads: Loads, applied: Tensor, vel: Tensor, qdot: Tensor, metric) -> float:
+    """Power (W) of the applied forces, the damping and the pin dampers (not the hands)."""
+    power = float((applied * vel).sum()) - loads.damping * float(qdot @ metric @ qdot)
+    if loads.pins is not None and loads.pins.stiffness > 0:
+        vp = vel[loads.pins.rows]  # (P, 3)
+        power -= loads.pins.damping * float((vp * vp).sum())
+    return power
+
+
+def state_energies(
+    kin: PointKinematics, loads: Loads, q: Tensor, qdot: Tensor, frame: int
+) -> tuple[float, float, float]:
+    """(kinetic, potential, power of the forces other than drag hands) at a state on the step
+    starting at ``frame``; needs only x and J (``kin.bias`` is not used)."""
+    q, qdot = q.to(**_CPU), qdot.to(**_CPU)
+    metric = mass_metric(kin, loads.masses, loads.ridge)
+    vel = kin.velocity(qdot)  # (S, 3)
+    power = _passive_power(loads, loads.applied_forces(frame), vel, qdot, metric)
+    return 0.5 * float(qdot @ metric @ qdot), potential_energy(kin, loads, q), power
+
+
 def equations_of_motion(
     kin: PointKinematics,
     loads: Loads,
@@ -106,7 +127,7 @@ def equations_of_motion(
     conservative = m.unsqueeze(1) * (loads.gravity - loads.stiffness_omega**2 * dx)  # (S, 3)
     q_track = (jac.T @ (conservative + applied).reshape(-1)).to(**_CPU)  # (kq,)
     q_track = q_track - coriolis(kin, m) - loads.damping * (metric @ qdot)
-    power = float((applied * vel).sum()) - loads.damping * float(qdot @ metric @ qdot)
+    power = _passive_power(loads, applied, vel, qdot, metric)
 
     q_hold = torch.zeros(kq, **_CPU)
     pins = loads.pins
@@ -116,7 +137,6 @@ def equations_of_motion(
         f_pin = -pins.stiffness * dp - pins.damping * vp  # (P, 3)
         jp = kin.jac[pins.rows].reshape(-1, kq)  # (3P, kq)
         q_hold += (jp.T @ f_pin.reshape(-1)).to(**_CPU)
-        power -= pins.damping * float((vp * vp).sum())
     if loads.barrier is not None:
         q_hold -= loads.barrier.energy_and_gradient(q)[1]
 

@@ -21,15 +21,16 @@ class DynamicsSettings:
     oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
     damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
     max_substeps: integration steps per frame never exceed this.
+    max_frames_per_step: longest RK4 step, in frames, where the motion is smooth and slow.
     max_refinements: how many times a frame is retried with twice as many steps.
     max_displacement: a point moving farther than this from its rest position is a blow-up.
     max_latent_excess: the latent farther than this (latent units) outside the prior ball, or
     max_coordinate: any |q_i| above this, is a blow-up.
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
         differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
-    energy_floor: the energy-balance error of a frame is measured relative to the largest energy
-        seen so far, but never less than this fraction of the problem's energy scale (so the
-        sub-millimetre transients of the pin springs at the start do not demand tiny steps).
+    energy_floor: the energy-balance error of a step is measured relative to the largest energy
+        seen so far, but never less than this fraction of the problem's energy scale (a start
+        from rest has no energy to compare with).
     """
 
     ridge: float = 1e-9
@@ -37,16 +38,17 @@ class DynamicsSettings:
     barrier_scale: float = 1.0
     pin_tolerance: float = 2.5e-4
     pin_frequency_hz: tuple[float, float] = (10.0, 100.0)
-    drag_gain: float = 20.0
+    drag_gain: float = 12.0
     drag_arrival: float = 0.8
     oscillation_step: float = 0.5
     damped_step: float = 1.5
     max_substeps: int = 512
+    max_frames_per_step: int = 4
     max_refinements: int = 6
     max_displacement: float = 1000.0
     max_latent_excess: float = 10.0
     max_coordinate: float = 1e6
-    energy_floor: float = 0.1
+    energy_floor: float = 1e-3
     check_derivatives: bool = True
 
 

@@ -209,3 +209,24 @@ def test_from_dict_is_strict():
         SimulationConditions.from_dict([1, 2])
     with pytest.raises(ConditionError, match="mass"):
         SimulationConditions.from_dict({"mass": "heavy"})
+
+
+def test_conditions_import_without_torch():
+    """The Blender side (no torch) can build, validate and serialise conditions."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in {'torch', 'numpy'}:\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from neurok_core.dynamics import SimulationConditions, Force\n"
+        "c = SimulationConditions(forces=(Force((0, 0, 1), 2.0, vertex=1),)).validate(5)\n"
+        "print(SimulationConditions.from_dict(c.to_dict()) == c)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"

@@ -29,6 +29,8 @@ _LAZY = {
     "Integrator": ".integrator",
     "simulate": ".simulation",
     "initial_velocity": ".simulation",
+    "check_derivatives": ".simulation",
+    "derivative_errors": ".system",
     "equations_of_motion": ".lagrangian",
     "mass_metric": ".lagrangian",
     "coriolis": ".lagrangian",

@@ -133,13 +133,7 @@ class Force:
 
     def __post_init__(self):
         _anchor_of(self, "force")
-        object.__setattr__(
-            self, "direction", _vec3(self.direction, "force direction", nonzero=True)
-        )
-        object.__setattr__(
-            self, "strength", _number(self.strength, "force strength (N)", low=0, low_open=False)
-        )
-        _frame_range(self, "force")
+        _timed_push(self, "force")
 
     @property
     def anchor(self) -> Anchor:
@@ -165,11 +159,7 @@ class Wind:
     end_frame: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "direction", _vec3(self.direction, "wind direction", nonzero=True))
-        object.__setattr__(
-            self, "strength", _number(self.strength, "wind strength (N)", low=0, low_open=False)
-        )
-        _frame_range(self, "wind")
+        _timed_push(self, "wind")
 
     @property
     def vector(self) -> Vec3:
@@ -227,7 +217,11 @@ class InitialVelocity:
         return Anchor(self.vertex, self.point)
 
 
-def _frame_range(obj: Force | Wind, what: str) -> None:
+def _timed_push(obj: Force | Wind, what: str) -> None:
+    """Normalise direction, strength (N, >= 0) and the frame range of a force or wind."""
+    object.__setattr__(obj, "direction", _vec3(obj.direction, f"{what} direction", nonzero=True))
+    strength = _number(obj.strength, f"{what} strength (N)", low=0, low_open=False)
+    object.__setattr__(obj, "strength", strength)
     object.__setattr__(obj, "start_frame", _index(obj.start_frame, f"{what} start_frame"))
     if obj.end_frame is not None:
         object.__setattr__(obj, "end_frame", _index(obj.end_frame, f"{what} end_frame"))

@@ -1,6 +1,7 @@
 """Euler-Lagrange dynamics in reduced coordinates: exact identities and known physics (float64)."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -24,7 +25,7 @@ from neurok_core.dynamics import (
 )
 from neurok_core.dynamics.loads import build_loads
 from neurok_core.dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
-from neurok_core.dynamics.system import derivative_errors
+from neurok_core.dynamics.system import decoder_kinematics, derivative_errors
 from neurok_core.errors import SimulationError
 
 F64 = torch.float64
@@ -183,6 +184,22 @@ def test_analytic_kinematics_match_automatic_derivatives():
         mine = point_kinematics(system, q, v)
         for a, b in ((auto.x, mine.x), (auto.jac, mine.jac), (auto.bias, mine.bias)):
             torch.testing.assert_close(a, b)
+
+
+def test_compiled_kinematics_agree():
+    """decoder_kinematics wrapped by torch.compile is a drop-in MechanicalSystem.kinematics."""
+    system = mlp_system(points=20, kq=3, seed=1)
+    fast = torch.compile(
+        partial(decoder_kinematics, system.decode_points), backend="aot_eager", dynamic=False
+    )
+    compiled = MechanicalSystem(
+        system.decode_points, system.point_weights, 3, dtype=F64, kinematics=fast
+    )
+    q = torch.tensor([0.1, -0.2, 0.3], dtype=F64)
+    v = torch.tensor([1.0, 0.5, -0.3], dtype=F64)
+    a, b = point_kinematics(compiled, q, v), point_kinematics(system, q, v)
+    for x, y in ((a.x, b.x), (a.jac, b.jac), (a.bias, b.bias)):
+        torch.testing.assert_close(x, y)
 
 
 def test_coriolis_from_nested_jvp_equals_christoffel_contraction():

@@ -107,11 +107,36 @@ class PointKinematics:
         return self.jac @ qdot.to(self.jac)
 
 
-def point_kinematics(system: MechanicalSystem, q: Tensor, qdot: Tensor) -> PointKinematics:
-    """x(q), J(q) by ``jacfwd`` and D^2 x(q)[q', q'] by a nested forward-mode JVP.
+def _with_aux(decode: Callable[[Tensor], Tensor]) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    def f(p: Tensor) -> tuple[Tensor, Tensor]:
+        x = decode(p)
+        return x, x
+
+    return f
+
+
+def decoder_kinematics(
+    decode: Callable[[Tensor], Tensor], q: Tensor, qdot: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """x (S, 3), J (S, 3, kq) by ``jacfwd`` and D^2x[q', q'] (S, 3) by a nested forward JVP.
 
     D^2 x[v, v] = d/ds (J(q + s v) v) at s = 0: the outer ``jvp`` differentiates q -> J(q) v
-    (itself an inner ``jvp``) along v, so no second-derivative tensor is ever formed. It is
+    (itself an inner ``jvp``) along v, so no second-derivative tensor is ever formed. Pure
+    ``torch.func``, so it can be wrapped by ``torch.compile`` and passed as
+    ``MechanicalSystem.kinematics`` (measured: about 2x faster with backend "aot_eager", about 6x
+    with "inductor" after a long first compilation).
+    """
+    jac, x = jacfwd(_with_aux(decode), has_aux=True)(q)  # (S, 3, kq), (S, 3)
+
+    def directional(p: Tensor) -> Tensor:
+        return jvp(decode, (p,), (qdot,))[1]  # (S, 3) J(p) v
+
+    bias = jvp(directional, (q,), (qdot,))[1]  # (S, 3)
+    return x, jac, bias
+
+
+def point_kinematics(system: MechanicalSystem, q: Tensor, qdot: Tensor) -> PointKinematics:
+    """x(q), J(q) and D^2 x(q)[q', q'] of the system (``decoder_kinematics``), the nested JVP
     skipped (zero) when q' = 0. q, qdot: (kq,) any float dtype; cast to the decoder's.
     Uses ``system.kinematics`` instead when the system provides it.
     """
@@ -121,20 +146,11 @@ def point_kinematics(system: MechanicalSystem, q: Tensor, qdot: Tensor) -> Point
     if system.kinematics is not None:
         x, jac, bias = system.kinematics(qd, vd)
         return PointKinematics(x=x.to(wt), jac=jac.to(wt), bias=bias.to(wt))
-
-    def with_aux(p: Tensor) -> tuple[Tensor, Tensor]:
-        x = system.decode_points(p)
-        return x, x
-
-    jac, x = jacfwd(with_aux, has_aux=True)(qd)  # (S, 3, kq), (S, 3)
     if bool((vd == 0).all()):
+        jac, x = jacfwd(_with_aux(system.decode_points), has_aux=True)(qd)  # (S, 3, kq), (S, 3)
         bias = torch.zeros_like(x)
     else:
-
-        def directional(p: Tensor) -> Tensor:
-            return jvp(system.decode_points, (p,), (vd,))[1]  # (S, 3) J(p) v
-
-        bias = jvp(directional, (qd,), (vd,))[1]  # (S, 3)
+        x, jac, bias = decoder_kinematics(system.decode_points, qd, vd)
     return PointKinematics(x=x.to(wt), jac=jac.to(wt), bias=bias.to(wt))
 
 

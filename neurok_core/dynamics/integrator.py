@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -110,13 +110,14 @@ class _Record:
 
 @dataclass(frozen=True)
 class _Step:
-    """The outcome of one accepted step: end state, frames k, substeps n, error and its limit."""
+    """One step: end state, frames k, substeps n, energy-balance error and its limit."""
 
     state: _State
     frames: int
     substeps: int
     residual: float
     limit: float
+    rows: tuple = ()  # (q, q', kinetic, potential, work) of each frame it produced
 
 
 class _Failure(Exception):
@@ -290,14 +291,15 @@ class Integrator:
         cancelled = on_frame is not None and on_frame(0, q0.clone(), self._energy(state)) is False
         last, frame, k, n = frames - 1, 0, 1, 1
         while frame < last and not cancelled:
-            state = self._start_frame(state, frame)
+            try:
+                state = self._start_frame(state, frame)
+            except _Failure as fail:
+                raise SimulationError(self._blow_up_message(fail.reason, frame, n)) from None
             k, n = self._clamp(frame, last, k, n)
             step = self._advance(state, frame, k, n, content)
             end = step.state
             content = max(content, abs(end.motion.kinetic) + abs(end.motion.potential))
-            for j, (q, qd, kinetic, potential, work) in enumerate(
-                self._fill(state, step, frame), 1
-            ):
+            for j, (q, qd, kinetic, potential, work) in enumerate(step.rows, 1):
                 record.add(
                     q, qd, kinetic, potential, work, step.substeps / step.frames, step.residual
                 )
@@ -343,18 +345,21 @@ class Integrator:
                 last = attempt == st.max_refinements or (k == 1 and 2 * n > st.max_substeps)
                 stalled = prev_res is not None and res > prev_res / 4
                 if res <= step.limit or stalled or last:
-                    return step
+                    return replace(step, rows=self._fill(s, step, frame))
                 best, prev_res = step, res
             except _Failure as fail:
                 reason = fail.reason
                 if best is not None:
-                    return best
+                    try:
+                        return replace(best, rows=self._fill(s, best, frame))
+                    except _Failure:
+                        best = None
             if k == 1 and 2 * n > st.max_substeps:
                 break
             k, n = (k // 2, 1) if k > 1 else (1, 2 * n)
         raise SimulationError(self._blow_up_message(reason, frame, n))
 
-    def _fill(self, s: _State, step: _Step, frame: int) -> list[tuple]:
+    def _fill(self, s: _State, step: _Step, frame: int) -> tuple:
         """(q, q', kinetic, potential, work) of the frames a step produced, the last one its end.
 
         Inner frames: q, q' from the quintic Hermite interpolant of (q, q', q'') at the step's
@@ -364,7 +369,7 @@ class Integrator:
         end, k = step.state, step.frames
         last = (end.q, end.qdot, end.motion.kinetic, end.motion.potential, end.work)
         if k == 1:
-            return [last]
+            return (last,)
         span = k * self.dt
         zero = torch.zeros_like(s.q)
         inner, power = [], [s.motion.power]
@@ -374,12 +379,16 @@ class Integrator:
             )
             kin = point_kinematics(self.system, q, zero)  # Jacobian only: q' = 0 skips the JVP
             self.energy_evaluations += 1
+            self._check(kin, q)
             kinetic, potential, p = state_energies(kin, self.loads, q, qd, frame)
             inner.append((q, qd, kinetic, potential))
             power.append(p)
         power.append(end.motion.power)
         work = _work_polynomial(s.work, end.work, power, span)
-        return [(*row, work[j]) for j, row in enumerate(inner)] + [last]
+        rows = tuple((*row, work[j]) for j, row in enumerate(inner)) + (last,)
+        if not all(math.isfinite(r[2] + r[3] + r[4]) for r in rows):
+            raise _Failure("nonfinite")
+        return rows
 
     def _blow_up_message(self, reason: str, frame: int, n: int) -> str:
         what = {

@@ -83,6 +83,12 @@ class Trajectory:
     def num_frames(self) -> int:
         return int(self.q.shape[0])
 
+    @property
+    def substeps(self) -> Tensor:
+        """(T,) RK4 steps attributed to each frame (``steps_per_frame``); ``.sum()`` is the total
+        number of RK4 steps taken."""
+        return self.steps_per_frame
+
     def relative_drift(self) -> Tensor:
         """(T,) |E_t - E_0| / |E_0|: the drift metric of design section 6 (undamped, no forces)."""
         e0 = self.energy[0]

@@ -99,11 +99,12 @@ def simulate(
     count = conditions.frames
 
     def frame_done(index: int, q: torch.Tensor, energy: float):
-        with torch.no_grad():
-            z = space.latent(q.to(device=space.device, dtype=space.dtype))
-            verts = space.decode_vertices(z[None])[0].float().cpu().numpy()  # (N, 3)
         if index == 0:
-            verts = space.vertices.astype(np.float32)  # exactly the input
+            verts = space.vertices.astype(np.float32)  # the start is exactly the input
+        else:
+            with torch.no_grad():
+                z = space.latent(q.to(device=space.device, dtype=space.dtype))
+                verts = space.decode_vertices(z[None])[0].float().cpu().numpy()  # (N, 3)
         frames.append(verts)
         on_progress("simulate", (index + 1) / count)
         if on_frame is not None:

@@ -25,6 +25,16 @@ class _NeuROKPanel:
     bl_category = "NeuROK"
 
 
+class _ObjectPanel(_NeuROKPanel):
+    """A sub-panel of the main one, shown only when there is a mesh to work on."""
+
+    bl_parent_id = "NEUROK_PT_main"
+
+    @classmethod
+    def poll(cls, context):
+        return _target(context) is not None
+
+
 class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
     bl_label = "NeuROK"
 
@@ -47,13 +57,8 @@ class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
         row.operator("neurok.check_engine", text="", icon="FILE_REFRESH")
 
 
-class NEUROK_PT_conditions(_NeuROKPanel, bpy.types.Panel):
+class NEUROK_PT_conditions(_ObjectPanel, bpy.types.Panel):
     bl_label = "Conditions"
-    bl_parent_id = "NEUROK_PT_main"
-
-    @classmethod
-    def poll(cls, context):
-        return _target(context) is not None
 
     def draw(self, context):
         layout = self.layout
@@ -112,13 +117,8 @@ class NEUROK_PT_conditions(_NeuROKPanel, bpy.types.Panel):
             layout.label(text="Move the handle (G) to the target", icon="INFO")
 
 
-class NEUROK_PT_physics(_NeuROKPanel, bpy.types.Panel):
+class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
     bl_label = "Physics"
-    bl_parent_id = "NEUROK_PT_main"
-
-    @classmethod
-    def poll(cls, context):
-        return _target(context) is not None
 
     def draw(self, context):
         layout = self.layout
@@ -138,13 +138,8 @@ class NEUROK_PT_physics(_NeuROKPanel, bpy.types.Panel):
         layout.prop_search(physics, "pin_group", obj, "vertex_groups", text="Pin Group")
 
 
-class NEUROK_PT_output(_NeuROKPanel, bpy.types.Panel):
+class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
     bl_label = "Output"
-    bl_parent_id = "NEUROK_PT_main"
-
-    @classmethod
-    def poll(cls, context):
-        return _target(context) is not None
 
     def draw(self, context):
         layout = self.layout

@@ -18,6 +18,7 @@ from .dynamics import MechanicalSystem, SimulationConditions
 from .dynamics.system import LatentMap
 from .errors import ConditionError
 from .model.jets import DecoderKinematics
+from .pinning import pinned_subspace
 from .results import SimulationResult
 from .space import KinematicSpace
 
@@ -80,11 +81,15 @@ def simulate(
     *,
     on_frame=None,
     on_progress=_noop,
+    pinned_directions: bool = True,
 ) -> SimulationResult:
     """Simulate ``conditions`` from the rest shape; every frame decoded onto every vertex.
 
     on_frame(index, positions (N, 3) float32, energy) is called as each frame is ready; return
     False from it to stop (the result then holds the frames so far, ``info["cancelled"]``).
+    pinned_directions: with pins, move only along the latent directions that leave the pinned
+    vertices (nearly) still (:func:`~neurok_core.pinning.pinned_subspace`) instead of the
+    space's own active subspace.
     Raises ConditionError for conditions that do not fit the mesh, SimulationError when the
     motion cannot be integrated.
     """
@@ -94,6 +99,9 @@ def simulate(
         raise ConditionError("conditions must be a SimulationConditions")
     conditions.validate(len(space.vertices))
     started = time.perf_counter()
+    pin_report: dict = {}
+    if conditions.pins and pinned_directions:
+        space, pin_report = pinned_subspace(space, conditions.pins)
     system, rows = build_system(space, conditions)
     frames: list[np.ndarray] = []
     count = conditions.frames
@@ -115,6 +123,7 @@ def simulate(
     t = len(frames)
     info = {
         "reduced_dims": space.reduced_dims,
+        "pinned_subspace": pin_report,
         "latent_dims": int(space.z_rest.shape[0]),
         "spectrum": [float(x) for x in space.spectrum[: max(8, space.reduced_dims)]],
         "rest_residual": float(space.rest_residual),

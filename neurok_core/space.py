@@ -46,7 +46,7 @@ from .geometry import (
 )
 from .model import NeuROKModel
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -154,12 +154,14 @@ class KinematicSpace:
             self.z_rest = self._tensor(state["z_rest"])
             self.W = self._tensor(state["W"])
             self.spectrum = self._tensor(state["spectrum"])
+            self.covariance = self._tensor(state["covariance"])
             self.rest_residual = float(state.get("rest_residual", float("nan")))
         else:
             on_status("rest", "finding the rest state")
             self.z_rest = self._rest_latent(encoder_points, on_progress)
             on_status("subspace", "finding the active subspace")
-            self.W, self.spectrum = self._active_subspace(on_progress)
+            self.covariance = self._subspace_covariance(on_progress)
+            self.W, self.spectrum = self.active_subspace(self.covariance)
         with torch.no_grad():
             self.rest_inverse_skin = self._rest_inverse(self.skinning_points)
             self.rest_inverse_dyn = self._rest_inverse(self.dynamics_points)
@@ -186,8 +188,8 @@ class KinematicSpace:
         self.rest_residual = math.sqrt(best / len(points))  # RMS, normalised units
         return best_z
 
-    def _active_subspace(self, on_progress) -> tuple[Tensor, Tensor]:
-        """W (k, kq) and the eigenvalues (k,) of C = E[grad g grad g^T] (or E[J^T J])."""
+    def _subspace_covariance(self, on_progress) -> Tensor:
+        """C = E_{z ~ p(z|M0)}[grad g grad g^T] (or E[J^T J]) (k, k) over prior samples."""
         s = self.settings
         gen = torch.Generator(device="cpu").manual_seed(s.seed)
         k = self.mu_cond.shape[0]
@@ -212,17 +214,42 @@ class KinematicSpace:
                     J = J.reshape(-1, k)
                     C += J.T @ J
             on_progress("subspace", min(1.0, (start + chunk) / len(zs)))
-        C = C.detach() / len(zs)
-        evals, evecs = torch.linalg.eigh(C.double())  # ascending
+        return C.detach() / len(zs)
+
+    def active_subspace(
+        self, covariance: Tensor, within: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """W (k, kq) and the eigenvalues (descending) of the covariance C, kq the fewest that
+        hold ``energy_fraction`` of the spectrum, capped by ``max_dims``.
+
+        within: optional (k, m) orthonormal basis of a subspace of the latent to search in:
+        then W = within V with V the top eigenvectors of within^T C within.
+        """
+        s = self.settings
+        c = covariance.double()
+        if within is not None:
+            within = within.double()
+            c = within.T @ c @ within  # (m, m)
+        evals, evecs = torch.linalg.eigh(0.5 * (c + c.T))  # ascending
         evals, evecs = evals.flip(0).clamp_min(0), evecs.flip(1)
+        if within is not None:
+            evecs = within @ evecs  # (k, m)
         total = float(evals.sum())
         if total <= 0:
             kq = 1
         else:
             cumulative = torch.cumsum(evals, 0) / total
             kq = int((cumulative < s.energy_fraction).sum()) + 1
-        kq = max(1, min(kq, s.max_dims, k))
+        kq = max(1, min(kq, s.max_dims, evecs.shape[1]))
         return evecs[:, :kq].to(self.dtype), evals.to(self.dtype)
+
+    def with_subspace(self, W: Tensor, spectrum: Tensor) -> KinematicSpace:
+        """A view of this space with another active subspace W (k, kq'): same mesh, shape code,
+        rest state and skinning; reduced coordinates q' with z = z_rest + W q'."""
+        view = object.__new__(KinematicSpace)
+        view.__dict__.update(self.__dict__)
+        view.W, view.spectrum = W.to(self.dtype), spectrum.to(self.dtype)
+        return view
 
     def _rest_inverse(self, points: Tensor) -> Tensor:
         """Per-point inverse of the rest decoding: (Q, 8) DQs, or (Q, 3) displacements."""
@@ -288,6 +315,7 @@ class KinematicSpace:
             "z_rest": self.z_rest.detach().cpu().double().numpy(),
             "W": self.W.detach().cpu().double().numpy(),
             "spectrum": self.spectrum.detach().cpu().double().numpy(),
+            "covariance": self.covariance.detach().cpu().double().numpy(),
             "rest_residual": np.float64(self.rest_residual),
         }
 
@@ -330,7 +358,7 @@ def build_space(
         if path.is_file():
             try:
                 with np.load(path, allow_pickle=False) as data:
-                    state = {name: data[name] for name in ("z_rest", "W", "spectrum")}
+                    state = {name: data[name] for name in ("z_rest", "W", "spectrum", "covariance")}
                     if "rest_residual" in data.files:
                         state["rest_residual"] = float(data["rest_residual"])
                 on_status("encode", "using the cached kinematic space")

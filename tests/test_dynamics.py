@@ -25,7 +25,7 @@ from neurok_core.dynamics import (
 )
 from neurok_core.dynamics.loads import build_loads
 from neurok_core.dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
-from neurok_core.dynamics.system import decoder_kinematics, derivative_errors
+from neurok_core.dynamics.system import decoder_kinematics, derivative_errors, restrict
 from neurok_core.errors import SimulationError
 
 F64 = torch.float64
@@ -424,6 +424,36 @@ def test_pinned_point_stays_while_the_rest_moves():
     # without the pin the whole plate falls away
     free = simulate(flap(), SimulationConditions(frames=13, fps=24), {})
     assert float(free.q[-1, 0]) < -0.3
+
+
+def test_stiff_pin_modes_are_removed_without_changing_the_motion():
+    """The lift of the flap plate moves the pin: a stiff pin mode, taken out of the coordinates,
+    so the flap swings with about one step per frame instead of following the stiff spring."""
+    cond = SimulationConditions(pins=(0,), frames=25, fps=24).validate(12)
+    rows = {Anchor(vertex=0): 0}
+    fast = simulate(flap(), cond, rows)
+    kept = DynamicsSettings(eliminate_stiff_pins=False)
+    slow = simulate(flap(), cond, rows, settings=kept)
+    assert fast.q.shape == slow.q.shape == (25, 2)  # back in the caller's coordinates
+    assert fast.evaluations * 3 < slow.evaluations
+    torch.testing.assert_close(fast.q[:, 1], slow.q[:, 1], atol=0.02, rtol=0)
+    assert float(fast.q[:, 0].abs().max()) < 1e-3  # the removed lift stays at zero
+    assert float(fast.q[:, 1].max()) > 0.5
+
+
+def test_restricted_system_matches_the_full_one():
+    basis = torch.tensor([[0.6], [0.8]], dtype=F64)  # q = basis r
+    r, rdot = torch.tensor([0.3], dtype=F64), torch.tensor([-1.1], dtype=F64)
+    for analytic in (True, False):
+        small = restrict(flap(analytic), basis)
+        assert small.num_coords == 1
+        got = point_kinematics(small, r, rdot)
+        want = point_kinematics(flap(), basis @ r, basis @ rdot)
+        torch.testing.assert_close(got.x, want.x)
+        torch.testing.assert_close(got.jac, want.jac @ basis)
+        torch.testing.assert_close(got.bias, want.bias)
+    with pytest.raises(ValueError, match="basis"):
+        restrict(flap(), torch.zeros(3, 1, dtype=F64))
 
 
 def test_drag_does_not_fight_a_pin():

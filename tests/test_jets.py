@@ -195,3 +195,20 @@ def test_speed_against_autodiff(space, capsys):
             f"kq={space.reduced_dims}): jets {1e3 * timings['jets']:.1f} ms, "
             f"torch.func {1e3 * timings['torch.func']:.1f} ms (CPU time)"
         )
+
+
+def test_restricted_pass_carries_only_the_subspace(space):
+    """q = B r: the pass in r equals the full pass with J B, with r tangents instead of kq."""
+    conditions = SimulationConditions(gravity=(0, 0, -9.81), frames=4, fps=24)
+    system, _ = build_system(space, conditions, autodiff=False)
+    gen = torch.Generator().manual_seed(3)
+    kq = space.reduced_dims
+    basis = torch.linalg.qr(torch.randn(kq, 1, dtype=torch.float64, generator=gen))[0]
+    small = system.kinematics.restricted(basis.to(space.dtype))
+    assert small.directions.shape == (space.W.shape[0], 1)
+    r, rdot = torch.tensor([0.4], dtype=torch.float64), torch.tensor([0.9], dtype=torch.float64)
+    x, jac, bias = small(r.to(space.dtype), rdot.to(space.dtype))
+    fx, fjac, fbias = system.kinematics((basis @ r).to(space.dtype), (basis @ rdot).to(space.dtype))
+    torch.testing.assert_close(x, fx, **TOL)
+    torch.testing.assert_close(jac, fjac @ basis.to(space.dtype), **TOL)
+    torch.testing.assert_close(bias, fbias, **TOL)

@@ -87,3 +87,42 @@ def test_ik_recovers_a_prior_sample(space, slab):
     moved = np.abs(target - slab[0]).max() / size
     assert moved > 0.02, "the test state must actually move the mesh"
     assert err < 0.25 * moved, (err, moved)
+
+
+def test_active_subspace_within_a_given_subspace(space):
+    k = space.z_rest.shape[0]
+    gen = torch.Generator().manual_seed(0)
+    within = torch.linalg.qr(torch.randn(k, 5, dtype=torch.float64, generator=gen))[0]  # (k, 5)
+    W, spectrum = space.active_subspace(space.covariance, within=within)
+    torch.testing.assert_close(W.T @ W, torch.eye(W.shape[1], dtype=W.dtype), atol=1e-9, rtol=0)
+    # the columns lie in the span of ``within``
+    torch.testing.assert_close(within @ (within.T @ W), W, atol=1e-9, rtol=0)
+    assert spectrum.shape == (5,) and bool((spectrum[:-1] >= spectrum[1:] - 1e-12).all())
+    # and they are the top eigenvectors of the projected covariance
+    projected = within.T @ space.covariance @ within
+    top = torch.linalg.eigvalsh(projected).flip(0)
+    torch.testing.assert_close(spectrum, top.clamp_min(0), atol=1e-9, rtol=1e-6)
+
+
+def test_pinned_subspace_keeps_the_pins_still_or_falls_back(space, slab):
+    from neurok_core.pinning import latent_jacobian, pinned_subspace
+
+    v = slab[0]
+    pins = tuple(int(i) for i in np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0])
+    for tolerance, min_share in ((0.3, 0.0), (0.3, 2.0), (1e-12, 0.0)):
+        view, report = pinned_subspace(space, pins, tolerance=tolerance, min_share=min_share)
+        if not report["used"]:
+            assert view is space
+            continue
+        assert min_share <= report["share"]
+        assert report["pin_motion"] <= tolerance + 1e-9
+        # first order check with the view's own W: the pins move little against the rest
+        pts = torch.as_tensor(space.normalization.apply(v), dtype=space.dtype)
+        jac = latent_jacobian(space, pts)  # (N, 3, k)
+        motion = (jac @ view.W).pow(2).sum(1)  # (N, kq)
+        pinned = motion[list(pins)].mean(0)
+        assert bool((pinned <= (tolerance * 2) ** 2 * motion.mean(0) + 1e-18).all())
+        assert torch.equal(view.z_rest, space.z_rest)
+    # a tolerance nothing meets: no free direction, the space's own subspace stays
+    view, report = pinned_subspace(space, pins, tolerance=1e-12)
+    assert view is space and report["used"] is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -13,8 +14,15 @@ from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
+from .pinmodes import pin_frequency_cap, soft_pin_basis
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
-from .system import MechanicalSystem, PointKinematics, derivative_errors, point_kinematics
+from .system import (
+    MechanicalSystem,
+    PointKinematics,
+    derivative_errors,
+    point_kinematics,
+    restrict,
+)
 
 
 def check_derivatives(
@@ -100,6 +108,30 @@ def simulate(
         check_derivatives(system)
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
+    basis = None
+    if settings.eliminate_stiff_pins:
+        omega_max = settings.damped_step * conditions.fps
+        basis = soft_pin_basis(loads, rest, omega_max)
+    if basis is not None:
+        # q = basis @ r: the stiff pin modes are gone (see ``pinmodes``); r is G-orthonormal.
+        metric = mass_metric(rest, loads.masses, loads.ridge)
+        project = basis.T @ metric  # (r, kq): r = B^T G q
+        system = restrict(system, basis)
+        settings = replace(
+            settings,
+            pin_frequency_hz=pin_frequency_cap(omega_max, settings.pin_frequency_hz[0]),
+        )
+        zero = torch.zeros(system.num_coords, dtype=torch.float64)
+        rest = point_kinematics(system, zero, zero)
+        loads = build_loads(system, conditions, anchor_rows, rest, settings)
+        q0 = None if q0 is None else project @ q0.to("cpu", torch.float64)
+        qdot0 = None if qdot0 is None else project @ qdot0.to("cpu", torch.float64)
+        if on_frame is not None:
+            user_on_frame = on_frame
+
+            def on_frame(index: int, r: Tensor, energy: float):
+                return user_on_frame(index, basis @ r, energy)
+
     if qdot0 is None:
         qdot0 = initial_velocity(conditions, anchor_rows, rest, loads)
     integrator = Integrator(
@@ -112,4 +144,7 @@ def simulate(
         settings=settings,
     )
     start = zero if q0 is None else q0.to("cpu", torch.float64)
-    return integrator.run(start, qdot0, conditions.frames, on_frame)
+    traj = integrator.run(start, qdot0, conditions.frames, on_frame)
+    if basis is None:
+        return traj
+    return replace(traj, q=traj.q @ basis.T, qdot=traj.qdot @ basis.T)

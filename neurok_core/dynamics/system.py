@@ -163,27 +163,76 @@ def object_size(points: Tensor) -> float:
 
 
 def derivative_errors(
-    system: MechanicalSystem, q: Tensor, direction: Tensor, step: float = 1e-3
+    system: MechanicalSystem, q: Tensor, direction: Tensor, step: float | None = None
 ) -> tuple[float, float]:
     """Relative errors of J v and D^2x[v, v] against central differences along v = direction.
 
     A guard against decoders whose forward-mode derivatives are silently wrong (some fused
     kernels are; e.g. torch's layer_norm under nested JVP, pytorch/pytorch issue 196700), which
     would break energy conservation. Errors are |auto - fd| / max(|fd|, |auto|, 0.1 |J v|),
-    norms over all points, with v scaled to unit length and the difference step ``step`` in q.
-    Costs three kinematics evaluations (two without the nested JVP).
+    norms over all points, with v scaled to unit length. The difference step (in q) moves the
+    points by about 1e-3 object sizes (default), so that float32 rounding stays far below the
+    differences however little the direction moves the object. Costs three kinematics
+    evaluations (two without the nested JVP).
     """
     v = direction.to(torch.float64)
     v = v / v.norm().clamp_min(1e-300)
     q = q.to(torch.float64)
     zero = torch.zeros_like(v)
     kin = point_kinematics(system, q, v)
+    jv = kin.velocity(v)  # (S, 3)
+    if step is None:
+        speed = float(jv.norm(dim=1).max())
+        size = object_size(kin.x)
+        step = min(max(1e-3 * size / speed, 1e-3), 1.0) if speed > 0 else 1e-3
     plus = point_kinematics(system, q + step * v, zero)
     minus = point_kinematics(system, q - step * v, zero)
-    jv = kin.velocity(v)  # (S, 3)
     fd1 = (plus.x - minus.x) / (2 * step)  # (S, 3)
     fd2 = (plus.velocity(v) - minus.velocity(v)) / (2 * step)  # (S, 3)
     floor = 0.1 * float(jv.norm()) + 1e-30
     err1 = float((jv - fd1).norm()) / max(float(fd1.norm()), float(jv.norm()), floor)
     err2 = float((kin.bias - fd2).norm()) / max(float(fd2.norm()), float(kin.bias.norm()), floor)
     return err1, err2
+
+
+def restrict(system: MechanicalSystem, basis: Tensor) -> MechanicalSystem:
+    """The system in the coordinates r of a subspace, q = basis @ r; basis (kq, r) float64.
+
+    Positions are the same functions of r; J becomes J basis and D^2x[r', r'] = D^2x[q', q'] for
+    q' = basis r'. A ``kinematics`` hook with a ``restricted(basis)`` method (the decoder's
+    Taylor-mode pass) is asked for a pass that carries only the r tangents.
+    """
+    if basis.ndim != 2 or basis.shape[0] != system.num_coords or basis.shape[1] < 1:
+        raise ValueError(f"basis must be ({system.num_coords}, r >= 1), got {tuple(basis.shape)}")
+    b = basis.to(device=system.device, dtype=system.dtype)  # (kq, r)
+    decode = system.decode_points
+
+    def decode_points(r: Tensor) -> Tensor:
+        return decode(b @ r)
+
+    kinematics = None
+    hook = system.kinematics
+    if hook is not None and hasattr(hook, "restricted"):
+        kinematics = hook.restricted(b)
+    elif hook is not None:
+
+        def kinematics(r: Tensor, rdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+            x, jac, bias = hook(b @ r, b @ rdot)
+            return x, jac @ b, bias
+
+    latent = system.latent
+    if latent is not None:
+        latent = LatentMap(
+            rest=latent.rest,
+            basis=latent.basis @ basis.to(latent.basis),
+            prior_mean=latent.prior_mean,
+        )
+    return MechanicalSystem(
+        decode_points=decode_points,
+        point_weights=system.point_weights,
+        num_coords=int(basis.shape[1]),
+        latent=latent,
+        dtype=system.dtype,
+        device=system.device,
+        kinematics=kinematics,
+    )

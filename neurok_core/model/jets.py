@@ -392,10 +392,22 @@ class DecoderKinematics:
     Calling it with q, qdot (kq,) (the space's dtype and device) returns x (S, 3),
     J (S, 3, kq) and D^2x[q', q'] (S, 3) in the space's dtype: the ``kinematics`` hook of
     :class:`~neurok_core.dynamics.MechanicalSystem`.
+    directions: optional (k, m) latent directions of the coordinates, z = z_rest + directions q,
+    instead of the space's W (e.g. the identity for the Jacobian with respect to the whole
+    latent); the pass carries one tangent per direction, so its cost grows with m.
     """
 
-    def __init__(self, space: KinematicSpace, points: Tensor, rest_inverse: Tensor) -> None:
+    def __init__(
+        self,
+        space: KinematicSpace,
+        points: Tensor,
+        rest_inverse: Tensor,
+        *,
+        directions: Tensor | None = None,
+    ) -> None:
         self.space = space
+        self.points, self.rest_inverse = points, rest_inverse
+        self.directions = space.W if directions is None else directions  # (k, kq)
         decoder = space.model.decoder
         norm = space.normalization
         center = points.new_tensor(norm.center.tolist())
@@ -408,15 +420,22 @@ class DecoderKinematics:
                 self.form = None
                 self.offset = (points + rest_inverse) / norm.scale + center
 
+    def restricted(self, basis: Tensor) -> DecoderKinematics:
+        """The same points in the coordinates r of q = basis @ r; basis (kq, r) of this
+        object's coordinates (e.g. without the modes stiff pins remove): r tangents, not kq."""
+        return DecoderKinematics(
+            self.space, self.points, self.rest_inverse, directions=self.directions @ basis
+        )
+
     def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         space, decoder = self.space, self.space.model.decoder
-        kq = space.reduced_dims
+        kq = self.directions.shape[1]
         if tuple(q.shape) != (kq,) or tuple(qdot.shape) != (kq,):
             raise ValueError(
                 f"q and qdot must be ({kq},), got {tuple(q.shape)} and {tuple(qdot.shape)}"
             )
         with torch.no_grad():
-            z = affine_input(space.latent(q), space.W, qdot)  # (k,) jet
+            z = affine_input(space.z_rest + self.directions @ q, self.directions, qdot)  # (k,) jet
             tokens = decoder_tokens(decoder, z, space.shape.tokens[0])  # (T, C)
             raw = decoder_field(decoder, tokens, self.embedded, self.queries)  # (S, 8 | 3)
             if self.form is not None:

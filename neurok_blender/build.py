@@ -24,7 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "LICENSE", "neurok_blender", "neurok_core"}
 FORBIDDEN_PARTS = {"__pycache__", "tests", "training"}
-FORBIDDEN_FILES = {"neurok_blender/build.py"}
+FORBIDDEN_FILES = {
+    "neurok_blender/build.py",
+    "neurok_blender/demo.py",
+    "neurok_blender/demo_render.py",
+    "neurok_blender/examples.py",
+}
 
 
 def find_blender_ext() -> Path:

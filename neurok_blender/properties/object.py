@@ -100,7 +100,9 @@ class NeuROKResults(bpy.types.PropertyGroup):
     basis_name: StringProperty(default="")
     action_name: StringProperty(default="", description="Action the bake created, if any")
     modifier_name: StringProperty(default="")
-    cache_path: StringProperty(default="", subtype="FILE_PATH")
+    cache_path: StringProperty(
+        default="", subtype="FILE_PATH", options={"PATH_SUPPORTS_BLEND_RELATIVE"}
+    )
     frame_start: IntProperty(default=1)
     frame_count: IntProperty(default=0)
     seconds: FloatProperty(default=0.0)

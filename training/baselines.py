@@ -269,12 +269,12 @@ class ControlGraph:
     def count(self) -> int:
         return len(self.index)
 
-    def vertex_offsets(self, d: Tensor) -> Tensor:
-        """Control displacements (B, C, 3) -> vertex displacements (B, N, 3)."""
+    def vertex_offsets(self, d: Tensor, rows: Tensor) -> Tensor:
+        """Control displacements (B, C, 3) -> displacements (B, M, 3) of the vertices ``rows``."""
         if self.blend is None:
-            return d
+            return d[:, rows]
         idx, w = self.blend
-        return (w[None, :, :, None] * d[:, idx]).sum(2)
+        return (w[rows][None, :, :, None] * d[:, idx[rows]]).sum(2)
 
     def energy(self, y: Tensor) -> Tensor:
         """E_arap of control positions y (B, C, 3) against the rest, (B,) dimensionless."""
@@ -294,12 +294,15 @@ def fit_per_vertex_arap(vertices, faces, target_points, settings: BaselineSettin
     start = prob.rotated(prob.rest)  # (R, N, 3)
     ctrl_start = start[:, torch.as_tensor(graph.index)]  # (R, C, 3)
     d = torch.zeros_like(ctrl_start, requires_grad=True)
-
-    def moved(d: Tensor) -> Tensor:
-        return start + graph.vertex_offsets(d)  # (R, N, 3)
+    # The loss only needs the corners of the sampled faces: move those M vertices while fitting.
+    corners = prob.faces[prob.samples.face_ids]  # (P, 3)
+    rows, local = np.unique(corners, return_inverse=True)
+    rows, local = torch.as_tensor(rows), torch.as_tensor(local.reshape(corners.shape))
+    bary = torch.as_tensor(prob.samples.barycentrics)  # (P, 3)
 
     def objective():
-        points = locate(moved(d), prob.faces, prob.samples)  # (R, P, 3)
+        moved = start[:, rows] + graph.vertex_offsets(d, rows)  # (R, M, 3)
+        points = (bary[None, :, :, None] * moved[:, local]).sum(2)  # (R, P, 3)
         chamfer = chamfer_nearest(points, prob.target)
         total = chamfer + settings.arap_weight * graph.energy(ctrl_start + d)
         return total, chamfer.detach()
@@ -307,7 +310,8 @@ def fit_per_vertex_arap(vertices, faces, target_points, settings: BaselineSettin
     best, chamfer, (bd,) = _optimise([d], objective, settings.steps, settings.lr)
     i = int(best.argmin())
     with torch.no_grad():
-        verts = moved(bd)[i]  # (N, 3)
+        everything = torch.arange(len(prob.rest))
+        verts = start[i] + graph.vertex_offsets(bd[i : i + 1], everything)[0]  # (N, 3)
     return prob.result(verts, float(chamfer[i]))
 
 

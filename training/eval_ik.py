@@ -136,6 +136,7 @@ class Models:
         out = {}
         for name, engine in self.engines.items():
             root = Path(engine.checkpoint)
+            root = root.parent if root.is_file() else root  # a file inside the checkpoint
             out[name] = {
                 "path": str(root),
                 "weights_sha256": file_sha256(root / "model.safetensors"),

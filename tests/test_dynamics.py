@@ -282,7 +282,9 @@ def test_right_hand_side_solves_the_euler_lagrange_equations():
         + jacfwd(dl_dv, argnums=0)(q, v) @ v
         - jacfwd(lagrangian, argnums=0)(q, v)
     )
-    torch.testing.assert_close(residual, torch.zeros(3, dtype=F64), atol=1e-9, rtol=0)
+    scale = float(jacfwd(lagrangian, argnums=0)(q, v).norm())  # the size of the terms
+    assert scale > 1.0
+    torch.testing.assert_close(residual, torch.zeros(3, dtype=F64), atol=1e-9 * scale, rtol=0)
     assert motion.power == 0.0
 
 
@@ -436,7 +438,7 @@ def test_stiff_pin_modes_are_removed_without_changing_the_motion():
     slow = simulate(flap(), cond, rows, settings=kept)
     assert fast.q.shape == slow.q.shape == (25, 2)  # back in the caller's coordinates
     assert fast.evaluations * 3 < slow.evaluations
-    torch.testing.assert_close(fast.q[:, 1], slow.q[:, 1], atol=0.02, rtol=0)
+    torch.testing.assert_close(fast.q[:, 1], slow.q[:, 1], atol=0.01, rtol=0.02)
     assert float(fast.q[:, 0].abs().max()) < 1e-3  # the removed lift stays at zero
     assert float(fast.q[:, 1].max()) > 0.5
 

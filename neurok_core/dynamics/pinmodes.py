@@ -11,14 +11,14 @@ and an explicit integrator would need steps of w_i h <= 1.5 to follow it. As in 
 of stiff systems, such modes are removed: the motion is confined to the span of the modes with
 w_i <= ``w_max`` (the frequency one integration step per frame resolves), q = B r with B
 G-orthonormal, and the springs keep holding the pins against what the remaining modes and the
-curvature of the kinematics still move. This changes the motion only by the pins' own tiny
-deflection in the removed modes, and cuts the steps per frame from w_pin h / 1.5 (tens) to about
-one.
+curvature of the kinematics still move (the springs keep their stiffness and dampers; the
+fastest mode left sets the steps). This changes the motion only by the pins' own tiny deflection
+in the removed modes, and cuts the steps per frame from w_pin h / 1.5 (tens) to about one.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -28,10 +28,12 @@ from .loads import Loads
 from .system import PointKinematics
 
 
-def soft_pin_basis(loads: Loads, rest: PointKinematics, omega_max: float) -> Tensor | None:
+def soft_pin_basis(
+    loads: Loads, rest: PointKinematics, omega_max: float
+) -> tuple[Tensor, float] | None:
     """(kq, r) G-orthonormal basis of the pin modes with w_i <= ``omega_max`` (at least the
-    softest one), ordered from soft to stiff; None when there are no pins or none is stiffer
-    than ``omega_max`` (nothing to remove)."""
+    softest one), ordered from soft to stiff, and the highest kept w_i (rad/s); None when there
+    are no pins or none is stiffer than ``omega_max`` (nothing to remove)."""
     pins = loads.pins
     if pins is None or pins.stiffness <= 0.0:
         return None
@@ -45,10 +47,16 @@ def soft_pin_basis(loads: Loads, rest: PointKinematics, omega_max: float) -> Ten
     keep = max(1, int((omega <= omega_max).sum()))
     if keep == kq:
         return None
-    return torch.linalg.solve_triangular(chol.T, u[:, :keep], upper=True)  # (kq, r)
+    basis = torch.linalg.solve_triangular(chol.T, u[:, :keep], upper=True)  # (kq, r)
+    return basis, float(omega[keep - 1])
 
 
-def pin_frequency_cap(omega_max: float, low_hz: float) -> tuple[float, float]:
-    """Pin frequency bounds (Hz) for the reduced system: never above ``omega_max``."""
-    high = omega_max / (2.0 * math.pi)
-    return min(low_hz, high), high
+def keep_pin_springs(reduced: Loads, full: Loads, omega: float) -> Loads:
+    """The loads of the reduced system with the full system's pin springs and dampers (the
+    same physical springs) and ``omega`` (the fastest pin mode left) setting the steps."""
+    if reduced.pins is None or full.pins is None:
+        return reduced
+    pins = replace(
+        reduced.pins, stiffness=full.pins.stiffness, damping=full.pins.damping, omega=omega
+    )
+    return replace(reduced, pins=pins)

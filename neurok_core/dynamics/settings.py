@@ -35,7 +35,7 @@ class DynamicsSettings:
         from rest has no energy to compare with).
     """
 
-    ridge: float = 1e-9
+    ridge: float = 1e-3
     prior_mass: float = 0.99
     barrier_scale: float = 1.0
     pin_tolerance: float = 2.5e-4

@@ -14,7 +14,7 @@ from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
-from .pinmodes import pin_frequency_cap, soft_pin_basis
+from .pinmodes import keep_pin_springs, soft_pin_basis
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
 from .system import (
     MechanicalSystem,
@@ -108,22 +108,21 @@ def simulate(
         check_derivatives(system)
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
-    basis = None
+    soft = None
     if settings.eliminate_stiff_pins:
-        omega_max = settings.damped_step * conditions.fps
-        basis = soft_pin_basis(loads, rest, omega_max)
-    if basis is not None:
+        soft = soft_pin_basis(loads, rest, settings.damped_step * conditions.fps)
+    basis = None
+    if soft is not None:
         # q = basis @ r: the stiff pin modes are gone (see ``pinmodes``); r is G-orthonormal.
+        basis, omega = soft
         metric = mass_metric(rest, loads.masses, loads.ridge)
         project = basis.T @ metric  # (r, kq): r = B^T G q
         system = restrict(system, basis)
-        settings = replace(
-            settings,
-            pin_frequency_hz=pin_frequency_cap(omega_max, settings.pin_frequency_hz[0]),
-        )
         zero = torch.zeros(system.num_coords, dtype=torch.float64)
         rest = point_kinematics(system, zero, zero)
+        full = loads
         loads = build_loads(system, conditions, anchor_rows, rest, settings)
+        loads = keep_pin_springs(loads, full, omega)
         q0 = None if q0 is None else project @ q0.to("cpu", torch.float64)
         qdot0 = None if qdot0 is None else project @ qdot0.to("cpu", torch.float64)
         if on_frame is not None:

@@ -25,7 +25,7 @@ from training.baselines import (
 )
 from training.eval_ik import family_of, select_sequences, target_frames
 from training.eval_motion import key_vertex, run_simulation, standard_conditions
-from training.eval_report import format_table, summarize
+from training.eval_report import format_table, summarize, summarize_motion
 from training.evaluate import main
 
 FAST = BaselineSettings(steps=60, restarts=3, points=256)
@@ -158,6 +158,17 @@ def test_summary_means_and_table_cells():
     assert "cloth (2)" in table and "all (3)" in table
     assert " 0.2000 2.00e-02      - " in table  # cloth: no IoU for open sequences
     assert table.splitlines()[-1].split()[0] == "m"
+
+
+def test_motion_summary_leaves_out_runs_stopped_by_the_time_limit():
+    def record(drift, timed_out):
+        run = {"energy_drift": drift, "timed_out": timed_out}
+        return {"category": "elastic", "ground_truth": {}, "methods": {"m": {"undamped": run}}}
+
+    summary = summarize_motion([record(0.01, False), record(0.5, True), record(0.03, False)], "m")
+    assert summary["elastic"]["energy_drift"] == pytest.approx(0.02)
+    assert summary["elastic"]["energy_drift_count"] == 2 and summary["all"]["sequences"] == 3
+    assert summary["elastic"]["drag_alignment"] is None
 
 
 # --------------------------------------------------------------------------------------------

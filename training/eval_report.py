@@ -2,8 +2,9 @@
 
 IK summary: for each method and category (and "all", every target of the folder), the mean of
 Chamfer-L1 and Chamfer-L2 over the targets and the mean IoU over the targets of closed sequences.
-Motion summary: per category, the mean of each plausibility metric over the sequences that have it
-(:mod:`training.eval_motion`).
+Motion summary: per category, the mean of each plausibility metric over the sequences whose run
+finished (a run stopped by the time limit keeps its partial numbers in the JSON only; see
+:mod:`training.eval_motion`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def summarize_motion(records: list[dict[str, Any]], method: str) -> dict[str, di
     for category, items in groups.items():
         row: dict[str, Any] = {"sequences": len(items)}
         for name, path in MOTION_METRICS:
-            values = [_lookup(r["methods"][method], path) for r in items]
+            runs = [r["methods"][method].get(path[0], {}) for r in items]
+            values = [None if run.get("timed_out") else _lookup(run, path[1:]) for run in runs]
             row[name] = _mean(values)
             row[f"{name}_count"] = sum(v is not None for v in values)
         for name in ("part_rigidity", "edge_strain"):

@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ik-steps", type=int, default=150, help="Adam steps per start (every method)")
     add("--ik-restarts", type=int, default=8, help="starts per target (every method)")
     add("--ik-points", type=int, default=512, help="samples of M0 in the loss (every method)")
-    add("--arap-weight", type=float, default=BaselineSettings.arap_weight)
+    add("--arap-weight", type=float, default=BaselineSettings.arap_weight,
+        help="weight of the ARAP energy in the per_vertex_arap baseline")  # fmt: skip
     add("--motion", action=argparse.BooleanOptionalAction, default=True,
         help="simulate the standard conditions (default: on)")  # fmt: skip
     add("--motion-per-category", type=int, default=2, help="simulated sequences per category")

@@ -8,16 +8,19 @@ of the mesh by dual-quaternion blending (:meth:`KinematicSpace.decode_vertices`)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import numpy as np
 import torch
 
-from .dynamics import MechanicalSystem, SimulationConditions
+from .dynamics import Anchor, MechanicalSystem, SimulationConditions
+from .dynamics.conditions import pin_subset
 from .dynamics.system import LatentMap
 from .errors import ConditionError
 from .model.jets import DecoderKinematics
+from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
 from .pinning import pinned_subspace
 from .results import SimulationResult
 from .space import KinematicSpace
@@ -35,10 +38,23 @@ def anchor_positions(space: KinematicSpace, anchors) -> np.ndarray:
     return out
 
 
+def pin_clamp(space: KinematicSpace, conditions: SimulationConditions):
+    """The clamp of the conditions' pins (:mod:`~neurok_core.pinclamp`) and the tracked pinned
+    vertices it blends (the anchors' spread subset), or (None, ()) without pins."""
+    if not conditions.pins:
+        return None, ()
+    tracked = pin_subset(conditions.pins, space.vertices, 64)
+    clamp = PinClamp.build(space.vertices, conditions.pins, tracked, space.object_size)
+    return clamp, tracked
+
+
 def build_system(
     space: KinematicSpace, conditions: SimulationConditions, *, autodiff: bool | None = None
 ):
     """The mechanical system of ``space`` under ``conditions`` and the row of each anchor.
+
+    With pins, the kinematics are clamped around them (:mod:`~neurok_core.pinclamp`): pinned
+    points are exactly still and the dynamics need no pin springs.
 
     The points' derivatives come from the decoder's Taylor-mode forward
     (:class:`~neurok_core.model.jets.DecoderKinematics`); ``autodiff`` (default: the
@@ -56,11 +72,27 @@ def build_system(
         [torch.ones(num_mass, dtype=torch.float64), torch.zeros(len(anchors), dtype=torch.float64)]
     )
     norm = space.normalization
+    rows = {a: num_mass + i for i, a in enumerate(anchors)}
+    clamp, tracked = pin_clamp(space, conditions)
+    if clamp is not None:
+        world = norm.invert(points.double().cpu().numpy())  # (S + A, 3)
+        matrix = torch.as_tensor(clamp.weights(world), dtype=space.dtype, device=space.device)
+        pin_rows = torch.tensor([rows[Anchor(vertex=v)] for v in tracked], device=space.device)
+        pin_rest = torch.as_tensor(clamp.pins, dtype=space.dtype, device=space.device)
 
     def decode_points(q: torch.Tensor) -> torch.Tensor:
         z = space.latent(q)  # (k,)
         moved = space.deform_points(z[None], points, inverse)[0]  # (S + A, 3) normalised
-        return norm.invert(moved)
+        x = norm.invert(moved)
+        if clamp is not None:
+            x = clamp_positions(matrix, pin_rows, pin_rest, x)
+        return x
+
+    kinematics = None
+    if not autodiff:
+        kinematics = DecoderKinematics(space, points, inverse)
+        if clamp is not None:
+            kinematics = ClampedKinematics(kinematics, matrix, pin_rows, pin_rest)
 
     system = MechanicalSystem(
         decode_points=decode_points,
@@ -69,9 +101,8 @@ def build_system(
         latent=LatentMap(rest=space.z_rest, basis=space.W, prior_mean=space.mu_cond),
         dtype=space.dtype,
         device=space.device,
-        kinematics=None if autodiff else DecoderKinematics(space, points, inverse),
+        kinematics=kinematics,
     )
-    rows = {a: num_mass + i for i, a in enumerate(anchors)}
     return system, rows
 
 
@@ -103,6 +134,7 @@ def simulate(
     if conditions.pins and pinned_directions:
         space, pin_report = pinned_subspace(space, conditions.pins)
     system, rows = build_system(space, conditions)
+    vertex_clamp = _VertexClamp(space, conditions)
     frames: list[np.ndarray] = []
     count = conditions.frames
 
@@ -112,18 +144,22 @@ def simulate(
         else:
             with torch.no_grad():
                 z = space.latent(q.to(device=space.device, dtype=space.dtype))
-                verts = space.decode_vertices(z[None])[0].float().cpu().numpy()  # (N, 3)
+                verts = space.decode_vertices(z[None])[0]  # (N, 3)
+                verts = vertex_clamp(z, verts).float().cpu().numpy()
         frames.append(verts)
         on_progress("simulate", (index + 1) / count)
         if on_frame is not None:
             return on_frame(index, verts, energy)
         return None
 
-    traj = integrate(system, conditions, rows, on_frame=frame_done)
+    # Pins are held by the clamped kinematics, not by springs.
+    free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
+    traj = integrate(system, free, rows, on_frame=frame_done)
     t = len(frames)
     info = {
         "reduced_dims": space.reduced_dims,
         "pinned_subspace": pin_report,
+        "pins": "clamped" if conditions.pins else "none",
         "latent_dims": int(space.z_rest.shape[0]),
         "spectrum": [float(x) for x in space.spectrum[: max(8, space.reduced_dims)]],
         "rest_residual": float(space.rest_residual),
@@ -146,3 +182,33 @@ def simulate(
         q=traj.q[:t].numpy(),
         info=info,
     )
+
+
+class _VertexClamp:
+    """The pin clamp applied to decoded vertices (N, 3): the motion of the tracked pins is
+    decoded at their own points and blended out; pinned vertices are put exactly at rest."""
+
+    def __init__(self, space: KinematicSpace, conditions: SimulationConditions) -> None:
+        self.space = space
+        clamp, tracked = pin_clamp(space, conditions)
+        self.clamp = clamp
+        if clamp is None:
+            return
+        self.points, self.inverse = space.tracked_points(clamp.pins)
+        idx, vals = clamp.sparse(space.vertices)
+        self.idx = torch.as_tensor(idx, device=space.device)  # (N, k)
+        self.vals = torch.as_tensor(vals, dtype=space.dtype, device=space.device)  # (N, k)
+        self.rest = torch.as_tensor(clamp.pins, dtype=space.dtype, device=space.device)
+        self.pinned = torch.as_tensor(np.asarray(conditions.pins), device=space.device)
+        self.pinned_rest = torch.as_tensor(
+            space.vertices[np.asarray(conditions.pins)], dtype=space.dtype, device=space.device
+        )
+
+    def __call__(self, z: torch.Tensor, verts: torch.Tensor) -> torch.Tensor:
+        if self.clamp is None:
+            return verts
+        moved = self.space.deform_points(z[None], self.points, self.inverse)[0]  # (P, 3)
+        disp = self.space.normalization.invert(moved) - self.rest  # (P, 3) world
+        out = verts - (self.vals[..., None] * disp[self.idx]).sum(1)  # (N, 3)
+        out[self.pinned] = self.pinned_rest
+        return out

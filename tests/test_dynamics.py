@@ -246,7 +246,9 @@ def test_wrong_second_derivatives_are_refused():
     plain = MechanicalSystem(decoder(elementary_norm), weights, 2, dtype=F64)
     direction = torch.tensor([0.3, -1.0], dtype=F64)
     zero = torch.zeros(2, dtype=F64)
-    assert max(derivative_errors(plain, zero, direction)) < 1e-4
+    assert (
+        max(derivative_errors(plain, zero, direction)) < 2e-3
+    )  # finite-difference truncation only
     assert derivative_errors(fused, zero, direction)[1] > 0.05
     cond = SimulationConditions(frames=3)
     with pytest.raises(SimulationError, match="derivatives are wrong.*layer_norm"):

@@ -60,3 +60,15 @@ def keep_pin_springs(reduced: Loads, full: Loads, omega: float) -> Loads:
         reduced.pins, stiffness=full.pins.stiffness, damping=full.pins.damping, omega=omega
     )
     return replace(reduced, pins=pins)
+
+
+def visible_basis(loads: Loads, rest: PointKinematics, floor: float) -> Tensor | None:
+    """(kq, r) G-orthonormal basis of the directions whose mass-metric eigenvalue is at least
+    ``floor`` times the largest (the others barely move the object: a tiny force would give
+    them a huge acceleration); None when every direction passes."""
+    metric = mass_metric(rest, loads.masses, 0.0)  # (kq, kq)
+    lam, v = torch.linalg.eigh(metric)  # ascending
+    keep = lam >= floor * float(lam[-1])
+    if bool(keep.all()) or float(lam[-1]) <= 0.0:
+        return None
+    return v[:, keep] / lam[keep].sqrt()  # (kq, r)

@@ -26,6 +26,8 @@ class DynamicsSettings:
     max_displacement: a point moving farther than this from its rest position is a blow-up.
     max_latent_excess: the latent farther than this (latent units) outside the prior ball, or
     max_coordinate: any |q_i| above this, is a blow-up.
+    metric_floor: directions of q whose mass-metric eigenvalue at rest is below this share of
+        the largest are removed (they barely move the object).
     eliminate_stiff_pins: confine the motion to the pin modes slow enough for one step per frame
         (see ``pinmodes``) instead of following the stiff ones with many small steps.
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
@@ -51,6 +53,7 @@ class DynamicsSettings:
     max_latent_excess: float = 10.0
     max_coordinate: float = 1e6
     energy_floor: float = 1e-3
+    metric_floor: float = 1e-3
     eliminate_stiff_pins: bool = True
     check_derivatives: bool = True
 

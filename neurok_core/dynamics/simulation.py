@@ -14,7 +14,7 @@ from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
-from .pinmodes import keep_pin_springs, soft_pin_basis
+from .pinmodes import keep_pin_springs, soft_pin_basis, visible_basis
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
 from .system import (
     MechanicalSystem,
@@ -108,23 +108,31 @@ def simulate(
         check_derivatives(system)
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
+    basis = None  # (kq, r): q = basis @ r once directions are removed
+
+    def reduce(b: Tensor) -> None:
+        nonlocal system, rest, loads, basis
+        system = restrict(system, b)
+        r0 = torch.zeros(system.num_coords, dtype=torch.float64)
+        rest = point_kinematics(system, r0, r0)
+        loads = build_loads(system, conditions, anchor_rows, rest, settings)
+        basis = b if basis is None else basis @ b
+
+    # Latent directions that barely move the object (e.g. those clamped pins cancel) would take
+    # huge accelerations from tiny forces: they are removed first.
+    visible = visible_basis(loads, rest, settings.metric_floor)
+    if visible is not None:
+        reduce(visible)
     soft = None
     if settings.eliminate_stiff_pins:
         soft = soft_pin_basis(loads, rest, settings.damped_step * conditions.fps)
-    basis = None
-    if soft is not None:
-        # q = basis @ r: the stiff pin modes are gone (see ``pinmodes``); r is G-orthonormal.
-        basis, omega = soft
-        metric = mass_metric(rest, loads.masses, loads.ridge)
-        project = basis.T @ metric  # (r, kq): r = B^T G q
-        system = restrict(system, basis)
-        zero = torch.zeros(system.num_coords, dtype=torch.float64)
-        rest = point_kinematics(system, zero, zero)
+    if soft is not None:  # the stiff pin modes go (see ``pinmodes``)
         full = loads
-        loads = build_loads(system, conditions, anchor_rows, rest, settings)
-        loads = keep_pin_springs(loads, full, omega)
-        q0 = None if q0 is None else project @ q0.to("cpu", torch.float64)
-        qdot0 = None if qdot0 is None else project @ qdot0.to("cpu", torch.float64)
+        reduce(soft[0])
+        loads = keep_pin_springs(loads, full, soft[1])
+    if basis is not None:
+        q0 = None if q0 is None else _coordinates(basis, q0)
+        qdot0 = None if qdot0 is None else _coordinates(basis, qdot0)
         if on_frame is not None:
             user_on_frame = on_frame
 
@@ -142,8 +150,18 @@ def simulate(
         min_substeps=conditions.substeps,
         settings=settings,
     )
-    start = zero if q0 is None else q0.to("cpu", torch.float64)
+    start = (
+        torch.zeros(system.num_coords, dtype=torch.float64)
+        if q0 is None
+        else q0.to("cpu", torch.float64)
+    )
     traj = integrator.run(start, qdot0, conditions.frames, on_frame)
     if basis is None:
         return traj
     return replace(traj, q=traj.q @ basis.T, qdot=traj.qdot @ basis.T)
+
+
+def _coordinates(basis: Tensor, q: Tensor) -> Tensor:
+    """r with basis @ r closest to q (least squares)."""
+    q = q.to("cpu", torch.float64)
+    return torch.linalg.lstsq(basis, q.unsqueeze(-1)).solution.squeeze(-1)

@@ -170,10 +170,10 @@ def derivative_errors(
     A guard against decoders whose forward-mode derivatives are silently wrong (some fused
     kernels are; e.g. torch's layer_norm under nested JVP, pytorch/pytorch issue 196700), which
     would break energy conservation. Errors are |auto - fd| / max(|fd|, |auto|, 0.1 |J v|),
-    norms over all points, with v scaled to unit length. The difference step (in q) moves the
-    points by about 1e-3 object sizes (default), so that float32 rounding stays far below the
-    differences however little the direction moves the object. Costs three kinematics
-    evaluations (two without the nested JVP).
+    norms over all points, with v scaled to unit length. The difference step (in q, within
+    [1e-3, 0.1]) moves the points by up to 1e-2 object sizes (default), so that float32 rounding
+    stays far below the differences however little the direction moves the object. Costs three
+    kinematics evaluations (two without the nested JVP).
     """
     v = direction.to(torch.float64)
     v = v / v.norm().clamp_min(1e-300)
@@ -184,7 +184,7 @@ def derivative_errors(
     if step is None:
         speed = float(jv.norm(dim=1).max())
         size = object_size(kin.x)
-        step = min(max(1e-3 * size / speed, 1e-3), 1.0) if speed > 0 else 1e-3
+        step = min(max(1e-2 * size / speed, 1e-3), 0.1) if speed > 0 else 1e-3
     plus = point_kinematics(system, q + step * v, zero)
     minus = point_kinematics(system, q - step * v, zero)
     fd1 = (plus.x - minus.x) / (2 * step)  # (S, 3)

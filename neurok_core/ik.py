@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.spatial import cKDTree
 from torch import Tensor
 
 from .errors import MeshError
@@ -48,10 +49,37 @@ class IKResult:
     loss: float
 
 
+def nearest_indices(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """For a (B, P, 3) and b (B or 1, Q, 3): the index of the nearest point of b for each point
+    of a, (B, P), and of a for each point of b, (B, Q); int64, no gradient. k-d trees (scipy)
+    on the CPU, a distance matrix on other devices."""
+    with torch.no_grad():
+        if a.device.type != "cpu":
+            d = torch.cdist(a, b.expand(a.shape[0], -1, -1))  # (B, P, Q)
+            return d.argmin(dim=2), d.argmin(dim=1)
+        an, bn = a.detach().double().numpy(), b.detach().double().numpy()
+        trees = [cKDTree(x) for x in bn]
+        ia = np.stack([trees[i % len(bn)].query(x)[1] for i, x in enumerate(an)])  # (B, P)
+        ib = np.stack([cKDTree(x).query(bn[i % len(bn)])[1] for i, x in enumerate(an)])
+        return torch.as_tensor(ia), torch.as_tensor(ib)
+
+
 def chamfer_loss(a: Tensor, b: Tensor) -> Tensor:
-    """Batched symmetric squared chamfer: a (B, P, 3), b (B or 1, Q, 3) -> (B,)."""
-    d = torch.cdist(a, b.expand(a.shape[0], -1, -1)) ** 2  # (B, P, Q)
-    return 0.5 * (d.min(dim=2).values.mean(1) + d.min(dim=1).values.mean(1))
+    """Batched symmetric squared chamfer: a (B, P, 3), b (B or 1, Q, 3) -> (B,).
+
+    The nearest neighbours are found without gradient (``nearest_indices``) and only the matched
+    pairs are differentiated: the same value and (away from ties) the same gradient as the
+    minimum over the (B, P, Q) distance matrix, without differentiating that matrix (about 5x
+    faster per IK step on the CPU).
+    """
+    ia, ib = nearest_indices(a, b)
+    ia, ib = ia.to(a.device), ib.to(a.device)
+    b = b.expand(a.shape[0], -1, -1)
+    to_b = torch.gather(b, 1, ia[..., None].expand(-1, -1, 3))  # (B, P, 3)
+    to_a = torch.gather(a, 1, ib[..., None].expand(-1, -1, 3))  # (B, Q, 3)
+    d_ab = ((a - to_b) ** 2).sum(-1).mean(1)  # (B,)
+    d_ba = ((b - to_a) ** 2).sum(-1).mean(1)  # (B,)
+    return 0.5 * (d_ab + d_ba)
 
 
 def inverse_kinematics(

@@ -29,3 +29,17 @@ def pytest_configure(config):
     except ImportError:
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny, randomly initialised checkpoint whose decoder moves things (Blender tests)."""
+    torch = pytest.importorskip("torch")
+    from neurok_core.checkpoint import save_checkpoint
+    from neurok_core.model import build_model
+
+    torch.manual_seed(0)
+    model = build_model("tiny")
+    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
+        model.decoder.head.weight.normal_(0.0, 0.1)
+    return save_checkpoint(model, tmp_path_factory.mktemp("checkpoint") / "tiny")

@@ -12,19 +12,6 @@ def zip_path(tmp_path_factory):
     return built_zip(tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    from neurok_core.checkpoint import save_checkpoint
-    from neurok_core.model import build_model
-
-    torch.manual_seed(0)
-    model = build_model("tiny")
-    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
-        model.decoder.head.weight.normal_(0.0, 0.1)
-    return save_checkpoint(model, tmp_path_factory.mktemp("checkpoint") / "tiny")
-
-
 def test_simulate_bake_undo_cancel(tmp_path, zip_path, tiny_checkpoint):
     (tmp_path / "tmpdir").mkdir()
     out = run_scenario(

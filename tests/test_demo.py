@@ -20,19 +20,6 @@ SIZE = (192, 108)
 CHECK = ROOT / "tests" / "blender" / "check_demo_blend.py"
 
 
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    torch = pytest.importorskip("torch")
-    from neurok_core.checkpoint import save_checkpoint
-    from neurok_core.model import build_model
-
-    torch.manual_seed(0)
-    model = build_model("tiny")
-    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
-        model.decoder.head.weight.normal_(0.0, 0.1)
-    return save_checkpoint(model, tmp_path_factory.mktemp("checkpoint") / "tiny")
-
-
 def _png(path):
     """(H, W, 3) uint8 of a PNG (Pillow comes with matplotlib in the dev environment)."""
     image = pytest.importorskip("PIL.Image")

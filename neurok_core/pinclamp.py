@@ -96,6 +96,20 @@ class ClampedKinematics:
         x, jac, bias = self.inner(q, qdot)
         return clamp_kinematics(self.matrix, self.pin_rows, self.rest, x, jac, bias)
 
+    @property
+    def has_hessian(self) -> bool:
+        return hasattr(self.inner, "hessian")
+
+    def hessian(self, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x', J' and the Hessian H' (S, 3, kq, kq): the clamp is linear in x, so H' is the
+        same combination of the inner hook's Hessians."""
+        x, jac, hess = self.inner.hessian(q)
+        x2, jac2, _ = clamp_kinematics(
+            self.matrix, self.pin_rows, self.rest, x, jac, torch.zeros_like(x)
+        )
+        c = self.matrix.to(x)
+        return x2, jac2, hess - torch.einsum("sp,pakl->sakl", c, hess[self.pin_rows])
+
 
 def clamp_positions(matrix: Tensor, pin_rows: Tensor, rest: Tensor, x: Tensor) -> Tensor:
     """x' = x - C (x[pin_rows] - rest): x (..., S, 3), C (S, P)."""

@@ -17,6 +17,7 @@ import torch
 
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
 from .dynamics.conditions import pin_subset
+from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
 from .errors import ConditionError
 from .model.jets import DecoderKinematics
@@ -113,6 +114,7 @@ def simulate(
     on_frame=None,
     on_progress=_noop,
     pinned_directions: bool = True,
+    settings: DynamicsSettings = DEFAULT_SETTINGS,
 ) -> SimulationResult:
     """Simulate ``conditions`` from the rest shape; every frame decoded onto every vertex.
 
@@ -121,6 +123,8 @@ def simulate(
     pinned_directions: with pins, move only along the latent directions that leave the pinned
     vertices (nearly) still (:func:`~neurok_core.pinning.pinned_subspace`) instead of the
     space's own active subspace.
+    settings: numerical settings of the dynamics (e.g. ``local_model=False`` to evaluate the
+    decoder at every right-hand side instead of its local quadratic model).
     Raises ConditionError for conditions that do not fit the mesh, SimulationError when the
     motion cannot be integrated.
     """
@@ -154,7 +158,7 @@ def simulate(
 
     # Pins are held by the clamped kinematics, not by springs.
     free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
-    traj = integrate(system, free, rows, on_frame=frame_done)
+    traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
     t = len(frames)
     info = {
         "reduced_dims": space.reduced_dims,
@@ -166,6 +170,10 @@ def simulate(
         "tracked_points": int(system.num_points),
         "substeps": int(traj.substeps.sum()),
         "decoder_evaluations": int(traj.evaluations),
+        # With the local quadratic model (dynamics.local) the right-hand sides come from it;
+        # the decoder runs once per expansion (x, J and Hessian in one pass).
+        "expansions": int(traj.expansions),
+        "model_error": max(traj.model_errors, default=0.0),
         "drag_errors": [float(e) for e in traj.drag_errors],
         # Energy minus the work of the non-conservative forces is constant for the exact motion:
         # its largest change (J) is the integration error, beside the energy's own range.

@@ -212,3 +212,27 @@ def test_restricted_pass_carries_only_the_subspace(space):
     torch.testing.assert_close(x, fx, **TOL)
     torch.testing.assert_close(jac, fjac @ basis.to(space.dtype), **TOL)
     torch.testing.assert_close(bias, fbias, **TOL)
+
+
+def test_hessian_pass_matches_autodiff(space):
+    """One pass with several second-order directions gives the whole Hessian (float64)."""
+    dk = jets.DecoderKinematics(space, space.dynamics_points, space.rest_inverse_dyn)
+    kq = space.reduced_dims
+    q = torch.linspace(-0.3, 0.4, kq, dtype=torch.float64)
+
+    def decode(p):
+        moved = space.deform_points(space.latent(p)[None], dk.points, dk.rest_inverse)[0]
+        return space.normalization.invert(moved)
+
+    x, jac, hess = dk.hessian(q)
+    ref_x, ref_jac, _ = dk(q, torch.zeros_like(q))
+    ref_hess = torch.func.jacfwd(torch.func.jacfwd(decode))(q)  # (S, 3, kq, kq)
+    torch.testing.assert_close(x, ref_x, **TOL)
+    torch.testing.assert_close(jac, ref_jac, **TOL)
+    assert float(ref_hess.abs().max()) > 1e-3  # the test decoder really bends
+    torch.testing.assert_close(hess, ref_hess, atol=1e-9, rtol=1e-7)
+    # several directions at once agree with one direction at a time
+    v = torch.randn(3, kq, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    many = dk._pass(q, v)[2]
+    for a in range(3):
+        torch.testing.assert_close(many[a], dk(q, v[a])[2], **TOL)

@@ -44,6 +44,7 @@ from .drag import DragHandle, DragPath
 from .hermite import quintic_hermite
 from .lagrangian import Motion, equations_of_motion, state_energies
 from .loads import Loads
+from .local import LocalQuadratic
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
 from .system import MechanicalSystem, PointKinematics, point_kinematics
 
@@ -78,6 +79,8 @@ class Trajectory:
     evaluations: int = 0
     energy_evaluations: int = 0
     cancelled: bool = False
+    expansions: int = 0
+    model_errors: tuple[float, ...] = ()
 
     @property
     def num_frames(self) -> int:
@@ -102,6 +105,7 @@ class _State:
     work: float
     kin: PointKinematics
     motion: Motion
+    model: object = None  # the local model's expansion the kinematics come from
 
 
 @dataclass
@@ -161,7 +165,11 @@ class Integrator:
         tolerance: float = 5e-3,
         min_substeps: int | None = None,
         settings: DynamicsSettings = DEFAULT_SETTINGS,
+        local: LocalQuadratic | None = None,
     ):
+        self.local = local
+        if local is not None:  # every right-hand side from the local model (see ``local``)
+            system = replace(system, kinematics=local, dtype=torch.float64, device="cpu")
         self.system, self.loads, self.fps = system, loads, float(fps)
         self.drags = list(drags)
         self.settings = settings
@@ -230,15 +238,38 @@ class Integrator:
         wn = s.work + (h / 6.0) * (p1 + 2.0 * m2.power + 2.0 * m3.power + m4.power)
         kin, motion = self._evaluate(qn, vn, frame, t + h)
         self._check(kin, qn)
-        return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion)
+        return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)
 
     def _steps(self, s: _State, frame: int, k: int, n: int) -> _State:
         """Advance k frames with n equal RK4 steps (loads are those of ``frame`` throughout)."""
         h = k * self.dt / n
         t0 = frame * self.dt
         for i in range(n):
+            s = self._local_model(s, frame, t0 + i * h)
             s = self._rk4(s, frame, t0 + i * h, h)
         return s
+
+    def _local_model(self, s: _State, frame: int, t: float, force: bool = False) -> _State:
+        """With the local model: re-expand it at s when s is beyond its trusted radius (or
+        ``force``), and give s the kinematics of the current expansion. The model's energy at s
+        changes by its (small) error when it is re-expanded; that jump is booked in the work
+        so that the energy balance keeps measuring the integration alone (and reported)."""
+        local = self.local
+        if local is None:
+            return s
+        if s.model is not local.current and not force:
+            local.restore(s.model)  # a step retried from s: s's own expansion
+        if force or local.needs_expansion(s.q, within_frame=True):
+            local.expand(s.q)
+        version = local.current
+        if s.model is version:
+            return s
+        self._last = None
+        kin, motion = self._evaluate(s.q, s.qdot, frame, t)
+        self._check(kin, s.q)
+        jump = self._energy_of(motion) - self._energy(s)
+        local.stats.energy_jumps.append(jump)
+        return _State(q=s.q, qdot=s.qdot, work=s.work + jump, kin=kin, motion=motion, model=version)
 
     # -- step-size limits --------------------------------------------------------------------
     def _change_frames(self) -> list[int]:
@@ -264,9 +295,14 @@ class Integrator:
             self.dt * max(damped) / st.damped_step,
         )
 
-    def _clamp(self, frame: int, last: int, k: int, n: int) -> tuple[int, int]:
-        """Fit a wanted step (k frames, n substeps) to the frequencies, loads and user minimum."""
+    def _clamp(
+        self, frame: int, last: int, k: int, n: int, qdot: Tensor | None = None
+    ) -> tuple[int, int]:
+        """Fit a wanted step (k frames, n substeps) to the frequencies, loads and user minimum,
+        and with the local model to its trusted radius (a step moves q by at most about it)."""
         need = self._need(frame)
+        if self.local is not None and qdot is not None and math.isfinite(self.local.radius):
+            need = max(need, 2.0 * float(qdot.norm()) * self.dt / self.local.radius)
         n_min = max(self.min_substeps, math.ceil(need - 1e-9), 1)
         if n_min > 1 or n > 1:
             return 1, max(n, n_min)
@@ -281,6 +317,8 @@ class Integrator:
     ) -> Trajectory:
         """Integrate from (q0, qdot0) (kq,) for ``frames`` output frames (frame 0 included)."""
         q0, qdot0 = q0.to(**_CPU), qdot0.to(**_CPU)
+        if self.local is not None:
+            self.local.expand(q0)
         try:
             kin, motion = self._evaluate(q0, qdot0, 0, 0.0)
             self._check(kin, q0)
@@ -289,7 +327,7 @@ class Integrator:
                 f"the initial state is invalid ({fail.reason}): the decoder gives NaN/inf or "
                 "the initial velocities are not finite"
             ) from None
-        state = _State(q=q0, qdot=qdot0, work=0.0, kin=kin, motion=motion)
+        state = _State(q=q0, qdot=qdot0, work=0.0, kin=kin, motion=motion, model=self._version())
         record = _Record()
         record.add(q0, qdot0, motion.kinetic, motion.potential, 0.0, 0.0, 0.0)
         drag_errors = [math.nan] * len(self.drags)
@@ -298,10 +336,11 @@ class Integrator:
         last, frame, k, n = frames - 1, 0, 1, 1
         while frame < last and not cancelled:
             try:
+                state = self._expand(state, frame)
                 state = self._start_frame(state, frame)
             except _Failure as fail:
                 raise SimulationError(self._blow_up_message(fail.reason, frame, n)) from None
-            k, n = self._clamp(frame, last, k, n)
+            k, n = self._clamp(frame, last, k, n, state.qdot)
             step = self._advance(state, frame, k, n, content)
             end = step.state
             content = max(content, abs(end.motion.kinetic) + abs(end.motion.potential))
@@ -320,9 +359,20 @@ class Integrator:
                     cancelled = True
                     break
             frame, state, k, n = frame + step.frames, end, step.frames, step.substeps
+            if self.local is not None:
+                self.local.advance_frames(step.frames)
             if step.residual < step.limit / 32:  # RK4: twice the step, about 16x the error
                 k, n = (k, n // 2) if n > 1 else (2 * k, 1)
         return self._trajectory(record, drag_errors, cancelled)
+
+    def _version(self):
+        return None if self.local is None else self.local.current
+
+    def _expand(self, s: _State, frame: int) -> _State:
+        """At a frame boundary: re-expand the local model when due (radius or frame count)."""
+        if self.local is None or not self.local.needs_expansion(s.q):
+            return s
+        return self._local_model(s, frame, frame * self.dt, force=True)
 
     def _start_frame(self, s: _State, frame: int) -> _State:
         """Plan drags that start now and re-assemble the forces of this frame."""
@@ -332,7 +382,7 @@ class Integrator:
                 vel = s.kin.velocity(s.qdot)[h.row].to(**_CPU)
                 self.paths[i] = h.plan(pos, vel, self.fps, self.settings.drag_arrival)
         motion = self._assemble(s.kin, s.q, s.qdot, frame, frame * self.dt)
-        return _State(q=s.q, qdot=s.qdot, work=s.work, kin=s.kin, motion=motion)
+        return _State(q=s.q, qdot=s.qdot, work=s.work, kin=s.kin, motion=motion, model=s.model)
 
     def _advance(self, s: _State, frame: int, k: int, n: int, content: float) -> _Step:
         """One accepted step from ``frame``, halving the step until the energy balance holds."""
@@ -416,6 +466,10 @@ class Integrator:
     def _energy(s: _State) -> float:
         return s.motion.kinetic + s.motion.potential
 
+    @staticmethod
+    def _energy_of(m: Motion) -> float:
+        return m.kinetic + m.potential
+
     def _trajectory(self, r: _Record, drag_errors: list[float], cancelled: bool) -> Trajectory:
         f64 = dict(dtype=torch.float64)
         q, qdot, kinetic, potential, work, steps, residual = zip(*r.rows, strict=True)
@@ -435,4 +489,6 @@ class Integrator:
             evaluations=self.evaluations,
             energy_evaluations=self.energy_evaluations,
             cancelled=cancelled,
+            expansions=0 if self.local is None else self.local.stats.expansions,
+            model_errors=() if self.local is None else tuple(self.local.stats.errors),
         )

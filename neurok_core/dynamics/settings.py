@@ -30,6 +30,11 @@ class DynamicsSettings:
         the largest are removed (they barely move the object).
     eliminate_stiff_pins: confine the motion to the pin modes slow enough for one step per frame
         (see ``pinmodes``) instead of following the stiff ones with many small steps.
+    local_model: integrate with the local quadratic model of the decoder (see ``local``),
+        re-expanded as the state moves, when the kinematics hook can give Hessians.
+    local_tolerance: allowed position error of that model, in object sizes.
+    local_jacobian_tolerance: allowed error of its Jacobian, relative to the largest |dx/dq|.
+    local_max_frames: re-expand it at least this often.
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
         differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
     energy_floor: the energy-balance error of a step is measured relative to the largest energy
@@ -56,6 +61,10 @@ class DynamicsSettings:
     metric_floor: float = 1e-3
     eliminate_stiff_pins: bool = True
     check_derivatives: bool = True
+    local_model: bool = True
+    local_tolerance: float = 1e-3
+    local_jacobian_tolerance: float = 3e-3
+    local_max_frames: int = 8
 
 
 DEFAULT_SETTINGS = DynamicsSettings()

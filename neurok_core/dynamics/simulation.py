@@ -14,6 +14,7 @@ from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
+from .local import LocalQuadratic, supports_hessian
 from .pinmodes import keep_pin_springs, soft_pin_basis, visible_basis
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
 from .system import (
@@ -141,6 +142,17 @@ def simulate(
 
     if qdot0 is None:
         qdot0 = initial_velocity(conditions, anchor_rows, rest, loads)
+    local = None
+    if settings.local_model and supports_hessian(system.kinematics):
+        local = LocalQuadratic(
+            system.kinematics,
+            dtype=system.dtype,
+            device=system.device,
+            size=loads.size,
+            tolerance=settings.local_tolerance,
+            jacobian_tolerance=settings.local_jacobian_tolerance,
+            max_frames=settings.local_max_frames,
+        )
     integrator = Integrator(
         system,
         loads,
@@ -149,6 +161,7 @@ def simulate(
         tolerance=conditions.tolerance,
         min_substeps=conditions.substeps,
         settings=settings,
+        local=local,
     )
     start = (
         torch.zeros(system.num_coords, dtype=torch.float64)

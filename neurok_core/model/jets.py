@@ -43,11 +43,13 @@ if TYPE_CHECKING:
 
 
 class Jet:
-    """A value with its first derivatives along kq coordinates and its second along v.
+    """A value with its first derivatives along kq coordinates and its second along directions.
 
-    data: (kq + 2, *shape): ``data[0]`` the value y, ``data[1 : kq + 1]`` dy/dq_i and
-    ``data[kq + 1]`` D^2y[v, v]; v: (kq,). Dy[v] is formed from the tangents where a nonlinear
-    rule needs it (cheaper than carrying it through every matmul).
+    data: (kq + 1 + m, *shape): ``data[0]`` the value y, ``data[1 : kq + 1]`` dy/dq_i and
+    ``data[kq + 1 :]`` D^2y[v_a, v_a] for the m directions v_a; v: (kq,) one direction (m = 1)
+    or (m, kq) several (e.g. e_i and e_i + e_j, whose second derivatives give the whole Hessian
+    by polarisation). Dy[v] is formed from the tangents where a nonlinear rule needs it (cheaper
+    than carrying it through every matmul).
     """
 
     __slots__ = ("data", "v")
@@ -57,8 +59,13 @@ class Jet:
         self.v = v
 
     def like(self, data: Tensor) -> Jet:
-        """A jet with the same direction v."""
+        """A jet with the same directions v."""
         return Jet(data, self.v)
+
+    @property
+    def m(self) -> int:
+        """Number of second-order directions."""
+        return 1 if self.v.ndim == 1 else int(self.v.shape[0])
 
     @property
     def value(self) -> Tensor:
@@ -67,33 +74,48 @@ class Jet:
     @property
     def tangents(self) -> Tensor:
         """(kq, *shape) dy/dq_i."""
-        return self.data[1:-1]
+        return self.data[1 : self.data.shape[0] - self.m]
+
+    @property
+    def dirs(self) -> Tensor:
+        """(m, *shape) Dy[v_a] for every direction."""
+        return _along(self.v.reshape(-1, self.v.shape[-1]), self.tangents)
+
+    @property
+    def seconds(self) -> Tensor:
+        """(m, *shape) D^2y[v_a, v_a]."""
+        return self.data[self.data.shape[0] - self.m :]
 
     @property
     def direction(self) -> Tensor:
-        """(*shape) Dy[v] = sum_i v_i dy/dq_i."""
-        return _along(self.v, self.tangents)
+        """Dy[v]: (*shape) for one direction v (kq,), (m, *shape) for v (m, kq)."""
+        d = self.dirs
+        return d[0] if self.v.ndim == 1 else d
 
     @property
     def second(self) -> Tensor:
-        """(*shape) D^2y[v, v]."""
-        return self.data[-1]
+        """D^2y[v, v]: (*shape) for one direction v (kq,), (m, *shape) for v (m, kq)."""
+        return self.data[-1] if self.v.ndim == 1 else self.seconds
 
 
 Value = Jet | Tensor
 
 
 def _along(v: Tensor, tangents: Tensor) -> Tensor:
-    """sum_i v_i tangents[i]: (kq,), (kq, *shape) -> (*shape), as one matmul."""
-    return (v @ tangents.reshape(tangents.shape[0], -1)).view(tangents.shape[1:])
+    """sum_i v_i tangents[i] as one matmul: v (kq,) -> (*shape); v (m, kq) -> (m, *shape)."""
+    out = v @ tangents.reshape(tangents.shape[0], -1)
+    return out.view(*v.shape[:-1], *tangents.shape[1:])
 
 
 def affine_input(value: Tensor, basis: Tensor, v: Tensor) -> Jet:
     """The jet of y(q) = value + basis @ (q - q0) at q0, whose second derivative is zero.
 
-    value: (n,); basis: (n, kq); v: (kq,) the direction of the second derivative.
+    value: (n,); basis: (n, kq); v: (kq,) the direction of the second derivative, or (m, kq)
+    several.
     """
-    return Jet(torch.cat((value[None], basis.T, torch.zeros_like(value)[None])), v)
+    m = 1 if v.ndim == 1 else v.shape[0]
+    zeros = value.new_zeros(m, value.shape[0])
+    return Jet(torch.cat((value[None], basis.T, zeros)), v)
 
 
 def structural(x: Value, fn: Callable[[Tensor], Tensor]) -> Value:
@@ -148,7 +170,7 @@ def bilinear(a: Value, b: Value, fn: Callable[[Tensor, Tensor], Tensor]) -> Valu
     a, b = _lift(a, ndim), _lift(b, ndim)
     out = fn(a.data, b.value)  # (kq + 2, ...): value, da_i b, D^2a b
     out[1:].add_(fn(a.value, b.data[1:]))  # + a db_i, a D^2b
-    out[-1].add_(2.0 * fn(a.direction, b.direction))
+    out[-a.m :].add_(2.0 * fn(a.dirs, b.dirs))
     return a.like(out)
 
 
@@ -166,7 +188,7 @@ def square(a: Jet) -> Jet:
     """a * a elementwise: d(a^2) = 2 a da, D^2(a^2) = 2 a D^2a + 2 Da[v]^2."""
     out = 2.0 * a.value * a.data  # (kq + 2, ...)
     out[0] = a.value * a.value
-    out[-1].add_(2.0 * a.direction.square())
+    out[-a.m :].add_(2.0 * a.dirs.square())
     return a.like(out)
 
 
@@ -174,7 +196,7 @@ def pointwise(a: Jet, f0: Tensor, f1: Tensor, f2: Tensor) -> Jet:
     """y = f(a) elementwise, given f(a), f'(a) and f''(a) at the value (chain rule)."""
     out = a.data * f1  # (kq + 2, ...)
     out[0] = f0
-    out[-1].add_(f2 * a.direction.square())
+    out[-a.m :].add_(f2 * a.dirs.square())
     return a.like(out)
 
 
@@ -199,8 +221,9 @@ def softmax(a: Value) -> Value:
     out[0] = s
     centred = d - (s * d).sum(-1, keepdim=True)  # da - <s, da>
     torch.mul(centred, s, out=out[1:])
-    g2 = _along(a.v, centred[:-1]).square()  # g^2 with g = Da[v] - <s, Da[v]>
-    out[-1].add_(s * (g2 - (s * g2).sum(-1, keepdim=True)))
+    kq = a.data.shape[0] - 1 - a.m
+    g2 = _along(a.v.reshape(-1, kq), centred[:kq]).square()  # (m, ...) g = Da[v] - <s, Da[v]>
+    out[-a.m :].add_(s * (g2 - (s * g2).sum(-1, keepdim=True)))
     return a.like(out)
 
 
@@ -218,16 +241,18 @@ def layer_norm(x: Value, norm: LayerNorm) -> Value:
         return norm(x)
     c = x.data - x.data.mean(-1, keepdim=True)  # (kq + 2, ..., C)
     c0 = c[0]
-    dcv = _along(x.v, c[1:-1])  # (..., C) Dc[v]
+    m2, kq = x.m, x.data.shape[0] - 1 - x.m
+    v = x.v.reshape(-1, kq)
+    dcv = _along(v, c[1 : kq + 1])  # (m, ..., C) Dc[v]
     m = (c * c0).mean(-1, keepdim=True)  # (kq + 2, ..., 1)
     r = (m[0] + norm.eps).rsqrt()  # (..., 1)
     r3 = r * r * r
     dr = m[1:] * -r3  # (kq + 1, ..., 1): dr_i, and a first part of D^2r
-    mv = _along(x.v, m[1:-1])  # (..., 1) D var[v] / 2
-    dr[-1].add_(3.0 * r3 * r * r * mv * mv - r3 * (dcv * dcv).mean(-1, keepdim=True))
+    mv = _along(v, m[1 : kq + 1])  # (m, ..., 1) D var[v] / 2
+    dr[-m2:].add_(3.0 * r3 * r * r * mv * mv - r3 * (dcv * dcv).mean(-1, keepdim=True))
     out = c * r  # (kq + 2, ..., C)
     out[1:].add_(c0 * dr)
-    out[-1].add_(2.0 * dcv * (-r3 * mv))
+    out[-m2:].add_(2.0 * dcv * (-r3 * mv))
     out *= norm.weight
     out[0].add_(norm.bias)
     return x.like(out)
@@ -369,8 +394,8 @@ def quadratic(n: Jet, form: Tensor) -> Jet:
     bn = (form @ n.value[..., None, :, None])[..., 0]  # (..., 3, 8) B n
     out = 2.0 * (n.data[..., None, :] * bn).sum(-1)  # (kq + 2, ..., 3)
     out[0].mul_(0.5)
-    dn = n.direction  # (..., 8)
-    out[-1].add_(2.0 * (dn[..., None, :] * (form @ dn[..., None, :, None])[..., 0]).sum(-1))
+    dn = n.dirs  # (m, ..., 8)
+    out[-n.m :].add_(2.0 * (dn[..., None, :] * (form @ dn[..., None, :, None])[..., 0]).sum(-1))
     return n.like(out)
 
 
@@ -428,14 +453,36 @@ class DecoderKinematics:
         )
 
     def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        space, decoder = self.space, self.space.model.decoder
         kq = self.directions.shape[1]
         if tuple(q.shape) != (kq,) or tuple(qdot.shape) != (kq,):
             raise ValueError(
                 f"q and qdot must be ({kq},), got {tuple(q.shape)} and {tuple(qdot.shape)}"
             )
+        return self._pass(q, qdot)
+
+    def hessian(self, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (S, 3), J (S, 3, kq) and the Hessian H (S, 3, kq, kq) = d^2x/dq_i dq_j at q, from
+        one pass with the kq (kq + 1) / 2 second-order directions e_i and e_i + e_j:
+        H_ii = D^2x[e_i, e_i], H_ij = (D^2x[e_i + e_j] - D^2x[e_i] - D^2x[e_j]) / 2."""
+        kq = self.directions.shape[1]
+        if tuple(q.shape) != (kq,):
+            raise ValueError(f"q must be ({kq},), got {tuple(q.shape)}")
+        eye = torch.eye(kq, dtype=q.dtype, device=q.device)
+        iu, ju = torch.triu_indices(kq, kq, offset=1, device=q.device)
+        v = torch.cat((eye, eye[iu] + eye[ju]))  # (kq + kq (kq - 1) / 2, kq)
+        x, jac, sec = self._pass(q, v)  # sec: (m, S, 3)
+        diag = sec[:kq]  # (kq, S, 3)
+        hess = x.new_zeros(kq, kq, *x.shape)
+        hess[torch.arange(kq), torch.arange(kq)] = diag
+        off = 0.5 * (sec[kq:] - diag[iu] - diag[ju])
+        hess[iu, ju] = off
+        hess[ju, iu] = off
+        return x, jac, hess.permute(2, 3, 0, 1)  # (S, 3, kq, kq)
+
+    def _pass(self, q: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        space, decoder = self.space, self.space.model.decoder
         with torch.no_grad():
-            z = affine_input(space.z_rest + self.directions @ q, self.directions, qdot)  # (k,) jet
+            z = affine_input(space.z_rest + self.directions @ q, self.directions, v)  # (k,) jet
             tokens = decoder_tokens(decoder, z, space.shape.tokens[0])  # (T, C)
             raw = decoder_field(decoder, tokens, self.embedded, self.queries)  # (S, 8 | 3)
             if self.form is not None:

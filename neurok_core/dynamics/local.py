@@ -1,0 +1,195 @@
+"""Local quadratic kinematics: the decoder replaced, around an expansion point, by its
+second-order Taylor model, re-expanded as the state moves away.
+
+Every right-hand side of the dynamics needs x(q), J(q) and D^2x(q)[q', q'] at the tracked
+points; with RK4 and the energy-balance control that is tens of decoder passes per frame. The
+decoder is smooth, and over the distance the state travels in a frame or two it is very nearly
+quadratic, so around an expansion point q0
+
+    x(q)   ~ x0 + J0 d + H0[d, d] / 2,     d = q - q0,
+    J(q)   ~ J0 + H0[d, .],
+    D^2x(q)[v, v] ~ H0[v, v],
+
+exact at q0 to second order, with H0 (S, 3, kq, kq) from one multi-direction Taylor-mode pass
+(:meth:`~neurok_core.model.jets.DecoderKinematics.hessian`, about twice the cost of one
+ordinary kinematics pass). These are the kinematics of a mechanical system in their own right
+(J and D^2x are the exact derivatives of the model's x), so the Lagrangian structure and the
+energy balance the integrator checks still hold exactly; what is approximated is the decoder,
+and that error is measured.
+
+Error control: at every re-expansion at q1 the old model's positions and Jacobian are compared
+with the decoder's, err_x = max |x_model(q1) - x(q1)| / object size and err_J = max |J_model -
+J| / max |J| (the forces and the metric see J, so it decides the motion's accuracy). The errors
+grow as |d|^3 and |d|^2, so the radius r within which both stay under their tolerances is
+estimated from the measured errors (r = distance * min((tol_x / err_x)^(1/3),
+(tol_J / err_J)^(1/2)), never more than twice the last radius; the first one from probes along
+each coordinate)
+and the integrator re-expands, at a frame boundary, whenever the state is farther than r from
+q0, and at least every ``max_frames`` frames. A measured error above the tolerance shrinks the
+radius for what follows (the frames already made are kept: their error is reported).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+_CPU = dict(device="cpu", dtype=torch.float64)
+
+
+def supports_hessian(hook) -> bool:
+    """Whether a kinematics hook can give x, J and the Hessian in one pass."""
+    return (
+        hook is not None
+        and callable(getattr(hook, "hessian", None))
+        and bool(getattr(hook, "has_hessian", True))
+    )
+
+
+@dataclass
+class LocalStats:
+    """Re-expansions and the model errors they measured (object sizes)."""
+
+    expansions: int = 0
+    errors: list[float] = field(default_factory=list)
+    jacobian_errors: list[float] = field(default_factory=list)
+    energy_jumps: list[float] = field(default_factory=list)
+
+    @property
+    def max_error(self) -> float:
+        return max(self.errors, default=0.0)
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """One expansion point: q0 (kq,), x0 (S, 3), J0 (S, 3, kq), H0 (S, 3, kq, kq)."""
+
+    q0: Tensor
+    x0: Tensor
+    j0: Tensor
+    h0: Tensor
+    index: int
+
+
+class LocalQuadratic:
+    """The quadratic model of a kinematics hook with ``hessian(q)`` (the system's dtype and
+    device); called as a kinematics hook (q, qdot) -> (x, J, D^2x[qdot, qdot]) in float64 CPU.
+
+    hook: the exact kinematics; dtype, device: what it expects for q; size: object size (m);
+    tolerance: allowed position error of the model, in object sizes; jacobian_tolerance:
+    allowed error of its Jacobian relative to the largest point speed |dx/dq| (what the forces
+    and the metric see); max_frames: re-expand at least this often.
+    """
+
+    def __init__(
+        self,
+        hook,
+        *,
+        dtype: torch.dtype,
+        device: torch.device,
+        size: float,
+        tolerance: float = 1e-3,
+        jacobian_tolerance: float = 1e-2,
+        max_frames: int = 8,
+    ) -> None:
+        self.hook, self.dtype, self.device = hook, dtype, device
+        self.size, self.tolerance, self.max_frames = float(size), float(tolerance), max_frames
+        self.jacobian_tolerance = float(jacobian_tolerance)
+        self.radius = math.inf  # no error measured yet: the frame count decides
+        self.stats = LocalStats()
+        self.q0: Tensor | None = None
+        self.current: Expansion | None = None
+        self.frames = 0
+
+    def expand(self, q: Tensor) -> None:
+        """Re-expand at q (kq,), measuring the current model's error there first."""
+        q = q.to(**_CPU)
+        x, jac, hess = self.hook.hessian(q.to(device=self.device, dtype=self.dtype))
+        x, jac, hess = (t.to(**_CPU) for t in (x, jac, hess))
+        if self.q0 is not None:
+            dist = float((q - self.q0).norm())
+            new = self._radius_from(q, x, jac, dist)
+            if new is not None:
+                self.radius = min(new, 2.0 * self.radius) if math.isfinite(self.radius) else new
+        first = self.q0 is None
+        self.q0, self.x0, self.j0, self.h0 = q, x, jac, hess
+        self.frames = 0
+        self.stats.expansions += 1
+        self.current = Expansion(q, x, jac, hess, self.stats.expansions)
+        if first:
+            self.radius = self._probe()
+
+    def restore(self, expansion: Expansion) -> None:
+        """Go back to an earlier expansion (a step retried from a state made with it)."""
+        self.current = expansion
+        self.q0, self.x0, self.j0, self.h0 = expansion.q0, expansion.x0, expansion.j0, expansion.h0
+
+    def _probe(self) -> float:
+        """A first trusted radius, before any motion: along each coordinate, the step that
+        moves the points by 5% of the object size is taken and the model's error there
+        measured against the decoder (one pass per coordinate, once per simulation)."""
+        kq = self.q0.shape[0]
+        radius = math.inf
+        for i in range(kq):
+            u = torch.zeros(kq, **_CPU)
+            u[i] = 1.0
+            speed = float(self.j0[..., i].norm(dim=1).max())
+            if speed <= 0:
+                continue
+            step = 0.05 * self.size / speed
+            q = self.q0 + step * u
+            arg = q.to(device=self.device, dtype=self.dtype)
+            x, jac, _ = (t.to(**_CPU) for t in self.hook(arg, torch.zeros_like(arg)))
+            new = self._radius_from(q, x, jac, step)
+            radius = min(radius, new if new is not None else math.inf)
+        self.stats.errors.clear()  # probes, not errors of the motion
+        self.stats.jacobian_errors.clear()
+        return radius
+
+    def _radius_from(self, q: Tensor, x: Tensor, jac: Tensor, dist: float) -> float | None:
+        """Record the model's errors at q against the decoder's x, J there and return the
+        radius that would meet the tolerances (position error ~ d^3, Jacobian error ~ d^2)."""
+        d = q - self.q0
+        hd = self.h0 @ d
+        err_x = float((self.x0 + self.j0 @ d + 0.5 * (hd @ d) - x).norm(dim=1).max()) / self.size
+        scale = float(jac.norm(dim=1).max()) + 1e-300
+        err_j = float((self.j0 + hd - jac).norm(dim=1).max()) / scale
+        self.stats.errors.append(err_x)
+        self.stats.jacobian_errors.append(err_j)
+        if dist <= 0:
+            return None
+        grow_x = (self.tolerance / max(err_x, 1e-300)) ** (1.0 / 3.0)
+        grow_j = (self.jacobian_tolerance / max(err_j, 1e-300)) ** 0.5
+        return 0.9 * dist * min(grow_x, grow_j)
+
+    def needs_expansion(self, q: Tensor, within_frame: bool = False) -> bool:
+        """Whether the state q is beyond the trusted radius, or (at frame boundaries) too many
+        frames passed since the last expansion."""
+        if self.q0 is None:
+            return True
+        far = float((q.to(**_CPU) - self.q0).norm()) > self.radius
+        if within_frame:
+            return far
+        if not math.isfinite(self.radius):  # no error measured yet: every frame
+            return self.frames >= 1
+        return far or self.frames >= self.max_frames
+
+    def advance_frames(self, k: int) -> None:
+        self.frames += k
+
+    def _positions(self, q: Tensor) -> Tensor:
+        d = q - self.q0
+        hd = self.h0 @ d  # (S, 3, kq) H[d, .]
+        return self.x0 + self.j0 @ d + 0.5 * (hd @ d)
+
+    def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        q, v = q.to(**_CPU), qdot.to(**_CPU)
+        d = q - self.q0
+        hd = self.h0 @ d  # (S, 3, kq)
+        x = self.x0 + self.j0 @ d + 0.5 * (hd @ d)
+        jac = self.j0 + hd
+        bias = (self.h0 @ v) @ v  # (S, 3)
+        return x, jac, bias

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
-from .dynamics.conditions import pin_subset
+from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
 from .errors import ConditionError
@@ -44,7 +44,7 @@ def pin_clamp(space: KinematicSpace, conditions: SimulationConditions):
     vertices it blends (the anchors' spread subset), or (None, ()) without pins."""
     if not conditions.pins:
         return None, ()
-    tracked = pin_subset(conditions.pins, space.vertices, 64)
+    tracked = pin_subset(conditions.pins, space.vertices, TRACKED_PINS)
     clamp = PinClamp.build(space.vertices, conditions.pins, tracked, space.object_size)
     return clamp, tracked
 

@@ -65,13 +65,13 @@ class SpaceSettings:
     """
 
     encoder_points: int | None = None
-    dynamics_points: int = 256
+    dynamics_points: int = 128
     skinning_points: int = 1024
     blend_neighbors: int = 4
     max_dims: int = 8
     energy_fraction: float = 0.99
     subspace_samples: int = 64
-    rest_steps: int = 100
+    rest_steps: int = 60
     subspace: str = "gradient"
     seed: int = 0
 

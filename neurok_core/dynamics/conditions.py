@@ -84,6 +84,11 @@ def _number(value: Any, what: str, *, low: float, low_open: bool, high: float = 
     return x
 
 
+TRACKED_PINS = 24
+"""Pinned vertices the dynamics track (a well-spread subset); every pinned vertex is still held
+exactly (the clamp of ``neurok_core.pinclamp`` blends the nearest tracked ones)."""
+
+
 @dataclass(frozen=True)
 class Anchor:
     """Where a condition grabs the object: a mesh vertex index or a point (metres)."""
@@ -373,7 +378,7 @@ class SimulationConditions:
         return self
 
     # -- anchors -----------------------------------------------------------------------------
-    def anchors(self, vertices: Any = None, max_pins: int = 64) -> tuple[Anchor, ...]:
+    def anchors(self, vertices: Any = None, max_pins: int = TRACKED_PINS) -> tuple[Anchor, ...]:
         """The points the dynamics must track, unique, in a fixed order.
 
         Order: forces, drags, point velocities, then pinned vertices. When more than ``max_pins``

@@ -67,8 +67,10 @@ def coriolis(kin: PointKinematics, masses: Tensor) -> Tensor:
     return (jac.T @ mb).to(**_CPU)
 
 
-def potential_energy(kin: PointKinematics, loads: Loads, q: Tensor) -> float:
-    """V(q) in joules (zero at rest)."""
+def potential_energy(
+    kin: PointKinematics, loads: Loads, q: Tensor, barrier_energy: float | None = None
+) -> float:
+    """V(q) in joules (zero at rest); ``barrier_energy`` when already known."""
     dx = kin.x - loads.rest_points  # (S, 3)
     m = loads.masses
     v = -float((m * (dx @ loads.gravity)).sum())
@@ -76,7 +78,9 @@ def potential_energy(kin: PointKinematics, loads: Loads, q: Tensor) -> float:
     if loads.pins is not None and loads.pins.stiffness > 0:
         dp = kin.x[loads.pins.rows] - loads.pins.rest  # (P, 3)
         v += 0.5 * loads.pins.stiffness * float((dp * dp).sum())
-    if loads.barrier is not None:
+    if barrier_energy is not None:
+        v += barrier_energy
+    elif loads.barrier is not None:
         v += loads.barrier.energy_and_gradient(q.to(**_CPU))[0]
     return v
 
@@ -130,6 +134,7 @@ def equations_of_motion(
     power = _passive_power(loads, applied, vel, qdot, metric)
 
     q_hold = torch.zeros(kq, **_CPU)
+    barrier_energy = None
     pins = loads.pins
     if pins is not None and pins.stiffness > 0:
         dp = kin.x[pins.rows] - pins.rest  # (P, 3)
@@ -138,7 +143,8 @@ def equations_of_motion(
         jp = kin.jac[pins.rows].reshape(-1, kq)  # (3P, kq)
         q_hold += (jp.T @ f_pin.reshape(-1)).to(**_CPU)
     if loads.barrier is not None:
-        q_hold -= loads.barrier.energy_and_gradient(q)[1]
+        barrier_energy, barrier_grad = loads.barrier.energy_and_gradient(q)
+        q_hold -= barrier_grad
 
     both = metric_solve(metric, torch.stack([q_track, q_hold], 1))  # (kq, 2)
     qddot = both[:, 0] + both[:, 1]
@@ -163,5 +169,5 @@ def equations_of_motion(
         qddot=qddot,
         power=power,
         kinetic=kinetic,
-        potential=potential_energy(kin, loads, q),
+        potential=potential_energy(kin, loads, q, barrier_energy),
     )

@@ -76,7 +76,16 @@ class Loads:
     energy_scale: float
 
     def applied_forces(self, frame: int) -> Tensor:
-        """(S, 3) non-conservative applied point forces (forces + wind) on step ``frame``."""
+        """(S, 3) non-conservative applied point forces (forces + wind) on step ``frame``
+        (computed once per frame: the right-hand side asks for it at every stage)."""
+        cache = self.__dict__.setdefault("_applied", {})
+        if frame not in cache:
+            if len(cache) > 64:
+                cache.clear()
+            cache[frame] = self._applied_forces(frame)
+        return cache[frame]
+
+    def _applied_forces(self, frame: int) -> Tensor:
         f = torch.zeros_like(self.rest_points)  # (S, 3)
         on = self.forces.active(frame)
         if bool(on.any()):

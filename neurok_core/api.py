@@ -117,11 +117,21 @@ class NeuROK:
         return inverse_kinematics(space, target_points, settings=settings, reduced=reduced)
 
     # ------------------------------------------------------------------ simulation
-    def simulate(self, space: KinematicSpace, conditions, *, on_frame=None, on_progress=_noop):
-        """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`."""
+    def simulate(
+        self, space: KinematicSpace, conditions, *, on_frame=None, on_progress=_noop, settings=None
+    ):
+        """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`
+        (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``)."""
+        from .dynamics.settings import DEFAULT_SETTINGS
         from .simulate import simulate
 
-        return simulate(space, conditions, on_frame=on_frame, on_progress=on_progress)
+        return simulate(
+            space,
+            conditions,
+            on_frame=on_frame,
+            on_progress=on_progress,
+            settings=settings or DEFAULT_SETTINGS,
+        )
 
 
 def checkpoint_summary(checkpoint: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -35,11 +35,15 @@ def mesh_with(vertices: int):
 
 
 def run_one(args) -> dict:
+    import dataclasses
+
+    import numpy as np
     import torch
 
     torch.set_num_threads(args.threads)
     from neurok_core.api import NeuROK, default_checkpoint
     from neurok_core.dynamics import Force, SimulationConditions
+    from neurok_core.dynamics.settings import DEFAULT_SETTINGS
 
     t0 = time.perf_counter()
     ckpt = args.checkpoint or (
@@ -73,8 +77,10 @@ def run_one(args) -> dict:
         fps=24,
         device=args.device,
     )
-    result = engine.simulate(space, conditions)
+    settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=not args.exact)
+    result = engine.simulate(space, conditions, settings=settings)
     t_sim = time.perf_counter()
+    moved = np.linalg.norm(result.positions - result.positions[0], axis=2).max()
     return {
         "vertices": len(vertices),
         "model": source,
@@ -84,7 +90,12 @@ def run_one(args) -> dict:
         "simulate_s": round(t_sim - t_space, 2),
         "total_s": round(t_sim - t0, 2),
         "reduced_dims": result.info["reduced_dims"],
+        "kinematics": "exact decoder" if args.exact else "local quadratic model",
+        "substeps": result.info["substeps"],
+        "expansions": result.info["expansions"],
         "decoder_evaluations": result.info["decoder_evaluations"],
+        "model_error": round(result.info["model_error"], 6),
+        "max_motion_m": round(float(moved), 4),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -96,15 +107,23 @@ def main(argv=None) -> int:
     parser.add_argument("--frames", type=int, default=120)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="also run every size with the decoder at every right-hand side (no local model)",
+    )
     parser.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.size is not None:  # one size, in this process
+    if args.size is not None:  # one size (and kinematics), in this process
         print(json.dumps(run_one(args)))
         return 0
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     print(f"load average {' '.join(load)}; threads {args.threads}; device {args.device}")
-    for n in args.vertices:
+    runs = [(n, False) for n in args.vertices]
+    if args.exact:
+        runs += [(n, True) for n in args.vertices]
+    for n, exact in runs:
         cmd = [
             sys.executable,
             "-m",
@@ -120,6 +139,8 @@ def main(argv=None) -> int:
         ]
         if args.checkpoint:
             cmd += ["--checkpoint", args.checkpoint]
+        if exact:
+            cmd.append("--exact")
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             print(f"{n} vertices: failed\n{out.stderr[-2000:]}")

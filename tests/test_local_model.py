@@ -89,9 +89,9 @@ def test_local_model_moves_like_the_decoder(space, pinned, capsys):
     assert motion > 0.01  # the scene moves
     assert info["expansions"] >= 2 and info["model_error"] > 0
     assert exact.info["expansions"] == 0
-    # the same motion within a few per cent: the model's Hessian is held constant between
-    # expansions, so the Coriolis term is only first-order accurate in the distance moved
-    assert diff < 0.05 * motion
+    # the same motion within a few per cent (the model's Hessian varies only along the last
+    # move's direction between expansions, so D^2x is not exact off it)
+    assert diff < 0.03 * motion
     if pinned:
         still = np.asarray(cond.pins)
         assert np.abs(local.positions[:, still] - local.positions[0, still]).max() < 1e-6

@@ -17,6 +17,13 @@ ordinary kinematics pass). These are the kinematics of a mechanical system in th
 energy balance the integrator checks still hold exactly; what is approximated is the decoder,
 and that error is measured.
 
+Cubic term along the path: at a re-expansion at q1 after q0, the change of the Hessian along
+the move, (H1 - H0)[u, u] / |q1 - q0| with u = (q1 - q0) / |q1 - q0|, estimates the third
+derivative t = D^3x[u, u, u]; the model at q1 adds t (u . d)^3 / 6 (and its exact derivatives,
+so the model stays a consistent mechanical system). The motion mostly continues the way it was
+going, so this cuts the error for the same radius (on the tests' scene: 4x less trajectory
+difference at the same number of expansions).
+
 Error control: at every re-expansion at q1 the old model's positions and Jacobian are compared
 with the decoder's, err_x = max |x_model(q1) - x(q1)| / object size and err_J = max |J_model -
 J| / max |J| (the forces and the metric see J, so it decides the motion's accuracy). The errors
@@ -72,6 +79,8 @@ class Expansion:
     j0: Tensor
     h0: Tensor
     index: int
+    u: Tensor | None = None  # (kq,) unit direction of the cubic term, or None
+    t: Tensor | None = None  # (S, 3) third derivative of x along u
 
 
 class LocalQuadratic:
@@ -94,10 +103,14 @@ class LocalQuadratic:
         tolerance: float = 1e-3,
         jacobian_tolerance: float = 1e-2,
         max_frames: int = 8,
+        cubic: bool = True,
     ) -> None:
         self.hook, self.dtype, self.device = hook, dtype, device
         self.size, self.tolerance, self.max_frames = float(size), float(tolerance), max_frames
         self.jacobian_tolerance = float(jacobian_tolerance)
+        self.cubic = cubic
+        self.u: Tensor | None = None
+        self.t: Tensor | None = None
         self.radius = math.inf  # no error measured yet: the frame count decides
         self.stats = LocalStats()
         self.q0: Tensor | None = None
@@ -115,10 +128,16 @@ class LocalQuadratic:
             if new is not None:
                 self.radius = min(new, 2.0 * self.radius) if math.isfinite(self.radius) else new
         first = self.q0 is None
-        self.q0, self.x0, self.j0, self.h0 = q, x, jac, hess
-        self.frames = 0
+        u = t = None
+        if self.cubic and not first:
+            d = q - self.q0
+            dist = float(d.norm())
+            if dist > 0:  # the Hessian's change along the last move: D^3x[u, u, u]
+                u = d / dist
+                t = ((hess - self.h0) @ u) @ u / dist  # (S, 3)
         self.stats.expansions += 1
-        self.current = Expansion(q, x, jac, hess, self.stats.expansions)
+        self.restore(Expansion(q, x, jac, hess, self.stats.expansions, u, t))
+        self.frames = 0
         if first:
             self.radius = self._probe()
 
@@ -126,6 +145,7 @@ class LocalQuadratic:
         """Go back to an earlier expansion (a step retried from a state made with it)."""
         self.current = expansion
         self.q0, self.x0, self.j0, self.h0 = expansion.q0, expansion.x0, expansion.j0, expansion.h0
+        self.u, self.t = expansion.u, expansion.t
 
     def _probe(self) -> float:
         """A first trusted radius, before any motion: along each coordinate, the step that
@@ -152,11 +172,10 @@ class LocalQuadratic:
     def _radius_from(self, q: Tensor, x: Tensor, jac: Tensor, dist: float) -> float | None:
         """Record the model's errors at q against the decoder's x, J there and return the
         radius that would meet the tolerances (position error ~ d^3, Jacobian error ~ d^2)."""
-        d = q - self.q0
-        hd = self.h0 @ d
-        err_x = float((self.x0 + self.j0 @ d + 0.5 * (hd @ d) - x).norm(dim=1).max()) / self.size
+        x_model, j_model, _ = self._model(q, None)
+        err_x = float((x_model - x).norm(dim=1).max()) / self.size
         scale = float(jac.norm(dim=1).max()) + 1e-300
-        err_j = float((self.j0 + hd - jac).norm(dim=1).max()) / scale
+        err_j = float((j_model - jac).norm(dim=1).max()) / scale
         self.stats.errors.append(err_x)
         self.stats.jacobian_errors.append(err_j)
         if dist <= 0:
@@ -181,15 +200,23 @@ class LocalQuadratic:
         self.frames += k
 
     def _positions(self, q: Tensor) -> Tensor:
+        return self._model(q, None)[0]
+
+    def _model(self, q: Tensor, v: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """x, J and (for v) D^2x[v, v] of the model at q: the quadratic Taylor model plus,
+        when known, the cubic term t (u . d)^3 / 6 along the last move's direction u."""
         d = q - self.q0
         hd = self.h0 @ d  # (S, 3, kq) H[d, .]
-        return self.x0 + self.j0 @ d + 0.5 * (hd @ d)
-
-    def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        q, v = q.to(**_CPU), qdot.to(**_CPU)
-        d = q - self.q0
-        hd = self.h0 @ d  # (S, 3, kq)
         x = self.x0 + self.j0 @ d + 0.5 * (hd @ d)
         jac = self.j0 + hd
-        bias = (self.h0 @ v) @ v  # (S, 3)
+        bias = None if v is None else (self.h0 @ v) @ v  # (S, 3)
+        if self.t is not None:
+            s = float(self.u @ d)
+            x = x + (s**3 / 6.0) * self.t
+            jac = jac + (0.5 * s * s) * self.t[..., None] * self.u
+            if v is not None:
+                bias = bias + (s * float(self.u @ v) ** 2) * self.t
         return x, jac, bias
+
+    def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return self._model(q.to(**_CPU), qdot.to(**_CPU))

@@ -63,7 +63,7 @@ class DynamicsSettings:
     check_derivatives: bool = True
     local_model: bool = True
     local_tolerance: float = 1e-3
-    local_jacobian_tolerance: float = 3e-3
+    local_jacobian_tolerance: float = 1e-2
     local_max_frames: int = 8
 
 

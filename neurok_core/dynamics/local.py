@@ -206,10 +206,13 @@ class LocalQuadratic:
         """x, J and (for v) D^2x[v, v] of the model at q: the quadratic Taylor model plus,
         when known, the cubic term t (u . d)^3 / 6 along the last move's direction u."""
         d = q - self.q0
-        hd = self.h0 @ d  # (S, 3, kq) H[d, .]
+        kq = d.shape[0]
+        hd = (self.h0.reshape(-1, kq) @ d).view(self.j0.shape)  # (S, 3, kq) H[d, .]
         x = self.x0 + self.j0 @ d + 0.5 * (hd @ d)
         jac = self.j0 + hd
-        bias = None if v is None else (self.h0 @ v) @ v  # (S, 3)
+        bias = None
+        if v is not None:  # H[v, v] (S, 3), as two matrix-vector products
+            bias = (self.h0.reshape(-1, kq) @ v).view(self.j0.shape) @ v
         if self.t is not None:
             s = float(self.u @ d)
             x = x + (s**3 / 6.0) * self.t

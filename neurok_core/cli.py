@@ -159,7 +159,14 @@ def cmd_simulate(args) -> int:
         bar.update(1)
         bar.set_postfix(energy=f"{energy:.4g}")
 
-    result = engine.simulate(space, conditions, on_frame=on_frame)
+    settings = None
+    if args.exact_kinematics:
+        import dataclasses
+
+        from .dynamics.settings import DEFAULT_SETTINGS
+
+        settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=False)
+    result = engine.simulate(space, conditions, on_frame=on_frame, settings=settings)
     bar.close()
     out = Path(args.out)
     if out.suffix.lower() == ".pc2":
@@ -227,6 +234,11 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument("--damping", type=float, default=None, help="1/s")
     sim.add_argument("--gravity", default=None, metavar="GX,GY,GZ")
     sim.add_argument("--no-gravity", action="store_true")
+    sim.add_argument(
+        "--exact-kinematics",
+        action="store_true",
+        help="evaluate the decoder at every step instead of its local model (slower, ~10x)",
+    )
     sim.add_argument("--quiet", action="store_true")
     common(sim)
     sim.set_defaults(run=cmd_simulate)

@@ -308,7 +308,7 @@ class Integrator:
         and with the local model to its trusted radius (a step moves q by at most about it)."""
         need = self._need(frame)
         if self.local is not None and qdot is not None and math.isfinite(self.local.radius):
-            need = max(need, 1.0 * float(qdot.norm()) * self.dt / self.local.radius)
+            need = max(need, 2.0 * float(qdot.norm()) * self.dt / self.local.radius)
         n_min = max(self.min_substeps, math.ceil(need - 1e-9), 1)
         if n_min > 1 or n > 1:
             return 1, max(n, n_min)

@@ -30,10 +30,13 @@ J| / max |J| (the forces and the metric see J, so it decides the motion's accura
 grow as |d|^3 and |d|^2, so the radius r within which both stay under their tolerances is
 estimated from the measured errors (r = distance * min((tol_x / err_x)^(1/3),
 (tol_J / err_J)^(1/2)), never more than twice the last radius; the first one from probes along
-each coordinate)
-and the integrator re-expands, at a frame boundary, whenever the state is farther than r from
-q0, and at least every ``max_frames`` frames. A measured error above the tolerance shrinks the
-radius for what follows (the frames already made are kept: their error is reported).
+each coordinate). The integrator (``integrator.Integrator``) re-expands at the start of any RK4
+step whose state is farther than r from q0, and at a frame boundary at least every
+``max_frames`` frames; its steps move q by at most about r / 2. A measured error above the
+tolerance shrinks the radius for what follows (the frames already made are kept: their error
+is reported). The model's energy at a state changes a little when it is re-expanded there; the
+integrator books that jump with the work of the non-conservative forces, so its energy-balance
+step control keeps measuring the integration alone.
 """
 
 from __future__ import annotations

@@ -26,6 +26,12 @@ latent far outside the prior, or an energy balance off by more than half the ene
 step is retried with half the step up to ``max_refinements`` times; if it still fails the run
 stops with SimulationError. No NaN frame is ever returned.
 
+Local model: given a :class:`~.local.LocalQuadratic`, every right-hand side comes from it
+instead of the decoder (see ``local``); it is re-expanded at the start of an RK4 step whose state
+left its trusted radius (or at a frame boundary every few frames), the step is limited so that
+it moves q by about half that radius, a step retried from an earlier state uses that state's own
+expansion, and the model's energy change at a re-expansion is booked with the work.
+
 Cancelling: ``on_frame(index, q, energy)`` is called for every frame (0 included), in order; when
 it returns False the integration stops and the frames so far come back with ``cancelled=True``.
 """

@@ -174,6 +174,9 @@ def simulate(
         # the decoder runs once per expansion (x, J and Hessian in one pass).
         "expansions": int(traj.expansions),
         "model_error": max(traj.model_errors, default=0.0),
+        # The model's energy changes a little at each re-expansion (its own error): the sum of
+        # those jumps (J), booked apart from the integration's energy balance below.
+        "model_energy_jumps": float(traj.model_energy_jumps),
         "drag_errors": [float(e) for e in traj.drag_errors],
         # Energy minus the work of the non-conservative forces is constant for the exact motion:
         # its largest change (J) is the integration error, beside the energy's own range.

@@ -97,3 +97,46 @@ def test_local_model_moves_like_the_decoder(space, pinned, capsys):
         assert np.abs(local.positions[:, still] - local.positions[0, still]).max() < 1e-6
     # energy minus work stays balanced (the model's re-expansions are booked, not leaked)
     assert info["energy_balance_error"] <= 0.05 * info["energy_range"] + 1e-9
+
+
+class _Hook:
+    """x(q) = (sin q0, cos q1, q0 q1) for one point, with its exact J and Hessian; ``poison``
+    makes the next Hessian NaN."""
+
+    poison = False
+
+    def __call__(self, q, qdot):
+        x, jac, hess = self.hessian(q)
+        return x, jac, (hess @ qdot) @ qdot
+
+    def hessian(self, q):
+        a, b = float(q[0]), float(q[1])
+        x = torch.tensor([[np.sin(a), np.cos(b), a * b]], dtype=torch.float64)
+        jac = torch.tensor([[[np.cos(a), 0.0], [0.0, -np.sin(b)], [b, a]]], dtype=torch.float64)
+        hess = torch.zeros(1, 3, 2, 2, dtype=torch.float64)
+        hess[0, 0, 0, 0] = -np.sin(a)
+        hess[0, 1, 1, 1] = -np.cos(b)
+        hess[0, 2, 0, 1] = hess[0, 2, 1, 0] = 1.0
+        if self.poison:
+            hess = hess * float("nan")
+        return x, jac, hess
+
+
+def test_bad_expansions_change_nothing_and_rounding_does_not_shrink_the_radius():
+    hook = _Hook()
+    local = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0)
+    q = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    local.expand(q)
+    radius, centre = local.radius, local.current
+    assert 0 < radius < float("inf")
+    local.expand(q + 1e-12)  # a move far below rounding: the radius stays
+    assert local.radius == radius
+    hook.poison = True
+    with pytest.raises(FloatingPointError):
+        local.expand(q + 0.01)
+    assert local.radius == radius and local.current is not centre  # the last good expansion
+    assert local.q0 is local.current.q0 and bool(torch.isfinite(local.h0).all())
+    # restoring an earlier expansion brings its model back exactly
+    local.restore(centre)
+    for got, want in zip(local(q, q), _Hook()(q, q), strict=True):
+        torch.testing.assert_close(got, want)

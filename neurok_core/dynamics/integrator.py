@@ -68,8 +68,12 @@ class Trajectory:
     each frame (0.25 for a step spanning 4 frames; 0 for frame 0); residual: (T,) energy-balance
     error of that step relative to the energy scale; drag_errors: per drag, distance (m) from the
     grabbed point to its target at its frame (NaN if the run stopped earlier); evaluations:
-    decoder evaluations with J and the nested JVP; energy_evaluations: Jacobian-only ones for the
-    frames inside multi-frame steps; cancelled: whether ``on_frame`` stopped the run.
+    evaluations of the kinematics with J and the nested JVP (of the local model when there is
+    one); energy_evaluations: Jacobian-only ones for the frames inside multi-frame steps;
+    cancelled: whether ``on_frame`` stopped the run. With a local model: expansions (decoder
+    passes with the Hessian), model_errors (its position error measured at each re-expansion,
+    object sizes) and model_energy_jumps (sum of |energy change| at re-expansions, J: booked in
+    ``work``, so it is not part of the energy balance).
     """
 
     q: Tensor
@@ -87,6 +91,7 @@ class Trajectory:
     cancelled: bool = False
     expansions: int = 0
     model_errors: tuple[float, ...] = ()
+    model_energy_jumps: float = 0.0
 
     @property
     def num_frames(self) -> int:
@@ -269,10 +274,14 @@ class Integrator:
         local = self.local
         if local is None:
             return s
-        if s.model is not local.current and not force:
-            local.restore(s.model)  # a step retried from s: s's own expansion
+        if s.model is not None and s.model is not local.current:
+            local.restore(s.model)  # a step retried from s (or the best of failed attempts)
+            self._last = None
         if force or local.needs_expansion(s.q, within_frame=True):
-            local.expand(s.q)
+            try:
+                local.expand(s.q)
+            except FloatingPointError:
+                raise _Failure("nonfinite") from None
         version = local.current
         if s.model is version:
             return s
@@ -308,13 +317,22 @@ class Integrator:
         )
 
     def _clamp(
-        self, frame: int, last: int, k: int, n: int, qdot: Tensor | None = None
+        self,
+        frame: int,
+        last: int,
+        k: int,
+        n: int,
+        qdot: Tensor | None = None,
+        qddot: Tensor | None = None,
     ) -> tuple[int, int]:
         """Fit a wanted step (k frames, n substeps) to the frequencies, loads and user minimum,
         and with the local model to its trusted radius (a step moves q by at most about it)."""
         need = self._need(frame)
         if self.local is not None and qdot is not None and math.isfinite(self.local.radius):
-            need = max(need, 2.0 * float(qdot.norm()) * self.dt / self.local.radius)
+            move = float(qdot.norm()) * self.dt  # per frame, with the acceleration's part
+            if qddot is not None:
+                move += 0.5 * float(qddot.norm()) * self.dt * self.dt
+            need = max(need, 2.0 * move / self.local.radius)
         n_min = max(self.min_substeps, math.ceil(need - 1e-9), 1)
         if n_min > 1 or n > 1:
             return 1, max(n, n_min)
@@ -352,7 +370,7 @@ class Integrator:
                 state = self._start_frame(state, frame)
             except _Failure as fail:
                 raise SimulationError(self._blow_up_message(fail.reason, frame, n)) from None
-            k, n = self._clamp(frame, last, k, n, state.qdot)
+            k, n = self._clamp(frame, last, k, n, state.qdot, state.motion.qddot)
             step = self._advance(state, frame, k, n, content)
             end = step.state
             content = max(content, abs(end.motion.kinetic) + abs(end.motion.potential))
@@ -503,4 +521,9 @@ class Integrator:
             cancelled=cancelled,
             expansions=0 if self.local is None else self.local.stats.expansions,
             model_errors=() if self.local is None else tuple(self.local.stats.errors),
+            model_energy_jumps=(
+                0.0
+                if self.local is None
+                else float(sum(abs(j) for j in self.local.stats.energy_jumps))
+            ),
         )

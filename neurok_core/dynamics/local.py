@@ -124,18 +124,22 @@ class LocalQuadratic:
         """Re-expand at q (kq,), measuring the current model's error there first."""
         q = q.to(**_CPU)
         x, jac, hess = self.hook.hessian(q.to(device=self.device, dtype=self.dtype))
-        x, jac, hess = (t.to(**_CPU) for t in (x, jac, hess))
+        x, jac, hess = (t.to(**_CPU).contiguous() for t in (x, jac, hess))
+        if not all(math.isfinite(float(t.sum())) for t in (x, jac, hess)):
+            raise FloatingPointError("the decoder gave NaN/inf kinematics")  # nothing changed
         if self.q0 is not None:
             dist = float((q - self.q0).norm())
             new = self._radius_from(q, x, jac, dist)
-            if new is not None:
+            if new is not None and math.isfinite(new) and new > 0:
                 self.radius = min(new, 2.0 * self.radius) if math.isfinite(self.radius) else new
         first = self.q0 is None
         u = t = None
         if self.cubic and not first:
             d = q - self.q0
             dist = float(d.norm())
-            if dist > 0:  # the Hessian's change along the last move: D^3x[u, u, u]
+            # the Hessian's change along the last move: D^3x[u, u, u] (not from tiny moves,
+            # where float rounding of the Hessians would dominate the difference)
+            if dist > 0.1 * self.radius and dist > 0:
                 u = d / dist
                 t = ((hess - self.h0) @ u) @ u / dist  # (S, 3)
         self.stats.expansions += 1
@@ -181,7 +185,11 @@ class LocalQuadratic:
         err_j = float((j_model - jac).norm(dim=1).max()) / scale
         self.stats.errors.append(err_x)
         self.stats.jacobian_errors.append(err_j)
-        if dist <= 0:
+        # Errors at the decoder's rounding level say nothing about the radius (they would
+        # shrink it to almost nothing after a tiny move): keep it.
+        eps = torch.finfo(self.dtype).eps
+        reach = float(x.norm(dim=1).max()) / self.size + 1.0
+        if dist <= 0 or (err_x < 100 * eps * reach and err_j < 100 * eps):
             return None
         grow_x = (self.tolerance / max(err_x, 1e-300)) ** (1.0 / 3.0)
         grow_j = (self.jacobian_tolerance / max(err_j, 1e-300)) ** 0.5

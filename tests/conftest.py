@@ -43,3 +43,28 @@ def tiny_checkpoint(tmp_path_factory):
     with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
         model.decoder.head.weight.normal_(0.0, 0.1)
     return save_checkpoint(model, tmp_path_factory.mktemp("checkpoint") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_slab_space():
+    """The kinematic space of a subdivided 0.4 x 0.2 x 0.05 m slab under a tiny float64 model
+    with random weights whose decoder moves things (pin clamp and local-model tests)."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+    import trimesh
+
+    from neurok_core.model import build_model
+    from neurok_core.space import SpaceSettings, build_space
+
+    torch.manual_seed(0)
+    model = build_model("tiny").double()
+    with torch.no_grad():  # a fresh decoder decodes to the identity
+        model.decoder.head.weight.normal_(0.0, 0.1)
+        model.decoder.head.bias.normal_(0.0, 0.02)
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide().subdivide()
+    settings = SpaceSettings(
+        dynamics_points=64, skinning_points=256, subspace_samples=16, rest_steps=40
+    )
+    return build_space(
+        model.eval(), np.asarray(mesh.vertices), np.asarray(mesh.faces), settings=settings
+    )

@@ -147,6 +147,10 @@ def _finite(t: Tensor) -> bool:
     return math.isfinite(float(t.sum()))
 
 
+def _energy_of(m: Motion) -> float:
+    return m.kinetic + m.potential
+
+
 class _Failure(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -288,7 +292,7 @@ class Integrator:
         self._last = None
         kin, motion = self._evaluate(s.q, s.qdot, frame, t)
         self._check(kin, s.q)
-        jump = self._energy_of(motion) - self._energy(s)
+        jump = _energy_of(motion) - self._energy(s)
         local.stats.energy_jumps.append(jump)
         return _State(q=s.q, qdot=s.qdot, work=s.work + jump, kin=kin, motion=motion, model=version)
 
@@ -357,7 +361,14 @@ class Integrator:
                 f"the initial state is invalid ({fail.reason}): the decoder gives NaN/inf or "
                 "the initial velocities are not finite"
             ) from None
-        state = _State(q=q0, qdot=qdot0, work=0.0, kin=kin, motion=motion, model=self._version())
+        state = _State(
+            q=q0,
+            qdot=qdot0,
+            work=0.0,
+            kin=kin,
+            motion=motion,
+            model=None if self.local is None else self.local.current,
+        )
         record = _Record()
         record.add(q0, qdot0, motion.kinetic, motion.potential, 0.0, 0.0, 0.0)
         drag_errors = [math.nan] * len(self.drags)
@@ -394,9 +405,6 @@ class Integrator:
             if step.residual < step.limit / 32:  # RK4: twice the step, about 16x the error
                 k, n = (k, n // 2) if n > 1 else (2 * k, 1)
         return self._trajectory(record, drag_errors, cancelled)
-
-    def _version(self):
-        return None if self.local is None else self.local.current
 
     def _expand(self, s: _State, frame: int) -> _State:
         """At a frame boundary: re-expand the local model when due (radius or frame count)."""
@@ -494,11 +502,7 @@ class Integrator:
 
     @staticmethod
     def _energy(s: _State) -> float:
-        return s.motion.kinetic + s.motion.potential
-
-    @staticmethod
-    def _energy_of(m: Motion) -> float:
-        return m.kinetic + m.potential
+        return _energy_of(s.motion)
 
     def _trajectory(self, r: _Record, drag_errors: list[float], cancelled: bool) -> Trajectory:
         f64 = dict(dtype=torch.float64)

@@ -21,8 +21,7 @@ Cubic term along the path: at a re-expansion at q1 after q0, the change of the H
 the move, (H1 - H0)[u, u] / |q1 - q0| with u = (q1 - q0) / |q1 - q0|, estimates the third
 derivative t = D^3x[u, u, u]; the model at q1 adds t (u . d)^3 / 6 (and its exact derivatives,
 so the model stays a consistent mechanical system). The motion mostly continues the way it was
-going, so this cuts the error for the same radius (on the tests' scene: 4x less trajectory
-difference at the same number of expansions).
+going, so this cuts the error for the same radius.
 
 Error control: at every re-expansion at q1 the old model's positions and Jacobian are compared
 with the decoder's, err_x = max |x_model(q1) - x(q1)| / object size and err_J = max |J_model -
@@ -68,10 +67,6 @@ class LocalStats:
     jacobian_errors: list[float] = field(default_factory=list)
     energy_jumps: list[float] = field(default_factory=list)
 
-    @property
-    def max_error(self) -> float:
-        return max(self.errors, default=0.0)
-
 
 @dataclass(frozen=True)
 class Expansion:
@@ -81,7 +76,6 @@ class Expansion:
     x0: Tensor
     j0: Tensor
     h0: Tensor
-    index: int
     u: Tensor | None = None  # (kq,) unit direction of the cubic term, or None
     t: Tensor | None = None  # (S, 3) third derivative of x along u
 
@@ -112,13 +106,15 @@ class LocalQuadratic:
         self.size, self.tolerance, self.max_frames = float(size), float(tolerance), max_frames
         self.jacobian_tolerance = float(jacobian_tolerance)
         self.cubic = cubic
-        self.u: Tensor | None = None
-        self.t: Tensor | None = None
         self.radius = math.inf  # no error measured yet: the frame count decides
         self.stats = LocalStats()
-        self.q0: Tensor | None = None
         self.current: Expansion | None = None
         self.frames = 0
+
+    @property
+    def q0(self) -> Tensor | None:
+        """The current expansion point, or None before the first expansion."""
+        return None if self.current is None else self.current.q0
 
     def expand(self, q: Tensor) -> None:
         """Re-expand at q (kq,), measuring the current model's error there first."""
@@ -127,23 +123,21 @@ class LocalQuadratic:
         x, jac, hess = (t.to(**_CPU).contiguous() for t in (x, jac, hess))
         if not all(math.isfinite(float(t.sum())) for t in (x, jac, hess)):
             raise FloatingPointError("the decoder gave NaN/inf kinematics")  # nothing changed
-        if self.q0 is not None:
-            dist = float((q - self.q0).norm())
+        first = self.current is None
+        u = t = None
+        if not first:
+            d = q - self.current.q0
+            dist = float(d.norm())
             new = self._radius_from(q, x, jac, dist)
             if new is not None and math.isfinite(new) and new > 0:
                 self.radius = min(new, 2.0 * self.radius) if math.isfinite(self.radius) else new
-        first = self.q0 is None
-        u = t = None
-        if self.cubic and not first:
-            d = q - self.q0
-            dist = float(d.norm())
             # the Hessian's change along the last move: D^3x[u, u, u] (not from tiny moves,
             # where float rounding of the Hessians would dominate the difference)
-            if dist > 0.1 * self.radius and dist > 0:
+            if self.cubic and dist > 0.1 * self.radius and dist > 0:
                 u = d / dist
-                t = ((hess - self.h0) @ u) @ u / dist  # (S, 3)
+                t = ((hess - self.current.h0) @ u) @ u / dist  # (S, 3)
         self.stats.expansions += 1
-        self.restore(Expansion(q, x, jac, hess, self.stats.expansions, u, t))
+        self.restore(Expansion(q, x, jac, hess, u, t))
         self.frames = 0
         if first:
             self.radius = self._probe()
@@ -151,23 +145,22 @@ class LocalQuadratic:
     def restore(self, expansion: Expansion) -> None:
         """Go back to an earlier expansion (a step retried from a state made with it)."""
         self.current = expansion
-        self.q0, self.x0, self.j0, self.h0 = expansion.q0, expansion.x0, expansion.j0, expansion.h0
-        self.u, self.t = expansion.u, expansion.t
 
     def _probe(self) -> float:
         """A first trusted radius, before any motion: along each coordinate, the step that
         moves the points by 5% of the object size is taken and the model's error there
         measured against the decoder (one pass per coordinate, once per simulation)."""
-        kq = self.q0.shape[0]
+        e = self.current
+        kq = e.q0.shape[0]
         radius = math.inf
         for i in range(kq):
             u = torch.zeros(kq, **_CPU)
             u[i] = 1.0
-            speed = float(self.j0[..., i].norm(dim=1).max())
+            speed = float(e.j0[..., i].norm(dim=1).max())
             if speed <= 0:
                 continue
             step = 0.05 * self.size / speed
-            q = self.q0 + step * u
+            q = e.q0 + step * u
             arg = q.to(device=self.device, dtype=self.dtype)
             x, jac, _ = (t.to(**_CPU) for t in self.hook(arg, torch.zeros_like(arg)))
             new = self._radius_from(q, x, jac, step)
@@ -210,26 +203,24 @@ class LocalQuadratic:
     def advance_frames(self, k: int) -> None:
         self.frames += k
 
-    def _positions(self, q: Tensor) -> Tensor:
-        return self._model(q, None)[0]
-
     def _model(self, q: Tensor, v: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
         """x, J and (for v) D^2x[v, v] of the model at q: the quadratic Taylor model plus,
         when known, the cubic term t (u . d)^3 / 6 along the last move's direction u."""
-        d = q - self.q0
+        e = self.current
+        d = q - e.q0
         kq = d.shape[0]
-        hd = (self.h0.reshape(-1, kq) @ d).view(self.j0.shape)  # (S, 3, kq) H[d, .]
-        x = self.x0 + self.j0 @ d + 0.5 * (hd @ d)
-        jac = self.j0 + hd
+        hd = (e.h0.reshape(-1, kq) @ d).view(e.j0.shape)  # (S, 3, kq) H[d, .]
+        x = e.x0 + e.j0 @ d + 0.5 * (hd @ d)
+        jac = e.j0 + hd
         bias = None
         if v is not None:  # H[v, v] (S, 3), as two matrix-vector products
-            bias = (self.h0.reshape(-1, kq) @ v).view(self.j0.shape) @ v
-        if self.t is not None:
-            s = float(self.u @ d)
-            x = x + (s**3 / 6.0) * self.t
-            jac = jac + (0.5 * s * s) * self.t[..., None] * self.u
+            bias = (e.h0.reshape(-1, kq) @ v).view(e.j0.shape) @ v
+        if e.t is not None:
+            s = float(e.u @ d)
+            x = x + (s**3 / 6.0) * e.t
+            jac = jac + (0.5 * s * s) * e.t[..., None] * e.u
             if v is not None:
-                bias = bias + (s * float(self.u @ v) ** 2) * self.t
+                bias = bias + (s * float(e.u @ v) ** 2) * e.t
         return x, jac, bias
 
     def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:

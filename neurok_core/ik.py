@@ -23,6 +23,7 @@ from torch import Tensor
 
 from .errors import MeshError
 from .geometry import as_points
+from .optim import Adam
 from .space import KinematicSpace
 
 
@@ -113,7 +114,7 @@ def inverse_kinematics(
     else:
         starts = torch.cat([space.z_rest[None], prior])  # (R, k)
     var = starts.clone().requires_grad_(True)
-    opt = torch.optim.Adam([var], lr=s.lr)
+    opt = Adam(var, lr=s.lr)
 
     def latent(v: Tensor) -> Tensor:
         return space.latent(v) if reduced else v

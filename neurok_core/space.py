@@ -45,6 +45,7 @@ from .geometry import (
     validate_mesh,
 )
 from .model import NeuROKModel
+from .optim import Adam
 
 CACHE_VERSION = 2
 
@@ -172,7 +173,7 @@ class KinematicSpace:
         with torch.no_grad():
             mu, _ = model.encode_posterior(points[None], points[None], shape)  # (1, k)
         z = mu[0].clone().requires_grad_(True)
-        opt = torch.optim.Adam([z], lr=0.05)
+        opt = Adam(z, lr=0.05)
         steps = self.settings.rest_steps
         best, best_z = math.inf, z.detach().clone()
         for step in range(steps):

@@ -120,8 +120,56 @@ def test_bad_expansions_change_nothing_and_rounding_does_not_shrink_the_radius()
     with pytest.raises(FloatingPointError):
         local.expand(q + 0.01)
     assert local.radius == radius and local.current is not centre  # the last good expansion
-    assert bool(torch.isfinite(local.current.h0).all())
+    assert bool(np.isfinite(local.current.h0).all())
     # restoring an earlier expansion brings its model back exactly
     local.restore(centre)
     for got, want in zip(local(q, q), _Hook()(q, q), strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_cubic_model_is_a_consistent_mechanical_system():
+    """With the cubic term (a third derivative known along the last move u), the model's J and
+    D^2x[v, v] are the exact derivatives of its x, and its third derivative along u is the
+    estimated one, in every direction."""
+    from neurok_core.dynamics.local import Expansion
+
+    rng = np.random.default_rng(0)
+    s, kq = 7, 4
+
+    def sym(a):
+        return 0.5 * (a + np.swapaxes(a, -1, -2))
+
+    u = rng.normal(size=kq)
+    u /= np.linalg.norm(u)
+    t = sym(rng.normal(size=(s, 3, kq, kq)))
+    local = LocalQuadratic(None, dtype=torch.float64, device=torch.device("cpu"), size=1.0)
+    local.restore(
+        Expansion(
+            rng.normal(size=kq),
+            rng.normal(size=(s, 3)),
+            rng.normal(size=(s, 3, kq)),
+            sym(rng.normal(size=(s, 3, kq, kq))),
+            u,
+            t,
+        )
+    )
+    q = local.current.q0 + 0.7 * rng.normal(size=kq)
+    v = rng.normal(size=kq)
+    x, jac, bias = local.model(q, v)
+
+    def pos(p):
+        return local.model(p, None)[0]
+
+    h = 1e-5
+    fd_jac = np.stack([(pos(q + h * e) - pos(q - h * e)) / (2 * h) for e in np.eye(kq)], -1)
+    np.testing.assert_allclose(jac, fd_jac, atol=1e-8)
+    h = 1e-4
+    fd_bias = (pos(q + h * v) - 2 * x + pos(q - h * v)) / h**2
+    np.testing.assert_allclose(bias, fd_bias, atol=1e-5 * np.abs(bias).max())
+    a, e, q0 = rng.normal(size=kq), 1e-2, local.current.q0
+
+    def second(p):  # D^2x[a, a] at p
+        return (pos(p + e * a) - 2 * pos(p) + pos(p - e * a)) / e**2
+
+    third = (second(q0 + e * u) - second(q0 - e * u)) / (2 * e)  # D^3x[u, a, a] at q0
+    np.testing.assert_allclose(third, (t @ a) @ a, atol=1e-6)

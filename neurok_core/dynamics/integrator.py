@@ -42,11 +42,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from ..errors import SimulationError
 from .drag import DragHandle, DragPath
+from .fastrhs import NumpyDynamics
 from .hermite import quintic_hermite
 from .lagrangian import Motion, equations_of_motion, state_energies
 from .loads import Loads
@@ -207,6 +209,9 @@ class Integrator:
         self.bound = settings.max_displacement * loads.size
         self.energy_floor = settings.energy_floor * loads.energy_scale
         self.changes = self._change_frames()
+        # with the local model the kinematics are float64 NumPy underneath: the right-hand
+        # side and the checks run in NumPy too (``fastrhs``), far cheaper per call
+        self.fast = NumpyDynamics(loads) if local is not None else None
 
     # -- right-hand side ---------------------------------------------------------------------
     def _hands(self, frame: int) -> list[tuple[DragHandle, DragPath]]:
@@ -223,18 +228,49 @@ class Integrator:
         if cached is not None and torch.equal(cached[0], q) and torch.equal(cached[1], qdot):
             kin = cached[2]  # same state (e.g. every stage of a step at rest): same kinematics
         else:
-            kin = point_kinematics(self.system, q, qdot)
+            if self.fast is not None:  # the local model, in NumPy
+                x, jac, bias = self.local.model(q.numpy(), qdot.numpy())
+                kin = PointKinematics(*(torch.from_numpy(a) for a in (x, jac, bias)))
+            else:
+                kin = point_kinematics(self.system, q, qdot)
             self.evaluations += 1
             self._last = (q, qdot, kin)
         return kin, self._assemble(kin, q, qdot, frame, t)
 
     def _assemble(self, kin: PointKinematics, q, qdot, frame: int, t: float) -> Motion:
+        if self.fast is not None:
+            qddot, power, kinetic, potential = self.fast.motion(
+                kin.x.numpy(),
+                kin.jac.numpy(),
+                kin.bias.numpy(),
+                q.numpy(),
+                qdot.numpy(),
+                frame,
+                t,
+                self._hands(frame),
+            )
+            if not (math.isfinite(float(qddot.sum())) and math.isfinite(power)):
+                raise _Failure("nonfinite")
+            return Motion(torch.from_numpy(qddot), power, kinetic, potential)
         motion = equations_of_motion(kin, self.loads, q, qdot, frame, t, self._hands(frame))
         if not (_finite(motion.qddot) and math.isfinite(motion.power)):
             raise _Failure("nonfinite")
         return motion
 
     def _check(self, kin: PointKinematics, q: Tensor) -> None:
+        if self.fast is not None:
+            x = kin.x.numpy()
+            if not math.isfinite(float(x.sum())):
+                raise _Failure("nonfinite")
+            dx = x - self.fast.rest
+            if float((dx * dx).sum(1).max()) > self.bound * self.bound:
+                raise _Failure("bounds")
+            qn = q.numpy()
+            if self.fast.excess(qn) > self.settings.max_latent_excess:
+                raise _Failure("latent")
+            if float(np.abs(qn).max()) > self.settings.max_coordinate:
+                raise _Failure("latent")
+            return
         if not _finite(kin.x):
             raise _Failure("nonfinite")
         if float((kin.x - self.loads.rest_points).norm(dim=1).max()) > self.bound:

@@ -1,0 +1,161 @@
+"""The Euler-Lagrange right-hand side of ``lagrangian.equations_of_motion`` in NumPy.
+
+With the local model (``local``) the tracked points' x, J and D^2x[q', q'] are a few hundred
+float64 numbers on the CPU, and a right-hand side is about thirty small array operations. In
+PyTorch each of those costs several microseconds of dispatch, about ten times the arithmetic;
+NumPy's per-call cost is a fraction of that. The equations are the same, term by term (see
+``lagrangian``); ``tests/test_fastrhs.py`` checks them against the PyTorch version to 1e-12 with
+every load switched on (gravity, stiffness, damping, forces, wind, pin springs, the prior
+barrier, drag hands).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.linalg.lapack import dpotrf, dpotrs
+
+from .drag import DragHandle, DragPath, hand_acceleration
+from .loads import Loads
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+class NumpyDynamics:
+    """The loads as float64 NumPy arrays and the right-hand side over them.
+
+    ``motion(x, jac, bias, q, qdot, frame, t, hands)`` returns (q'' (kq,), power, kinetic,
+    potential) exactly as ``equations_of_motion`` does; arrays: x, bias (S, 3), jac (S, 3, kq).
+    """
+
+    def __init__(self, loads: Loads):
+        self.loads = loads
+        self.m = _np(loads.masses)  # (S,)
+        self.sqrt_m3 = np.sqrt(np.repeat(self.m, 3))[:, None]  # (3S, 1)
+        self.rest = _np(loads.rest_points)  # (S, 3)
+        self.gravity = _np(loads.gravity)  # (3,)
+        self.ws2 = float(loads.stiffness_omega) ** 2
+        self.damping, self.ridge = float(loads.damping), float(loads.ridge)
+        pins = loads.pins
+        self.pins = None
+        if pins is not None and pins.stiffness > 0:
+            self.pins = (pins.rows.cpu().numpy(), _np(pins.rest), pins.stiffness, pins.damping)
+        b = loads.barrier
+        self.barrier = None
+        if b is not None:
+            self.barrier = (_np(b.rest), _np(b.basis), _np(b.mean), b.radius, b.strength)
+        self._applied: dict[int, np.ndarray] = {}
+        self._ridge = None  # ridge * I, made at the first call (kq)
+
+    def applied(self, frame: int) -> np.ndarray:
+        """(S, 3) applied point forces on step ``frame`` (cached per frame)."""
+        f = self._applied.get(frame)
+        if f is None:
+            if len(self._applied) > 64:
+                self._applied.clear()
+            f = self._applied[frame] = _np(self.loads.applied_forces(frame))
+        return f
+
+    def barrier_terms(self, q: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """(V_b, dV_b/dq or None inside the ball) of ``barrier.PriorBarrier``."""
+        rest, basis, mean, radius, strength = self.barrier
+        d = rest + basis @ q - mean
+        r = float(np.sqrt(d @ d))
+        s = r - radius
+        if s <= 0.0:
+            return 0.0, None
+        return strength * s**3, (3.0 * strength * s * s / r) * (basis.T @ d)
+
+    def excess(self, q: np.ndarray) -> float:
+        """How far z(q) lies outside the prior ball (``PriorBarrier.excess``); 0 without one."""
+        if self.barrier is None:
+            return 0.0
+        rest, basis, mean, radius, _ = self.barrier
+        d = rest + basis @ q - mean
+        return max(0.0, float(np.sqrt(d @ d)) - radius)
+
+    def metric(self, jac: np.ndarray) -> np.ndarray:
+        """G = J^T M J + ridge I (kq, kq)."""
+        kq = jac.shape[-1]
+        if self._ridge is None or self._ridge.shape[0] != kq:
+            self._ridge = self.ridge * np.eye(kq)
+        a = self.sqrt_m3 * jac.reshape(-1, kq)  # M^1/2 J, G = A^T A
+        return a.T @ a + self._ridge
+
+    def potential(self, x: np.ndarray, q: np.ndarray, barrier_energy: float | None = None):
+        """V(q) in joules (``lagrangian.potential_energy``)."""
+        dx = x - self.rest
+        m = self.m
+        v = -float(m @ (dx @ self.gravity))
+        if self.ws2:
+            v += 0.5 * self.ws2 * float(m @ (dx * dx).sum(1))
+        if self.pins is not None:
+            rows, rest, k, _ = self.pins
+            dp = x[rows] - rest
+            v += 0.5 * k * float((dp * dp).sum())
+        if barrier_energy is None and self.barrier is not None:
+            barrier_energy = self.barrier_terms(q)[0]
+        return v + (barrier_energy or 0.0)
+
+    def motion(
+        self,
+        x: np.ndarray,
+        jac: np.ndarray,
+        bias: np.ndarray,
+        q: np.ndarray,
+        qdot: np.ndarray,
+        frame: int,
+        t: float,
+        hands: list[tuple[DragHandle, DragPath]] = (),
+    ) -> tuple[np.ndarray, float, float, float]:
+        kq = q.shape[0]
+        jf = jac.reshape(-1, kq)  # (3S, kq)
+        metric = self.metric(jac)
+        vel = (jf @ qdot).reshape(-1, 3)  # (S, 3)
+        dx = x - self.rest
+        applied = self.applied(frame)
+        m = self.m[:, None]
+        # gravity, stiffness, applied forces and the Coriolis term -J^T M D^2x[q', q'], one product
+        point = m * (self.gravity - bias) + applied
+        if self.ws2:
+            point = point - (self.ws2 * m) * dx
+        gq = metric @ qdot
+        q_track = jf.T @ point.reshape(-1) - self.damping * gq
+        power = float((applied * vel).sum()) - self.damping * float(qdot @ gq)
+        q_hold = np.zeros(kq)
+        if self.pins is not None:
+            rows, rest, k, c = self.pins
+            vp = vel[rows]
+            f_pin = -k * (x[rows] - rest) - c * vp  # (P, 3)
+            q_hold += jf.reshape(-1, 3, kq)[rows].reshape(-1, kq).T @ f_pin.reshape(-1)
+            power -= c * float((vp * vp).sum())
+        barrier_energy = None
+        if self.barrier is not None:
+            barrier_energy, grad = self.barrier_terms(q)
+            if grad is not None:
+                q_hold -= grad
+        chol, info = dpotrf(metric, lower=1, clean=0)
+        if info != 0:  # not positive definite (or NaN): a failed step, retried smaller
+            nan = np.full(kq, np.nan)
+            return nan, float("nan"), float("nan"), float("nan")
+        both, info = dpotrs(chol, np.stack([q_track, q_hold], 1), lower=1)  # (kq, 2)
+        qddot = both[:, 0] + both[:, 1]
+        if hands:
+            rows = [h.row for h, _ in hands]
+            extra = hand_acceleration(
+                hands,
+                t,
+                positions=torch.from_numpy(x[rows]),
+                velocities=torch.from_numpy(vel[rows]),
+                jac=torch.from_numpy(jac[rows]),
+                bias=torch.from_numpy(bias[rows]),
+                metric=torch.from_numpy(metric),
+                qddot_free=torch.from_numpy(both[:, 0]),
+                free_basis=None if self.loads.pins is None else self.loads.pins.free_basis,
+            ).numpy()
+            qddot = qddot + extra
+            power += float(qdot @ (metric @ extra))
+        kinetic = 0.5 * float(qdot @ gq)
+        return qddot, power, kinetic, self.potential(x, q, barrier_energy)

@@ -148,8 +148,7 @@ def simulate(
         else:
             with torch.no_grad():
                 z = space.latent(q.to(device=space.device, dtype=space.dtype))
-                verts = space.decode_vertices(z[None])[0]  # (N, 3)
-                verts = vertex_clamp(z, verts).float().cpu().numpy()
+                verts = vertex_clamp.decode(z).float().cpu().numpy()  # (N, 3)
         frames.append(verts)
         on_progress("simulate", (index + 1) / count)
         if on_frame is not None:
@@ -196,8 +195,9 @@ def simulate(
 
 
 class _VertexClamp:
-    """The pin clamp applied to decoded vertices (N, 3): the motion of the tracked pins is
-    decoded at their own points and blended out; pinned vertices are put exactly at rest."""
+    """Decodes frames onto the vertices with the pin clamp applied: the motion of the tracked
+    pins (decoded at their own points, in the same pass as the skinning points) is blended out;
+    pinned vertices are put exactly at rest. Without pins, plain decoding."""
 
     def __init__(self, space: KinematicSpace, conditions: SimulationConditions) -> None:
         self.space = space
@@ -215,11 +215,13 @@ class _VertexClamp:
             space.vertices[np.asarray(conditions.pins)], dtype=space.dtype, device=space.device
         )
 
-    def __call__(self, z: torch.Tensor, verts: torch.Tensor) -> torch.Tensor:
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """The clamped vertices (N, 3) of latent z (k,): the vertices and the tracked pins come
+        from one decoder pass."""
         if self.clamp is None:
-            return verts
-        moved = self.space.deform_points(z[None], self.points, self.inverse)[0]  # (P, 3)
-        disp = self.space.normalization.invert(moved) - self.rest  # (P, 3) world
-        out = verts - (self.vals[..., None] * disp[self.idx]).sum(1)  # (N, 3)
+            return self.space.decode_vertices(z[None])[0]
+        verts, moved = self.space.decode_vertices(z[None], (self.points, self.inverse))
+        disp = moved[0] - self.rest  # (P, 3) world
+        out = verts[0] - (self.vals[..., None] * disp[self.idx]).sum(1)  # (N, 3)
         out[self.pinned] = self.pinned_rest
         return out

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .dualquat import dq_apply, dq_blend, dq_conj, dq_mul
+from .dualquat import dq_apply, dq_conj, dq_mul, dq_skin
 from .errors import MeshError
 from .geometry import (
     Normalization,
@@ -144,6 +144,8 @@ class KinematicSpace:
         self.skinning_points = self._tensor(skin_points)
         self.blend_index = torch.as_tensor(idx, device=self.device)  # (N, K)
         self.blend_weights = self._tensor(weights)  # (N, K)
+        heaviest = self.blend_weights.argmax(dim=1, keepdim=True)  # (N, 1)
+        self.blend_pivot = self.blend_index.gather(1, heaviest)[:, 0]  # (N,) skinning points
 
         with torch.no_grad():
             on_status("encode", "encoding the shape")
@@ -297,18 +299,33 @@ class KinematicSpace:
             inverse = self._rest_inverse(pts)
         return pts, inverse
 
-    def decode_vertices(self, z: Tensor) -> Tensor:
+    def decode_vertices(
+        self, z: Tensor, track: tuple[Tensor, Tensor] | None = None
+    ) -> Tensor | tuple[Tensor, Tensor]:
         """World-space vertex positions (B, N, 3) for latents z (B, k), by blending the skinning
-        points' dual quaternions onto the vertices (or their displacements, in the ablation)."""
-        motion = self.point_motion(z, self.skinning_points, self.rest_inverse_skin)
-        gathered = motion[:, self.blend_index]  # (B, N, K, 8|3)
+        points' dual quaternions onto the vertices (or their displacements, in the ablation).
+        track: optional extra points (P, 3) and their rest inverses (from :meth:`tracked_points`)
+        decoded in the same decoder pass; then (vertices, their world positions (B, P, 3))."""
+        points, inverse = self.skinning_points, self.rest_inverse_skin
+        if track is not None:
+            points, inverse = torch.cat([points, track[0]]), torch.cat([inverse, track[1]])
+        motion = self.point_motion(z, points, inverse)
+        skin = motion[:, : self.skinning_points.shape[0]]
         w = self.blend_weights[None]  # (1, N, K)
         rest = self.rest_normalized[None]  # (1, N, 3)
         if self.dualquat:
-            moved = dq_apply(dq_blend(gathered, w), rest)
+            moved = dq_skin(skin, self.blend_index, w, self.blend_pivot, rest)
         else:
-            moved = rest + (w[..., None] * gathered).sum(-2)
-        return self.normalization.invert(moved)
+            moved = rest + (w[..., None] * skin[:, self.blend_index]).sum(-2)
+        verts = self.normalization.invert(moved)
+        if track is None:
+            return verts
+        extra = motion[:, self.skinning_points.shape[0] :]
+        if self.dualquat:
+            tracked = dq_apply(extra, track[0][None])
+        else:
+            tracked = track[0][None] + extra
+        return verts, self.normalization.invert(tracked)
 
     # ------------------------------------------------------------------ cache
     def state_dict(self) -> dict[str, np.ndarray]:

@@ -250,3 +250,19 @@ def test_jvp_matches_finite_differences_and_jacfwd_matches_jacrev(name):
         strict=True,
     ):
         assert_close(jf, jr)
+
+
+def test_dq_skin_equals_blend_then_apply():
+    """The one-pass skinning gives what blending, normalising and applying give, with random
+    rotations (any angle), neighbours in either hemisphere and unequal weights."""
+    gen = torch.Generator().manual_seed(5)
+    d, _, _ = random_dqs(30, 21, scale=0.5)
+    signs = torch.where(torch.rand(30, generator=gen, dtype=D) < 0.5, -1.0, 1.0)
+    motions = torch.stack([d * signs[:, None], d.flip(0)])  # (B=2, Q=30, 8)
+    index = torch.randint(0, 30, (50, 4), generator=gen)  # (N, K)
+    weights = torch.rand(50, 4, generator=gen, dtype=D) + 0.05
+    pivot = index.gather(1, weights.argmax(1, keepdim=True))[:, 0]
+    points = torch.randn(50, 3, generator=gen, dtype=D)
+    want = dq.dq_apply(dq.dq_blend(motions[:, index], weights[None]), points[None])
+    got = dq.dq_skin(motions, index, weights[None], pivot, points[None])
+    assert_close(got, want, atol=1e-12, rtol=1e-10)

@@ -89,15 +89,15 @@ class Expansion:
     u: np.ndarray | None = None
     t: np.ndarray | None = None
 
-    @property
-    def tu(self) -> np.ndarray:
-        """(3S, kq) D^3x[u, u, .]."""
-        return self.__dict__.setdefault("_tu", (self.t @ self.u).reshape(-1, self.u.shape[0]))
+    tu: np.ndarray | None = field(init=False, default=None)  # (3S, kq) D^3x[u, u, .]
+    tuu: np.ndarray | None = field(init=False, default=None)  # (3S,) D^3x[u, u, u]
 
-    @property
-    def tuu(self) -> np.ndarray:
-        """(3S,) D^3x[u, u, u]."""
-        return self.__dict__.setdefault("_tuu", self.tu @ self.u)
+    def __post_init__(self):
+        if self.t is not None:
+            kq = self.u.shape[0]
+            tu = self.t.reshape(-1, kq) @ self.u  # (3S kq,) D^3x[u, ., .] rows
+            object.__setattr__(self, "tu", tu.reshape(-1, kq))
+            object.__setattr__(self, "tuu", self.tu @ self.u)
 
 
 class LocalQuadratic:

@@ -276,8 +276,8 @@ def dq_skin(
     R p = ((w^2 - |v|^2) p + 2 (v . p) v + 2 w v x p) / |r|^2 with r = (w, v), and
     t = 2 vec(d' r'^*) = 2 (w d_v - d_w v + v x d_v) / |r|^2 (the part of d' along r' that
     normalisation removes has vec(r' r'^*) = 0, so it never moves a point). The same result
-    as blending, normalising and applying (``tests/test_dualquat.py``), in a fraction of the
-    elementwise passes over the points.
+    as blending, normalising and applying wherever |r| >= eps (``tests/test_dualquat.py``), in
+    a fraction of the elementwise passes over the points.
     """
     gathered = motions[:, index]  # (B, N, K, 8)
     pivots = motions[:, pivot]  # (B, N, 8)

@@ -220,7 +220,7 @@ class _VertexClamp:
         from one decoder pass."""
         if self.clamp is None:
             return self.space.decode_vertices(z[None])[0]
-        verts, moved = self.space.decode_vertices(z[None], (self.points, self.inverse))
+        verts, moved = self.space.decode_vertices_and_points(z[None], self.points, self.inverse)
         disp = moved[0] - self.rest  # (P, 3) world
         out = verts[0] - (self.vals[..., None] * disp[self.idx]).sum(1)  # (N, 3)
         out[self.pinned] = self.pinned_rest

@@ -299,13 +299,20 @@ class KinematicSpace:
             inverse = self._rest_inverse(pts)
         return pts, inverse
 
-    def decode_vertices(
-        self, z: Tensor, track: tuple[Tensor, Tensor] | None = None
-    ) -> Tensor | tuple[Tensor, Tensor]:
+    def decode_vertices(self, z: Tensor) -> Tensor:
         """World-space vertex positions (B, N, 3) for latents z (B, k), by blending the skinning
-        points' dual quaternions onto the vertices (or their displacements, in the ablation).
-        track: optional extra points (P, 3) and their rest inverses (from :meth:`tracked_points`)
-        decoded in the same decoder pass; then (vertices, their world positions (B, P, 3))."""
+        points' dual quaternions onto the vertices (or their displacements, in the ablation)."""
+        return self._decode(z, None)[0]
+
+    def decode_vertices_and_points(
+        self, z: Tensor, points: Tensor, rest_inverse: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`decode_vertices` and the world positions (B, P, 3) of extra normalised points
+        (P, 3) with their rest inverses (from :meth:`tracked_points`), from one decoder pass:
+        the same as ``normalization.invert(deform_points(z, points, rest_inverse))``."""
+        return self._decode(z, (points, rest_inverse))
+
+    def _decode(self, z: Tensor, track: tuple[Tensor, Tensor] | None):
         points, inverse = self.skinning_points, self.rest_inverse_skin
         if track is not None:
             points, inverse = torch.cat([points, track[0]]), torch.cat([inverse, track[1]])
@@ -319,7 +326,7 @@ class KinematicSpace:
             moved = rest + (w[..., None] * skin[:, self.blend_index]).sum(-2)
         verts = self.normalization.invert(moved)
         if track is None:
-            return verts
+            return verts, None
         extra = motion[:, self.skinning_points.shape[0] :]
         if self.dualquat:
             tracked = dq_apply(extra, track[0][None])

@@ -11,6 +11,8 @@ barrier, drag hands).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from scipy.linalg.lapack import dpotrf, dpotrs
@@ -19,7 +21,8 @@ from .drag import DragHandle, DragPath, hand_acceleration
 from .loads import Loads
 
 
-def _np(t: torch.Tensor) -> np.ndarray:
+def as_float64(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a float64 NumPy array on the CPU (no copy when it already is one)."""
     return t.detach().to("cpu", torch.float64).numpy()
 
 
@@ -32,20 +35,31 @@ class NumpyDynamics:
 
     def __init__(self, loads: Loads):
         self.loads = loads
-        self.m = _np(loads.masses)  # (S,)
+        self.m = as_float64(loads.masses)  # (S,)
         self.sqrt_m3 = np.sqrt(np.repeat(self.m, 3))[:, None]  # (3S, 1)
-        self.rest = _np(loads.rest_points)  # (S, 3)
-        self.gravity = _np(loads.gravity)  # (3,)
+        self.rest = as_float64(loads.rest_points)  # (S, 3)
+        self.gravity = as_float64(loads.gravity)  # (3,)
         self.ws2 = float(loads.stiffness_omega) ** 2
         self.damping, self.ridge = float(loads.damping), float(loads.ridge)
         pins = loads.pins
         self.pins = None
         if pins is not None and pins.stiffness > 0:
-            self.pins = (pins.rows.cpu().numpy(), _np(pins.rest), pins.stiffness, pins.damping)
+            self.pins = (
+                pins.rows.cpu().numpy(),
+                as_float64(pins.rest),
+                pins.stiffness,
+                pins.damping,
+            )
         b = loads.barrier
         self.barrier = None
         if b is not None:
-            self.barrier = (_np(b.rest), _np(b.basis), _np(b.mean), b.radius, b.strength)
+            self.barrier = (
+                as_float64(b.rest),
+                as_float64(b.basis),
+                as_float64(b.mean),
+                b.radius,
+                b.strength,
+            )
         self._applied: dict[int, np.ndarray] = {}
         self._ridge = None  # ridge * I, made at the first call (kq)
 
@@ -55,7 +69,7 @@ class NumpyDynamics:
         if f is None:
             if len(self._applied) > 64:
                 self._applied.clear()
-            f = self._applied[frame] = _np(self.loads.applied_forces(frame))
+            f = self._applied[frame] = as_float64(self.loads.applied_forces(frame))
         return f
 
     def barrier_terms(self, q: np.ndarray) -> tuple[float, np.ndarray | None]:
@@ -99,6 +113,21 @@ class NumpyDynamics:
             barrier_energy = self.barrier_terms(q)[0]
         return v + (barrier_energy or 0.0)
 
+    def energies(
+        self, x: np.ndarray, jac: np.ndarray, q: np.ndarray, qdot: np.ndarray, frame: int
+    ) -> tuple[float, float, float]:
+        """(kinetic, potential, power of the forces other than drag hands) as
+        ``lagrangian.state_energies``, from x (S, 3) and J (S, 3, kq) alone."""
+        kq = q.shape[0]
+        metric = self.metric(jac)
+        gq = metric @ qdot
+        vel = (jac.reshape(-1, kq) @ qdot).reshape(-1, 3)
+        power = float((self.applied(frame) * vel).sum()) - self.damping * float(qdot @ gq)
+        if self.pins is not None:
+            vp = vel[self.pins[0]]
+            power -= self.pins[3] * float((vp * vp).sum())
+        return 0.5 * float(qdot @ gq), self.potential(x, q), power
+
     def motion(
         self,
         x: np.ndarray,
@@ -137,10 +166,14 @@ class NumpyDynamics:
             if grad is not None:
                 q_hold -= grad
         chol, info = dpotrf(metric, lower=1, clean=0)
-        if info != 0:  # not positive definite (or NaN): a failed step, retried smaller
+        both = None
+        if info == 0:
+            both, _ = dpotrs(chol, np.stack([q_track, q_hold], 1), lower=1)  # (kq, 2)
+        # not positive definite, or NaN (which the factorisation lets through): a failed step,
+        # retried smaller by the integrator
+        if both is None or not math.isfinite(float(both.sum())):
             nan = np.full(kq, np.nan)
             return nan, float("nan"), float("nan"), float("nan")
-        both, info = dpotrs(chol, np.stack([q_track, q_hold], 1), lower=1)  # (kq, 2)
         qddot = both[:, 0] + both[:, 1]
         if hands:
             rows = [h.row for h, _ in hands]

@@ -211,7 +211,7 @@ class Integrator:
         self.changes = self._change_frames()
         # with the local model the kinematics are float64 NumPy underneath: the right-hand
         # side and the checks run in NumPy too (``fastrhs``), far cheaper per call
-        self.fast = NumpyDynamics(loads) if local is not None else None
+        self.numpy_dynamics = NumpyDynamics(loads) if local is not None else None
 
     # -- right-hand side ---------------------------------------------------------------------
     def _hands(self, frame: int) -> list[tuple[DragHandle, DragPath]]:
@@ -228,7 +228,7 @@ class Integrator:
         if cached is not None and torch.equal(cached[0], q) and torch.equal(cached[1], qdot):
             kin = cached[2]  # same state (e.g. every stage of a step at rest): same kinematics
         else:
-            if self.fast is not None:  # the local model, in NumPy
+            if self.numpy_dynamics is not None:  # the local model, in NumPy
                 x, jac, bias = self.local.model(q.numpy(), qdot.numpy())
                 kin = PointKinematics(*(torch.from_numpy(a) for a in (x, jac, bias)))
             else:
@@ -238,8 +238,8 @@ class Integrator:
         return kin, self._assemble(kin, q, qdot, frame, t)
 
     def _assemble(self, kin: PointKinematics, q, qdot, frame: int, t: float) -> Motion:
-        if self.fast is not None:
-            qddot, power, kinetic, potential = self.fast.motion(
+        if self.numpy_dynamics is not None:
+            qddot, power, kinetic, potential = self.numpy_dynamics.motion(
                 kin.x.numpy(),
                 kin.jac.numpy(),
                 kin.bias.numpy(),
@@ -258,15 +258,15 @@ class Integrator:
         return motion
 
     def _check(self, kin: PointKinematics, q: Tensor) -> None:
-        if self.fast is not None:
+        if self.numpy_dynamics is not None:
             x = kin.x.numpy()
             if not math.isfinite(float(x.sum())):
                 raise _Failure("nonfinite")
-            dx = x - self.fast.rest
+            dx = x - self.numpy_dynamics.rest
             if float((dx * dx).sum(1).max()) > self.bound * self.bound:
                 raise _Failure("bounds")
             qn = q.numpy()
-            if self.fast.excess(qn) > self.settings.max_latent_excess:
+            if self.numpy_dynamics.excess(qn) > self.settings.max_latent_excess:
                 raise _Failure("latent")
             if float(np.abs(qn).max()) > self.settings.max_coordinate:
                 raise _Failure("latent")
@@ -386,7 +386,7 @@ class Integrator:
         self, q0: Tensor, qdot0: Tensor, frames: int, on_frame: OnFrame | None = None
     ) -> Trajectory:
         """Integrate from (q0, qdot0) (kq,) for ``frames`` output frames (frame 0 included)."""
-        q0, qdot0 = q0.to(**_CPU), qdot0.to(**_CPU)
+        q0, qdot0 = q0.detach().to(**_CPU), qdot0.detach().to(**_CPU)
         if self.local is not None:
             self.local.expand(q0)
         try:
@@ -510,7 +510,12 @@ class Integrator:
             kin = point_kinematics(self.system, q, zero)  # Jacobian only: q' = 0 skips the JVP
             self.energy_evaluations += 1
             self._check(kin, q)
-            kinetic, potential, p = state_energies(kin, self.loads, q, qd, frame)
+            if self.numpy_dynamics is not None:
+                kinetic, potential, p = self.numpy_dynamics.energies(
+                    kin.x.numpy(), kin.jac.numpy(), q.numpy(), qd.numpy(), frame
+                )
+            else:
+                kinetic, potential, p = state_energies(kin, self.loads, q, qd, frame)
             inner.append((q, qd, kinetic, potential))
             power.append(p)
         power.append(end.motion.power)

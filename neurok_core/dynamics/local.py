@@ -56,6 +56,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .fastrhs import as_float64
+
 
 def supports_hessian(hook) -> bool:
     """Whether a kinematics hook can give x, J and the Hessian in one pass."""
@@ -133,20 +135,15 @@ class LocalQuadratic:
         self.current: Expansion | None = None
         self.frames = 0
 
-    @property
-    def q0(self) -> Tensor | None:
-        """The current expansion point, or None before the first expansion."""
-        return None if self.current is None else torch.from_numpy(self.current.q0)
-
     def _exact(self, q: np.ndarray, hessian: bool) -> tuple[np.ndarray, ...]:
         """The hook's x, J (and Hessian) at q as float64 NumPy arrays."""
         arg = torch.from_numpy(q).to(device=self.device, dtype=self.dtype)
         out = self.hook.hessian(arg) if hessian else self.hook(arg, torch.zeros_like(arg))[:2]
-        return tuple(t.detach().to("cpu", torch.float64).numpy() for t in out)
+        return tuple(as_float64(t) for t in out)
 
     def expand(self, q: Tensor) -> None:
         """Re-expand at q (kq,), measuring the current model's error there first."""
-        q = np.array(q.detach().to("cpu", torch.float64).numpy())
+        q = np.array(as_float64(q))  # a copy: the expansion keeps it
         x, jac, hess = self._exact(q, hessian=True)
         if not all(math.isfinite(float(t.sum())) for t in (x, jac, hess)):
             raise FloatingPointError("the decoder gave NaN/inf kinematics")  # nothing changed
@@ -158,7 +155,7 @@ class LocalQuadratic:
             new = self._radius_from(q, x, jac, dist)
             if new is not None and math.isfinite(new) and new > 0:
                 self.radius = min(new, 2.0 * self.radius) if math.isfinite(self.radius) else new
-            # the Hessian's change along the last move: D^3x[u, u, u] (not from tiny moves,
+            # the Hessian's change along the last move: D^3x[u, ., .] (not from tiny moves,
             # where float rounding of the Hessians would dominate the difference)
             if self.cubic and dist > 0.1 * self.radius and dist > 0:
                 u = d / dist
@@ -220,7 +217,7 @@ class LocalQuadratic:
         frames passed since the last expansion."""
         if self.current is None:
             return True
-        d = q.detach().to("cpu", torch.float64).numpy() - self.current.q0
+        d = as_float64(q) - self.current.q0
         far = float(np.sqrt(d @ d)) > self.radius
         if within_frame:
             return far
@@ -235,8 +232,8 @@ class LocalQuadratic:
         self, q: np.ndarray, v: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """x, J and (for v) D^2x[v, v] of the model at q (float64 arrays): the quadratic
-        Taylor model plus, when known, the cubic term t (u . d)^3 / 6 along the last move's
-        direction u."""
+        Taylor model plus, when known, the cubic term C(d) / 6 (module docstring) from the
+        third derivative along the last move's direction u."""
         e = self.current
         d = q - e.q0
         kq = d.shape[0]
@@ -275,6 +272,5 @@ class LocalQuadratic:
         )
 
     def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        q = q.detach().to("cpu", torch.float64).numpy()
-        v = qdot.detach().to("cpu", torch.float64).numpy()
+        q, v = as_float64(q), as_float64(qdot)
         return tuple(torch.from_numpy(a) for a in self.model(q, v))

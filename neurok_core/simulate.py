@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
+from .dynamics.barrier import prior_radius
 from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
@@ -166,6 +167,10 @@ def simulate(
         "latent_dims": int(space.z_rest.shape[0]),
         "spectrum": [float(x) for x in space.spectrum[: max(8, space.reduced_dims)]],
         "rest_residual": float(space.rest_residual),
+        # |z_rest - mu| against the radius of the prior's ``prior_mass`` ball: at or above it,
+        # the prior barrier acts from the rest shape on (``dynamics.barrier``)
+        "rest_latent_distance": float((space.z_rest - space.mu_cond).norm()),
+        "prior_radius": prior_radius(int(space.z_rest.shape[0]), settings.prior_mass),
         "tracked_points": int(system.num_points),
         "substeps": int(traj.substeps.sum()),
         "decoder_evaluations": int(traj.evaluations),

@@ -287,7 +287,10 @@ class KinematicSpace:
 
     def deform_points(self, z: Tensor, points: Tensor, rest_inverse: Tensor) -> Tensor:
         """Deformed positions (B, Q, 3), normalised frame, of normalised ``points`` (Q, 3)."""
-        motion = self.point_motion(z, points, rest_inverse)
+        return self._apply_motion(self.point_motion(z, points, rest_inverse), points)
+
+    def _apply_motion(self, motion: Tensor, points: Tensor) -> Tensor:
+        """Points (Q, 3) moved by their motions (B, Q, 8 | 3) from :meth:`point_motion`."""
         if self.dualquat:
             return dq_apply(motion, points[None])
         return points[None] + motion
@@ -327,11 +330,7 @@ class KinematicSpace:
         verts = self.normalization.invert(moved)
         if track is None:
             return verts, None
-        extra = motion[:, self.skinning_points.shape[0] :]
-        if self.dualquat:
-            tracked = dq_apply(extra, track[0][None])
-        else:
-            tracked = track[0][None] + extra
+        tracked = self._apply_motion(motion[:, self.skinning_points.shape[0] :], track[0])
         return verts, self.normalization.invert(tracked)
 
     # ------------------------------------------------------------------ cache

@@ -7,7 +7,8 @@ Without ``--checkpoint`` it uses the bundled default model when present, else a 
 network with random weights (its decoder head perturbed so that it moves; the cost is the same).
 Each mesh is a flat sheet with ~N vertices; the conditions are gravity, a pin set on one end
 and a force pulse at the other. Prints seconds per stage and the peak resident memory of the
-process (each size runs in its own process so the peaks are separate).
+process (each size runs in its own process so the peaks are separate), and the cost of one
+Hessian pass of the decoder (an expansion of the local model) and of decoding one frame.
 """
 
 from __future__ import annotations
@@ -32,6 +33,29 @@ def mesh_with(vertices: int):
     a = (i * ny + j).ravel()
     f = np.concatenate([np.stack([a, a + ny, a + 1], 1), np.stack([a + 1, a + ny, a + ny + 1], 1)])
     return v, f
+
+
+def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float]:
+    """Milliseconds of one decoder pass giving x, J and the Hessian at the tracked points (what
+    an expansion of the local model costs) and of decoding one frame onto every vertex, each
+    the mean of ``repeats`` runs after a warm-up, at a state near rest."""
+    import torch
+
+    from neurok_core.simulate import build_system
+
+    system, _ = build_system(space, conditions)
+    q = torch.full((system.num_coords,), 0.01, dtype=space.dtype, device=space.device)
+    z = space.latent(q)[None]
+
+    def mean_ms(fn) -> float:
+        with torch.no_grad():
+            fn()
+            start = time.perf_counter()
+            for _ in range(repeats):
+                fn()
+        return round((time.perf_counter() - start) / repeats * 1e3, 1)
+
+    return mean_ms(lambda: system.kinematics.hessian(q)), mean_ms(lambda: space.decode_vertices(z))
 
 
 def run_one(args) -> dict:
@@ -80,6 +104,7 @@ def run_one(args) -> dict:
     settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=not args.exact)
     result = engine.simulate(space, conditions, settings=settings)
     t_sim = time.perf_counter()
+    hessian_ms, decode_ms = stage_costs(space, conditions)
     moved = np.linalg.norm(result.positions - result.positions[0], axis=2).max()
     return {
         "vertices": len(vertices),
@@ -96,6 +121,10 @@ def run_one(args) -> dict:
         "decoder_evaluations": result.info["decoder_evaluations"],
         "model_error": round(result.info["model_error"], 6),
         "max_motion_m": round(float(moved), 4),
+        "rest_latent_distance": round(result.info["rest_latent_distance"], 2),
+        "prior_radius": round(result.info["prior_radius"], 2),
+        "hessian_pass_ms": hessian_ms,
+        "decode_frame_ms": decode_ms,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 

@@ -28,6 +28,9 @@ from .results import SimulationResult
 from .space import KinematicSpace
 
 
+DECODE_BATCH = 8  # frames decoded per batched decoder pass
+
+
 def _noop(*_args) -> None:
     return None
 
@@ -142,23 +145,47 @@ def simulate(
     vertex_clamp = _VertexClamp(space, conditions)
     frames: list[np.ndarray] = []
     count = conditions.frames
+    pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
+    stopped = False
+
+    def flush() -> bool:
+        """Decode the pending frames in one batch and hand them on in order; False once the
+        caller asked to stop (the frames after that one are dropped)."""
+        nonlocal stopped
+        if not pending or stopped:
+            pending.clear()
+            return not stopped
+        with torch.no_grad():
+            qs = torch.stack([q for _, q, _ in pending]).to(device=space.device, dtype=space.dtype)
+            batch = vertex_clamp.decode(space.latent(qs)).float().cpu().numpy()  # (B, N, 3)
+        for (index, _, energy), verts in zip(pending, batch, strict=True):
+            frames.append(verts)
+            on_progress("simulate", (index + 1) / count)
+            if on_frame is not None and on_frame(index, verts, energy) is False:
+                stopped = True
+                break
+        pending.clear()
+        return not stopped
 
     def frame_done(index: int, q: torch.Tensor, energy: float):
-        if index == 0:
-            verts = space.vertices.astype(np.float32)  # the start is exactly the input
-        else:
-            with torch.no_grad():
-                z = space.latent(q.to(device=space.device, dtype=space.dtype))
-                verts = vertex_clamp.decode(z).float().cpu().numpy()  # (N, 3)
-        frames.append(verts)
-        on_progress("simulate", (index + 1) / count)
-        if on_frame is not None:
-            return on_frame(index, verts, energy)
+        nonlocal stopped
+        if index == 0:  # the start is exactly the input
+            verts = space.vertices.astype(np.float32)
+            frames.append(verts)
+            on_progress("simulate", 1 / count)
+            stopped = on_frame is not None and on_frame(index, verts, energy) is False
+            return False if stopped else None
+        # frames are decoded DECODE_BATCH at a time: a batched decoder pass costs far less
+        # per frame than one pass per frame
+        pending.append((index, q, energy))
+        if len(pending) >= DECODE_BATCH or index == count - 1:
+            return None if flush() else False
         return None
 
     # Pins are held by the clamped kinematics, not by springs.
     free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
+    flush()  # nothing left unless the run ended before its last frame
     t = len(frames)
     info = {
         "reduced_dims": space.reduced_dims,
@@ -177,6 +204,8 @@ def simulate(
         # With the local quadratic model (dynamics.local) the right-hand sides come from it;
         # the decoder runs once per expansion (x, J and Hessian in one pass).
         "expansions": int(traj.expansions),
+        # how often a kept expansion near the state served instead of a new one
+        "expansion_reuses": int(traj.reuses),
         "model_error": max(traj.model_errors, default=0.0),
         # The model's energy changes a little at each re-expansion (its own error): the sum of
         # those jumps (J), booked apart from the integration's energy balance below.
@@ -221,12 +250,12 @@ class _VertexClamp:
         )
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
-        """The clamped vertices (N, 3) of latent z (k,): the vertices and the tracked pins come
-        from one decoder pass."""
+        """The clamped vertices (B, N, 3) of latents z (B, k): the vertices and the tracked
+        pins come from one decoder pass."""
         if self.clamp is None:
-            return self.space.decode_vertices(z[None])[0]
-        verts, moved = self.space.decode_vertices_and_points(z[None], self.points, self.inverse)
-        disp = moved[0] - self.rest  # (P, 3) world
-        out = verts[0] - (self.vals[..., None] * disp[self.idx]).sum(1)  # (N, 3)
-        out[self.pinned] = self.pinned_rest
+            return self.space.decode_vertices(z)
+        verts, moved = self.space.decode_vertices_and_points(z, self.points, self.inverse)
+        disp = moved - self.rest  # (B, P, 3) world
+        out = verts - (self.vals[..., None] * disp[:, self.idx]).sum(2)  # (B, N, 3)
+        out[:, self.pinned] = self.pinned_rest
         return out

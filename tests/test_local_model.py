@@ -114,17 +114,41 @@ def test_bad_expansions_change_nothing_and_rounding_does_not_shrink_the_radius()
     local.expand(q)
     radius, centre = local.radius, local.current
     assert 0 < radius < float("inf")
-    local.expand(q + 1e-12)  # a move far below rounding: the radius stays
+    local.expand(q + 1e-12, fresh=True)  # a move far below rounding: the radius stays
     assert local.radius == radius
     hook.poison = True
     with pytest.raises(FloatingPointError):
-        local.expand(q + 0.01)
+        local.expand(q + 0.01, fresh=True)
     assert local.radius == radius and local.current is not centre  # the last good expansion
     assert bool(np.isfinite(local.current.h0).all())
     # restoring an earlier expansion brings its model back exactly
     local.restore(centre)
     for got, want in zip(local(q, q), _Hook()(q, q), strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_a_kept_expansion_near_the_state_serves_again_without_a_decoder_pass():
+    hook = _Hook()
+    calls = []
+    hessian = hook.hessian
+    hook.hessian = lambda q: calls.append(q) or hessian(q)
+    local = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0)
+    q = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    local.expand(q)  # (with probes of the first radius)
+    first, radius, n = local.current, local.radius, len(calls)
+    far = q + torch.tensor([2.0 * radius, 0.0], dtype=torch.float64)
+    local.expand(far)  # nothing kept near it: a new expansion
+    assert local.current is not first and len(calls) == n + 1 and local.stats.expansions == 2
+    r = local.radius
+    near = q + torch.tensor([0.0, 0.4 * r], dtype=torch.float64)
+    local.expand(near)  # within reuse * radius of the first: it comes back, no decoder pass
+    assert local.current is first and len(calls) == n + 1 and local.stats.reuses == 1
+    local.expand(near, fresh=True)  # unless a fresh one is asked for
+    assert local.current is not first and len(calls) == n + 2
+    off = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0, reuse=0)
+    off.expand(q)
+    off.expand(q + torch.tensor([0.0, 0.1 * off.radius], dtype=torch.float64))
+    assert off.stats.reuses == 0 and off.stats.expansions == 2
 
 
 def test_cubic_model_is_a_consistent_mechanical_system():

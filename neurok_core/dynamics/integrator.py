@@ -73,7 +73,7 @@ class Trajectory:
     evaluations of the kinematics with J and the nested JVP (of the local model when there is
     one); energy_evaluations: Jacobian-only ones for the frames inside multi-frame steps;
     cancelled: whether ``on_frame`` stopped the run. With a local model: expansions (decoder
-    passes with the Hessian), model_errors (its position error measured at each re-expansion,
+    passes with the Hessian), reuses (kept expansions gone back to instead), model_errors (its position error measured at each re-expansion,
     object sizes) and model_energy_jumps (sum of |energy change| at re-expansions, J: booked in
     ``work``, so it is not part of the energy balance).
     """
@@ -92,6 +92,7 @@ class Trajectory:
     energy_evaluations: int = 0
     cancelled: bool = False
     expansions: int = 0
+    reuses: int = 0
     model_errors: tuple[float, ...] = ()
     model_energy_jumps: float = 0.0
 
@@ -281,8 +282,24 @@ class Integrator:
         if float(q.abs().max()) > self.settings.max_coordinate:
             raise _Failure("latent")
 
+    def _acceleration(self, q: np.ndarray, v: np.ndarray, frame: int, t: float):
+        """(q'', power) of an inner RK4 stage from the local model, all in NumPy (the stages'
+        kinematics are not kept, so no tensors are made)."""
+        if not math.isfinite(float(q.sum() + v.sum())):
+            raise _Failure("nonfinite")
+        x, jac, bias = self.local.model(q, v)
+        self.evaluations += 1
+        qddot, power, _, _ = self.numpy_dynamics.motion(
+            x, jac, bias, q, v, frame, t, self._hands(frame)
+        )
+        if not math.isfinite(float(qddot.sum()) + power):
+            raise _Failure("nonfinite")
+        return qddot, power
+
     # -- one RK4 step ------------------------------------------------------------------------
     def _rk4(self, s: _State, frame: int, t: float, h: float) -> _State:
+        if self.numpy_dynamics is not None:
+            return self._rk4_numpy(s, frame, t, h)
         q, v, a1, p1 = s.q, s.qdot, s.motion.qddot, s.motion.power
         q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
         _, m2 = self._evaluate(q2, v2, frame, t + 0.5 * h)
@@ -293,6 +310,25 @@ class Integrator:
         qn = q + (h / 6.0) * (v + 2.0 * v2 + 2.0 * v3 + v4)
         vn = v + (h / 6.0) * (a1 + 2.0 * m2.qddot + 2.0 * m3.qddot + m4.qddot)
         wn = s.work + (h / 6.0) * (p1 + 2.0 * m2.power + 2.0 * m3.power + m4.power)
+        kin, motion = self._evaluate(qn, vn, frame, t + h)
+        self._check(kin, qn)
+        return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)
+
+    def _rk4_numpy(self, s: _State, frame: int, t: float, h: float) -> _State:
+        """:meth:`_rk4` with the local model: the same arithmetic on NumPy arrays (the inner
+        stages cost a few microseconds of arithmetic; tensors would cost more than that)."""
+        q, v, a1, p1 = s.q.numpy(), s.qdot.numpy(), s.motion.qddot.numpy(), s.motion.power
+        half = 0.5 * h
+        q2, v2 = q + half * v, v + half * a1
+        a2, p2 = self._acceleration(q2, v2, frame, t + half)
+        q3, v3 = q + half * v2, v + half * a2
+        a3, p3 = self._acceleration(q3, v3, frame, t + half)
+        q4, v4 = q + h * v3, v + h * a3
+        a4, p4 = self._acceleration(q4, v4, frame, t + h)
+        sixth = h / 6.0
+        qn = torch.from_numpy(q + sixth * (v + 2.0 * v2 + 2.0 * v3 + v4))
+        vn = torch.from_numpy(v + sixth * (a1 + 2.0 * a2 + 2.0 * a3 + a4))
+        wn = s.work + sixth * (p1 + 2.0 * p2 + 2.0 * p3 + p4)
         kin, motion = self._evaluate(qn, vn, frame, t + h)
         self._check(kin, qn)
         return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)
@@ -317,9 +353,10 @@ class Integrator:
         if s.model is not None and s.model is not local.current:
             local.restore(s.model)  # a step retried from s (or the best of failed attempts)
             self._last = None
-        if force or local.needs_expansion(s.q, within_frame=True):
-            try:
-                local.expand(s.q)
+        far = local.needs_expansion(s.q, within_frame=True)
+        if force or far:
+            try:  # a kept expansion near s may serve, except for the periodic fresh one
+                local.expand(s.q, fresh=not far)
             except FloatingPointError:
                 raise _Failure("nonfinite") from None
         version = local.current
@@ -565,6 +602,7 @@ class Integrator:
             energy_evaluations=self.energy_evaluations,
             cancelled=cancelled,
             expansions=0 if self.local is None else self.local.stats.expansions,
+            reuses=0 if self.local is None else self.local.stats.reuses,
             model_errors=() if self.local is None else tuple(self.local.stats.errors),
             model_energy_jumps=(
                 0.0

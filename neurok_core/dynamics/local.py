@@ -73,6 +73,7 @@ class LocalStats:
     """Re-expansions and the model errors they measured (object sizes)."""
 
     expansions: int = 0
+    reuses: int = 0  # kept expansions gone back to instead of new ones
     errors: list[float] = field(default_factory=list)
     jacobian_errors: list[float] = field(default_factory=list)
     energy_jumps: list[float] = field(default_factory=list)
@@ -111,7 +112,10 @@ class LocalQuadratic:
     hook: the exact kinematics; dtype, device: what it expects for q; size: object size (m);
     tolerance: allowed position error of the model, in object sizes; jacobian_tolerance:
     allowed error of its Jacobian relative to the largest point speed |dx/dq| (what the forces
-    and the metric see); max_frames: re-expand at least this often.
+    and the metric see); max_frames: re-expand at least this often; reuse: a state that
+    needs a new expansion takes a kept earlier one instead when it lies within ``reuse``
+    times the trusted radius of that one's point (the motion often comes back to where it
+    was: an expansion is a property of the decoder, not of the path; 0 turns this off).
     """
 
     def __init__(
@@ -125,6 +129,7 @@ class LocalQuadratic:
         jacobian_tolerance: float = 1e-2,
         max_frames: int = 8,
         cubic: bool = True,
+        reuse: float = 0.5,
     ) -> None:
         self.hook, self.dtype, self.device = hook, dtype, device
         self.size, self.tolerance, self.max_frames = float(size), float(tolerance), max_frames
@@ -134,6 +139,17 @@ class LocalQuadratic:
         self.stats = LocalStats()
         self.current: Expansion | None = None
         self.frames = 0
+        self.reuse = float(reuse)
+        self._kept: list[Expansion] = []  # every expansion made, for ``reuse``
+        self._points = np.empty((0, 0))  # (n, kq) their q0
+
+    def _reusable(self, q: np.ndarray) -> Expansion | None:
+        """The kept expansion nearest to q when it lies within reuse * radius of q."""
+        if not self._kept or not (self.reuse > 0 and math.isfinite(self.radius)):
+            return None
+        dist = np.sqrt(((self._points - q) ** 2).sum(1))
+        i = int(dist.argmin())
+        return self._kept[i] if dist[i] <= self.reuse * self.radius else None
 
     def _exact(self, q: np.ndarray, hessian: bool) -> tuple[np.ndarray, ...]:
         """The hook's x, J (and Hessian) at q as float64 NumPy arrays."""
@@ -141,9 +157,17 @@ class LocalQuadratic:
         out = self.hook.hessian(arg) if hessian else self.hook(arg, torch.zeros_like(arg))[:2]
         return tuple(as_float64(t) for t in out)
 
-    def expand(self, q: Tensor) -> None:
-        """Re-expand at q (kq,), measuring the current model's error there first."""
+    def expand(self, q: Tensor, fresh: bool = False) -> None:
+        """Re-expand at q (kq,), measuring the current model's error there first; or, unless
+        ``fresh``, go back to a kept expansion near q (``reuse``)."""
         q = np.array(as_float64(q))  # a copy: the expansion keeps it
+        if not fresh:
+            near = self._reusable(q)
+            if near is not None:
+                self.stats.reuses += 1
+                self.restore(near)
+                self.frames = 0
+                return
         x, jac, hess = self._exact(q, hessian=True)
         if not all(math.isfinite(float(t.sum())) for t in (x, jac, hess)):
             raise FloatingPointError("the decoder gave NaN/inf kinematics")  # nothing changed
@@ -161,7 +185,10 @@ class LocalQuadratic:
                 u = d / dist
                 t = (hess - self.current.h0) / dist  # (S, 3, kq, kq) D^3x[u, ., .]
         self.stats.expansions += 1
-        self.restore(Expansion(q, x, jac, hess, u, t))
+        made = Expansion(q, x, jac, hess, u, t)
+        self.restore(made)
+        self._kept.append(made)
+        self._points = np.concatenate([self._points.reshape(-1, q.shape[0]), q[None]])
         self.frames = 0
         if first:
             self.radius = self._probe()

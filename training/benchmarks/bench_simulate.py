@@ -1,7 +1,7 @@
 """End-to-end simulation speed: load, kinematic space, integrate, decode every frame.
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
-        [--frames 120] [--threads 1]
+        [--frames 120] [--threads N]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else a "default"-preset
 network with random weights (its decoder head perturbed so that it moves; the cost is the same).
@@ -64,7 +64,8 @@ def run_one(args) -> dict:
     import numpy as np
     import torch
 
-    torch.set_num_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from neurok_core.api import NeuROK, default_checkpoint
     from neurok_core.dynamics import Force, SimulationConditions
     from neurok_core.dynamics.settings import DEFAULT_SETTINGS
@@ -125,6 +126,8 @@ def run_one(args) -> dict:
         "prior_radius": round(result.info["prior_radius"], 2),
         "hessian_pass_ms": hessian_ms,
         "decode_frame_ms": decode_ms,
+        "threads": torch.get_num_threads(),
+        "expansion_reuses": result.info["expansion_reuses"],
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
@@ -134,7 +137,12 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoint", default=None)
     parser.add_argument("--vertices", type=int, nargs="+", default=[20000, 100000])
     parser.add_argument("--frames", type=int, default=120)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (default 0: torch's own choice, every core, as the worker runs)",
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
         "--exact",
@@ -148,7 +156,8 @@ def main(argv=None) -> int:
         return 0
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
-    print(f"load average {' '.join(load)}; threads {args.threads}; device {args.device}")
+    threads = args.threads or "all cores"
+    print(f"load average {' '.join(load)}; threads {threads}; device {args.device}")
     runs = [(n, False) for n in args.vertices]
     if args.exact:
         runs += [(n, True) for n in args.vertices]

@@ -236,3 +236,10 @@ def test_hessian_pass_matches_autodiff(space):
     many = dk._pass(q, v)[2]
     for a in range(3):
         torch.testing.assert_close(many[a], dk(q, v[a])[2], **TOL)
+
+
+def test_broadcast_shapes_as_torch():
+    for a, b in [((3, 4), (4,)), ((1, 4), (3, 1)), ((2, 1, 5), (7, 1)), ((), (3,)), ((5,), ())]:
+        assert jets._broadcast(a, b) == tuple(torch.broadcast_shapes(a, b))
+    with pytest.raises(ValueError):
+        jets._broadcast((3, 4), (5,))

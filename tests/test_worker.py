@@ -99,6 +99,24 @@ def test_full_request(tmp_path, checkpoint):
     assert list((tmp_path / "cache").glob("space-*.npz")), "the kinematic space is cached"
 
 
+def test_a_request_does_not_import_sympy(tmp_path, checkpoint):
+    """PyTorch's symbolic-shape machinery (sympy, about a second to import) is not needed to
+    simulate: a request in a fresh interpreter must not load it (it once came in through
+    torch.broadcast_shapes in the decoder's jets)."""
+    request, _ = write_request(tmp_path, checkpoint)
+    code = (
+        "import sys, json\n"
+        "from neurok_core.worker import read_request, run_request\n"
+        f"run_request(read_request({str(request)!r}))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'sympy')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
 def test_probe(checkpoint):
     code, lines, _ = run(["--probe", "--checkpoint", str(checkpoint), "--device", "cpu"])
     assert code == 0 and lines[0]["type"] == "probe" and lines[0]["ok"]

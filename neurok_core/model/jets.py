@@ -133,6 +133,19 @@ def _lift(a: Jet, ndim: int) -> Jet:
     return a.like(a.data.reshape(a.data.shape[0], *([1] * extra), *a.value.shape))
 
 
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape two shapes broadcast to. (``torch.broadcast_shapes`` goes through PyTorch's
+    reference implementations, whose first use imports sympy: about a second per process.)"""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
 def add(a: Value, b: Value) -> Value:
     """a + b; a constant only shifts the value (broadcast like the tensors)."""
     if isinstance(a, Jet) and isinstance(b, Jet):
@@ -141,7 +154,7 @@ def add(a: Value, b: Value) -> Value:
         a, b = b, a
     if not isinstance(a, Jet):
         return a + b
-    shape = torch.broadcast_shapes(a.value.shape, b.shape)
+    shape = _broadcast(a.value.shape, b.shape)
     out = _lift(a, len(shape)).data.expand(a.data.shape[0], *shape).clone()
     out[0].add_(b)
     return a.like(out)

@@ -183,7 +183,7 @@ def bilinear(a: Value, b: Value, fn: Callable[[Tensor, Tensor], Tensor]) -> Valu
     a, b = _lift(a, ndim), _lift(b, ndim)
     out = fn(a.data, b.value)  # (kq + 2, ...): value, da_i b, D^2a b
     out[1:].add_(fn(a.value, b.data[1:]))  # + a db_i, a D^2b
-    out[-a.m :].add_(2.0 * fn(a.dirs, b.dirs))
+    out[-a.m :].add_(fn(a.dirs, b.dirs), alpha=2.0)
     return a.like(out)
 
 
@@ -209,7 +209,7 @@ def pointwise(a: Jet, f0: Tensor, f1: Tensor, f2: Tensor) -> Jet:
     """y = f(a) elementwise, given f(a), f'(a) and f''(a) at the value (chain rule)."""
     out = a.data * f1  # (kq + 2, ...)
     out[0] = f0
-    out[-a.m :].add_(f2 * a.dirs.square())
+    out[-a.m :].addcmul_(a.dirs.square_(), f2)
     return a.like(out)
 
 
@@ -218,10 +218,12 @@ def gelu(a: Value) -> Value:
     f' = Phi + x phi, f'' = phi (2 - x^2) with phi, Phi the standard normal pdf and cdf."""
     if not isinstance(a, Jet):
         return F.gelu(a)
-    x = a.value
-    cdf = 0.5 * (1.0 + torch.erf(x * (0.5**0.5)))
-    pdf = torch.exp(-0.5 * x * x) * (2.0 * math.pi) ** -0.5
-    return pointwise(a, x * cdf, cdf + x * pdf, pdf * (2.0 - x * x))
+    x = a.value  # (in-place steps below: each temporary costs as much as the arithmetic)
+    cdf = torch.erf(x * (0.5**0.5)).add_(1.0).mul_(0.5)
+    x2 = x * x
+    pdf = torch.exp(x2 * -0.5).mul_((2.0 * math.pi) ** -0.5)
+    f1 = torch.addcmul(cdf, x, pdf)
+    return pointwise(a, x * cdf, f1, x2.neg_().add_(2.0).mul_(pdf))
 
 
 def softmax(a: Value) -> Value:
@@ -235,8 +237,8 @@ def softmax(a: Value) -> Value:
     centred = d - (s * d).sum(-1, keepdim=True)  # da - <s, da>
     torch.mul(centred, s, out=out[1:])
     kq = a.data.shape[0] - 1 - a.m
-    g2 = _along(a.v.reshape(-1, kq), centred[:kq]).square()  # (m, ...) g = Da[v] - <s, Da[v]>
-    out[-a.m :].add_(s * (g2 - (s * g2).sum(-1, keepdim=True)))
+    g2 = _along(a.v.reshape(-1, kq), centred[:kq]).square_()  # (m, ...) g^2, g = Da[v] - <s, Da[v]>
+    out[-a.m :].add_(g2.sub_((s * g2).sum(-1, keepdim=True)).mul_(s))
     return a.like(out)
 
 
@@ -264,8 +266,8 @@ def layer_norm(x: Value, norm: LayerNorm) -> Value:
     mv = _along(v, m[1 : kq + 1])  # (m, ..., 1) D var[v] / 2
     dr[-m2:].add_(3.0 * r3 * r * r * mv * mv - r3 * (dcv * dcv).mean(-1, keepdim=True))
     out = c * r  # (kq + 2, ..., C)
-    out[1:].add_(c0 * dr)
-    out[-m2:].add_(2.0 * dcv * (-r3 * mv))
+    out[1:].addcmul_(c0, dr)
+    out[-m2:].addcmul_(dcv, mv * (-2.0 * r3))
     out *= norm.weight
     out[0].add_(norm.bias)
     return x.like(out)

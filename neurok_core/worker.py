@@ -41,6 +41,16 @@ Protocol (version 1)
     stdout, the traceback on stderr only); 3 a missing dependency. Nothing but protocol lines is
     printed on stdout.
 
+``python -m neurok_core.worker --serve [--idle-exit SECONDS]``
+    The same, kept warm for many requests: it prints ``{"type": "ready", "protocol": 1}`` once
+    torch is imported, then reads one JSON line per request on stdin, ``{"request":
+    "REQUEST.json"}`` (an absolute path), and answers each with the lines above, ending with
+    exactly one ``done`` or ``error`` line. The model stays loaded and the last kinematic spaces
+    stay in memory, so a second request skips importing torch, loading and encoding. It exits
+    0 when stdin closes (the client went away) or after ``--idle-exit`` seconds without a request
+    (default 600), and after an unexpected failure (exit 1, once its ``error`` line is out);
+    a request whose inputs are wrong gets its ``error`` line and the next one is served.
+
 Cancelling is terminating the process (SIGTERM, then SIGKILL): the frames file then holds the
 frames announced so far; nothing else is left half written (results are written atomically).
 """
@@ -146,8 +156,43 @@ def load_mesh(path: str):
         raise MeshError(f"mesh file {path} is unreadable ({exc})") from None
 
 
-def run_request(request: dict[str, Any]) -> dict[str, Any]:
-    """Run one simulation request, emitting progress lines; returns the ``done`` message."""
+class Warm:
+    """What a serving worker keeps between requests: the loaded models (by checkpoint and
+    device) and the last few kinematic spaces (by model and mesh)."""
+
+    SPACES = 4
+
+    def __init__(self) -> None:
+        self.engines: dict[tuple, Any] = {}
+        self.spaces: dict[tuple, Any] = {}  # insertion order = age
+
+    def engine(self, checkpoint: str | None, device: str):
+        from .api import NeuROK
+
+        key = (checkpoint, device)
+        if key not in self.engines:
+            self.engines.clear()  # one model at a time: they are large
+            self.spaces.clear()
+            self.engines[key] = NeuROK.load(checkpoint, device=device)
+        return self.engines[key]
+
+    def space(self, engine, vertices, faces, build):
+        import hashlib
+
+        digest = hashlib.sha1(vertices.tobytes() + faces.tobytes()).hexdigest()
+        key = (engine.fingerprint, vertices.shape, faces.shape, digest)
+        space = self.spaces.pop(key, None)
+        if space is None:
+            space = build()
+        self.spaces[key] = space
+        while len(self.spaces) > self.SPACES:
+            self.spaces.pop(next(iter(self.spaces)))
+        return space
+
+
+def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]:
+    """Run one simulation request, emitting progress lines; returns the ``done`` message.
+    ``warm``: a serving worker's loaded models and spaces, reused and kept up to date."""
     import numpy as np
 
     from .api import NeuROK
@@ -156,7 +201,10 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
 
     start = time.perf_counter()
     emit({"type": "status", "stage": "load", "message": "loading the model"})
-    engine = NeuROK.load(request["checkpoint"], device=request["device"])
+    if warm is None:
+        engine = NeuROK.load(request["checkpoint"], device=request["device"])
+    else:
+        engine = warm.engine(request["checkpoint"], request["device"])
     vertices, faces = load_mesh(request["mesh"])
     conditions = SimulationConditions.from_dict(request["conditions"])
     conditions.validate(len(vertices))
@@ -167,13 +215,16 @@ def run_request(request: dict[str, Any]) -> dict[str, Any]:
     def on_progress(stage: str, fraction: float) -> None:
         emit({"type": "progress", "stage": stage, "fraction": round(float(fraction), 4)})
 
-    space = engine.space(
-        vertices,
-        faces,
-        cache_dir=request["cache_dir"],
-        on_status=on_status,
-        on_progress=on_progress,
-    )
+    def build():
+        return engine.space(
+            vertices,
+            faces,
+            cache_dir=request["cache_dir"],
+            on_status=on_status,
+            on_progress=on_progress,
+        )
+
+    space = build() if warm is None else warm.space(engine, vertices, faces, build)
     frames_path = request["output"]["frames"]
     count = conditions.frames
     Path(frames_path).parent.mkdir(parents=True, exist_ok=True)
@@ -238,37 +289,17 @@ def probe(checkpoint: str | None, device: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neurok_core.worker", description=__doc__)
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--request", help="run the simulation request in this JSON file")
-    group.add_argument("--probe", action="store_true", help="check torch, device and checkpoint")
-    parser.add_argument("--checkpoint", default=None, help="checkpoint to check with --probe")
-    parser.add_argument("--device", default="auto", help="device to check with --probe")
-    args = parser.parse_args(argv)
+def answer(request_path: str, warm: Warm | None = None) -> int:
+    """Run one request file and emit its ``done`` or ``error`` line; the exit status."""
+    return respond(lambda: run_request(read_request(request_path), warm))
 
-    try:
-        import numpy  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as exc:
-        emit(
-            {
-                "type": "error",
-                "kind": "MissingDependency",
-                "message": f"the engine's Python cannot import {exc.name or exc}: install the"
-                " engine's dependencies (add-on preferences, Install dependencies) or choose an"
-                " interpreter that has torch",
-            }
-        )
-        return EXIT_MISSING
 
+def respond(make) -> int:
+    """Emit ``make()``'s message, or the ``error`` line of what it raised; the exit status."""
     from .errors import NeuROKError
 
     try:
-        if args.probe:
-            emit(probe(args.checkpoint, args.device))
-        else:
-            emit(run_request(read_request(args.request)))
+        emit(make())
         return EXIT_OK
     except (RequestError, NeuROKError) as exc:
         kind = "RequestError" if isinstance(exc, RequestError) else type(exc).__name__
@@ -287,6 +318,89 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         return EXIT_CRASH
+
+
+def serve(idle_exit: float) -> int:
+    """The ``--serve`` loop (module docstring): requests from stdin until it closes or idles."""
+    import queue
+    import threading
+
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:  # a thread, so that waiting can time out on every platform
+        for line in sys.stdin:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    warm = Warm()
+    emit({"type": "ready", "protocol": PROTOCOL})
+    while True:
+        try:
+            line = lines.get(timeout=idle_exit)
+        except queue.Empty:
+            return EXIT_OK  # idle: give the memory back
+        if line is None:
+            return EXIT_OK  # the client is gone
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+            path = message["request"]
+            if not isinstance(path, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            emit(
+                {
+                    "type": "error",
+                    "kind": "RequestError",
+                    "message": 'a serving engine takes one {"request": "PATH"} JSON line at a'
+                    f" time, got {line.strip()[:120]!r}",
+                }
+            )
+            continue
+        if answer(path, warm) == EXIT_CRASH:
+            return EXIT_CRASH  # its state may be broken: the client starts a fresh one
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m neurok_core.worker", description=__doc__)
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--request", help="run the simulation request in this JSON file")
+    group.add_argument("--probe", action="store_true", help="check torch, device and checkpoint")
+    group.add_argument(
+        "--serve", action="store_true", help="run requests read from stdin (one JSON line each)"
+    )
+    parser.add_argument("--checkpoint", default=None, help="checkpoint to check with --probe")
+    parser.add_argument("--device", default="auto", help="device to check with --probe")
+    parser.add_argument(
+        "--idle-exit",
+        type=float,
+        default=600.0,
+        help="with --serve: exit after this many seconds without a request",
+    )
+    args = parser.parse_args(argv)
+
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as exc:
+        emit(
+            {
+                "type": "error",
+                "kind": "MissingDependency",
+                "message": f"the engine's Python cannot import {exc.name or exc}: install the"
+                " engine's dependencies (add-on preferences, Install dependencies) or choose an"
+                " interpreter that has torch",
+            }
+        )
+        return EXIT_MISSING
+
+    if args.serve:
+        return serve(args.idle_exit)
+    if args.request:
+        return answer(args.request)
+    return respond(lambda: probe(args.checkpoint, args.device))
 
 
 if __name__ == "__main__":

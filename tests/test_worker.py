@@ -188,3 +188,60 @@ def test_killed_worker(tmp_path, checkpoint):
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert not (tmp_path / "result.npz").exists()
+
+
+def _answer(proc) -> list[dict]:
+    """The lines of one answer of a serving worker, up to its done or error line."""
+    lines = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the serving worker closed stdout"
+        lines.append(json.loads(line))
+        if lines[-1]["type"] in ("done", "error"):
+            return lines
+
+
+def test_serving_worker_answers_requests_until_stdin_closes(tmp_path, checkpoint):
+    first, second, bad = (tmp_path / name for name in ("first", "second", "bad"))
+    for folder in (first, second, bad):
+        folder.mkdir()
+    req1, rest = write_request(first, checkpoint)
+    req2, _ = write_request(second, checkpoint, frames=6)
+    req3, _ = write_request(bad, checkpoint)
+    (bad / "mesh.npz").unlink()
+    proc = start(["--serve"], stdin=subprocess.PIPE)
+    try:
+        assert json.loads(proc.stdout.readline()) == {"type": "ready", "protocol": 1}
+        answers = []
+        for line in (
+            json.dumps({"request": str(req1)}),
+            "not json",
+            json.dumps({"request": str(req3)}),
+            json.dumps({"request": str(req2)}),
+        ):
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            answers.append(_answer(proc))
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0  # stdin closed: it ends by itself
+    finally:
+        proc.kill()
+    done1, malformed, missing, done2 = (a[-1] for a in answers)
+    assert done1["type"] == "done" and done2["type"] == "done"
+    assert malformed["kind"] == "RequestError" and "request" in malformed["message"]
+    assert missing["kind"] == "MeshError" and "does not exist" in missing["message"]
+    frames1, frames2 = np.load(done1["frames"]), np.load(done2["frames"])
+    assert frames1.shape == (4, len(rest), 3) and frames2.shape == (6, len(rest), 3)
+    # the second request on the same mesh found its kinematic space in memory: the same start
+    np.testing.assert_allclose(frames2[:4], frames1, atol=1e-6)
+    statuses = [m.get("message") for m in answers[3] if m["type"] == "status"]
+    assert not any("encoding" in (s or "") for s in statuses), statuses
+
+
+def test_serving_worker_ends_when_idle(checkpoint):
+    proc = start(["--serve", "--idle-exit", "0.5"], stdin=subprocess.PIPE)
+    try:
+        assert json.loads(proc.stdout.readline())["type"] == "ready"
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()

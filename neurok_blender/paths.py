@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import uuid
@@ -33,6 +34,11 @@ def deps_root() -> Path:
 def space_cache_dir() -> Path:
     """The engine's cache of kinematic spaces (rebuilding one is the slow part of a run)."""
     return user_dir("cache")
+
+
+def engine_dir() -> Path:
+    """The warm engine's folder (its stderr) for this Blender session."""
+    return user_dir("engine", str(os.getpid()))
 
 
 def new_job_dir() -> Path:

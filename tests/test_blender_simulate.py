@@ -51,3 +51,9 @@ def test_simulate_bake_undo_cancel(tmp_path, zip_path, tiny_checkpoint):
     assert bad["status"] == "ERROR" and bad["untouched"] and "Traceback" not in bad["message"]
     assert "config.json" in bad["message"] or "checkpoint" in bad["message"].lower()
     assert out["jobs_left"] == [] and out["leftover_job_dirs"] == []
+    # one warm engine served every run from Start Engine on; cancelling ended it (the pid
+    # above), and after the failed run none is kept
+    assert out["start_engine"][0] == "FINISHED"
+    pids = out["warm_pids"]
+    assert pids[0] is not None and pids == [pids[0]] * 3, pids
+    assert out["warm_after_failure"] is None

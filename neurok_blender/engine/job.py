@@ -34,6 +34,7 @@ class Job:
         self._cancel_requested = False
         self._exited_at: float | None = None
         self._text_seen = 0
+        self.server = None  # the warm engine this job is a request of (``attach``)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, argv, *, env=None, cwd=None) -> None:
@@ -45,7 +46,19 @@ class Job:
                 argv, env=env, cwd=cwd, stderr_path=self.folder / "stderr.txt"
             )
         except OSError as exc:
-            self._fail(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+            self.start_failed(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+
+    def start_failed(self, message: str) -> None:
+        """The child could not be started: the job is over with ``message``."""
+        self._fail(message)
+
+    def attach(self, server, request_path: str | Path) -> None:
+        """Run as one request of a warm engine (:class:`~.server.EngineServer`) rather than a
+        child of its own: the job ends at the request's ``done`` or ``error`` line; cancelling
+        terminates the engine, as it would a one-shot child."""
+        self.server = server
+        self.process = server.process
+        server.submit(request_path)  # a gone engine shows as its exit at the next poll
 
     def request_cancel(self) -> None:
         """Ask the job to stop at its next poll (safe to call from any thread)."""
@@ -63,6 +76,9 @@ class Job:
             self._end()
             return True
         self._read()
+        if self.server is not None and (self.result is not None or self.error is not None):
+            self._end()  # the warm engine answered; it stays for the next request
+            return True
         code = self.process.poll()
         if code is None:
             return False
@@ -138,6 +154,8 @@ class Job:
         self.finished = True
         if self.error is None and not self.cancelled:
             self.fraction = 1.0
+        if self.server is not None:  # kept only after a clean answer; a fresh one after trouble
+            self.server.release(healthy=self.result is not None and not self.cancelled)
 
 
 class ProbeJob(Job):

@@ -32,7 +32,9 @@ class ChildProcess:
         env: dict[str, str] | None = None,
         cwd: str | os.PathLike | None = None,
         stderr_path: str | os.PathLike,
+        stdin: bool = False,
     ):
+        """stdin: give the child a pipe on stdin for :meth:`send` (else it reads nothing)."""
         self.argv = [str(a) for a in argv]
         self.stderr_path = Path(stderr_path)
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -41,7 +43,7 @@ class ChildProcess:
         with open(self.stderr_path, "wb") as err:
             self._proc = subprocess.Popen(
                 self.argv,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=err,
                 env=env,
@@ -54,6 +56,18 @@ class ChildProcess:
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    def send(self, line: str) -> bool:
+        """Write one line to the child's stdin; False when the child is gone (a closed pipe)."""
+        pipe = self._proc.stdin
+        if pipe is None:
+            raise RuntimeError("this child was started without a stdin pipe")
+        try:
+            pipe.write(line.encode("utf-8") + b"\n")
+            pipe.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
 
     def _read(self) -> None:
         stream = self._proc.stdout
@@ -100,6 +114,11 @@ class ChildProcess:
 
     def terminate(self) -> None:
         """Stop the child: SIGTERM, then SIGKILL after a grace period."""
+        if self._proc.stdin is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
         if self._proc.poll() is not None:
             return
         try:

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pathlib import Path
+
+from .command import EngineCommand
 from .job import Job
+from .server import EngineServer
 
 SIMULATE, PROBE, INSTALL = "simulate", "probe", "install"
 
 _jobs: dict[str, Job] = {}
+_server: EngineServer | None = None  # the warm engine (``server``), at most one
 
 
 def start(kind: str, job: Job) -> None:
@@ -47,6 +52,30 @@ def cancel_all() -> None:
             job.process.terminate()
         job.cleanup()
     _jobs.clear()
+    stop_server()
+
+
+def engine_server(command: EngineCommand, folder: Path) -> EngineServer:
+    """The warm engine for ``command``, started now (stderr in ``folder``) if there is none that
+    can take a request; raises OSError when the interpreter cannot be started."""
+    global _server
+    if _server is not None and _server.serves(command):
+        return _server
+    stop_server()
+    _server = EngineServer(command, folder)
+    return _server
+
+
+def warm_server() -> EngineServer | None:
+    """The warm engine if one is running (busy or not)."""
+    return _server if _server is not None and _server.alive else None
+
+
+def stop_server() -> None:
+    global _server
+    if _server is not None:
+        _server.stop()
+        _server = None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Operators: conditions, simulate/cancel/clear, engine check and dependency install."""
+"""Operators: conditions, simulate/cancel/clear, engine check, start and dependency install."""
 
 from .conditions import (
     NEUROK_OT_add_drag,
@@ -8,7 +8,11 @@ from .conditions import (
     NEUROK_OT_remove_condition,
     NEUROK_OT_select_condition,
 )
-from .engine import NEUROK_OT_check_engine, NEUROK_OT_install_dependencies
+from .engine import (
+    NEUROK_OT_check_engine,
+    NEUROK_OT_install_dependencies,
+    NEUROK_OT_start_engine,
+)
 from .simulate import NEUROK_OT_cancel, NEUROK_OT_clear_results, NEUROK_OT_simulate
 
 CLASSES = (
@@ -21,5 +25,6 @@ CLASSES = (
     NEUROK_OT_cancel,
     NEUROK_OT_clear_results,
     NEUROK_OT_check_engine,
+    NEUROK_OT_start_engine,
     NEUROK_OT_install_dependencies,
 )

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Check the engine (``--probe``) and install its dependencies, both as non-blocking jobs."""
+"""Check the engine (``--probe``) and install its dependencies, both as non-blocking jobs; warm
+the engine up ahead of a Simulate."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command, python_tag, resolve_python
 from ..engine.install import InstallJob, has_nvidia_gpu
 from ..engine.job import ProbeJob
-from ..paths import deps_root, new_job_dir
+from ..paths import deps_root, engine_dir, new_job_dir
 from ..preferences import engine_settings
 from .job_runner import JobOperator
 
@@ -45,6 +46,57 @@ class NEUROK_OT_check_engine(JobOperator, bpy.types.Operator):
     def job_failed(self, context, job):
         text = "check cancelled" if job.cancelled else (job.error or "failed")
         registry.set_engine_status("unknown" if job.cancelled else "error", text)
+
+
+def warm_up(context=None) -> str | None:
+    """Start the warm engine (``engine.server``) for the current preferences unless one is
+    running; returns why it could not, or None. The engine imports torch in the background;
+    nothing waits for it."""
+    if registry.warm_server() is not None:
+        return None
+    try:
+        command = engine_command(engine_settings(context).python, deps_root())
+        registry.engine_server(command, engine_dir())
+    except (EngineSetupError, OSError) as exc:
+        return str(exc)
+    return None
+
+
+_warmed: set = set()  # engine commands already warmed up by the panel this session
+
+
+def warm_up_once() -> None:
+    """The panel's warm-up: at most once per engine setting per session (an engine that cannot
+    start is reported by Simulate and Check Engine, not retried at every redraw)."""
+    if registry.warm_server() is not None or registry.get(registry.SIMULATE) is not None:
+        return
+    try:
+        command = engine_command(engine_settings().python, deps_root())
+    except EngineSetupError:
+        return
+    if command in _warmed:
+        return
+    _warmed.add(command)
+
+    def start() -> None:  # from a timer: never start a process while the panel draws
+        warm_up()
+
+    bpy.app.timers.register(start, first_interval=0.0)
+
+
+class NEUROK_OT_start_engine(bpy.types.Operator):
+    """Start the engine now so that the next Simulate need not wait for it (the NeuROK tab does
+    this by itself when it is first shown)"""
+
+    bl_idname = "neurok.start_engine"
+    bl_label = "Start Engine"
+
+    def execute(self, context):
+        problem = warm_up(context)
+        if problem:
+            self.report({"ERROR"}, f"Start Engine: {problem}")
+            return {"CANCELLED"}
+        return {"FINISHED"}
 
 
 class NEUROK_OT_install_dependencies(JobOperator, bpy.types.Operator):

@@ -11,7 +11,7 @@ from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command
 from ..engine.job import SimulationJob
 from ..gather import Gathered, GatherError, gather
-from ..paths import deps_root, new_job_dir
+from ..paths import deps_root, engine_dir, new_job_dir
 from ..preferences import engine_settings
 from ..request import load_frames
 from ..scene_query import simulated_object
@@ -48,7 +48,12 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         job = SimulationJob(folder, gathered.frame_count)
         self._gathered = gathered
         self._bake_mode = obj.neurok.output.bake_mode
-        job.start(command.argv("--request", str(request_path)), env=command.env(), cwd=folder)
+        try:  # the warm engine (engine.server), started now if none can take the request
+            server = registry.engine_server(command, engine_dir())
+        except OSError as exc:
+            job.start_failed(f"cannot start {command.python!r}: {exc.strerror or exc}")
+            return job
+        job.attach(server, request_path)
         return job
 
     def job_done(self, context, job):

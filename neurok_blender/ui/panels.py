@@ -7,6 +7,7 @@ import bpy
 
 from ..bake import has_results
 from ..engine import registry
+from ..operators.engine import warm_up_once
 from ..preferences import engine_status_line
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
@@ -46,6 +47,7 @@ class NEUROK_PT_main(_NeuROKPanel, bpy.types.Panel):
             layout.label(text="Select a mesh object to simulate", icon="INFO")
         else:
             layout.label(text=obj.name, icon="OBJECT_DATA")
+            warm_up_once()  # so that the engine is ready when Simulate is clicked
 
     @staticmethod
     def draw_engine(layout):

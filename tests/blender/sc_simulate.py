@@ -79,6 +79,14 @@ def simulate_flow(params) -> dict:
     out["check"] = call(bpy.ops.neurok.check_engine)
     registry = addon("neurok_blender.engine.registry")
     out["status"] = [registry.engine_status().state, registry.engine_status().text]
+
+    def warm_pid():
+        server = registry.warm_server()
+        return None if server is None else server.process.pid
+
+    # the engine warms up ahead of Simulate (what the NeuROK tab does when it is shown)
+    out["start_engine"] = call(bpy.ops.neurok.start_engine)
+    out["warm_pids"] = [warm_pid()]
     sheet = _sheet_with_user_setup()
     corner = 7
     force = _force_at_vertex(sheet, corner, 40.0)
@@ -92,6 +100,7 @@ def simulate_flow(params) -> dict:
     start = time.monotonic()
     out["simulate"] = call(bpy.ops.neurok.simulate, undo=True)
     out["seconds"] = time.monotonic() - start
+    out["warm_pids"].append(warm_pid())
     sheet = bpy.data.objects["Sheet"]
     out["keys"] = [k.name for k in sheet.data.shape_keys.key_blocks]
     out["modifiers"] = [m.name for m in sheet.modifiers]
@@ -117,6 +126,7 @@ def simulate_flow(params) -> dict:
     start = time.monotonic()
     out["simulate_pc2"] = call(bpy.ops.neurok.simulate, undo=True)
     out["seconds_pc2"] = time.monotonic() - start
+    out["warm_pids"].append(warm_pid())
     sheet = bpy.data.objects["Sheet"]
     out["modifiers_pc2"] = [m.name for m in sheet.modifiers]
     out["keys_pc2"] = [k.name for k in sheet.data.shape_keys.key_blocks]
@@ -151,4 +161,5 @@ def simulate_flow(params) -> dict:
     out["leftover_job_dirs"] = sorted(
         p.name for p in (Path(params["tmp"]) / "tmpdir").glob("neurok-*")
     )
+    out["warm_after_failure"] = warm_pid()
     return out

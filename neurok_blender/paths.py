@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 import uuid
@@ -37,8 +36,8 @@ def space_cache_dir() -> Path:
 
 
 def engine_dir() -> Path:
-    """The warm engine's folder (its stderr) for this Blender session."""
-    return user_dir("engine", str(os.getpid()))
+    """Where warm engines keep their folders (stderr), one each."""
+    return user_dir("engine")
 
 
 def new_job_dir() -> Path:

@@ -6,6 +6,9 @@ import bpy
 
 from . import operators, properties, ui
 from .engine import registry
+from .engine.server import remove_stale_folders
+from .operators.engine import cancel_warm_up
+from .paths import engine_dir
 from .gizmos import NEUROK_GGT_conditions
 from .preferences import NeuROKPreferences
 
@@ -21,11 +24,16 @@ CLASSES = (
 def register() -> None:
     for cls in CLASSES:
         bpy.utils.register_class(cls)
+    try:  # engine folders of past sessions that ended without disabling the add-on
+        remove_stale_folders(engine_dir())
+    except (OSError, ValueError):
+        pass
     bpy.types.Object.neurok = bpy.props.PointerProperty(type=properties.NeuROKObjectSettings)
     bpy.types.Scene.neurok = bpy.props.PointerProperty(type=properties.NeuROKSceneSettings)
 
 
 def unregister() -> None:
+    cancel_warm_up()
     registry.cancel_all()  # never leave an engine process behind
     del bpy.types.Scene.neurok
     del bpy.types.Object.neurok

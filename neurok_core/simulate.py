@@ -122,8 +122,9 @@ def simulate(
 ) -> SimulationResult:
     """Simulate ``conditions`` from the rest shape; every frame decoded onto every vertex.
 
-    on_frame(index, positions (N, 3) float32, energy) is called as each frame is ready; return
-    False from it to stop (the result then holds the frames so far, ``info["cancelled"]``).
+    on_frame(index, positions (N, 3) float32, energy) is called for every frame in order, as
+    frames are decoded (``DECODE_BATCH`` at a time, frame 0 at once); return False from it to
+    stop (the result then holds the frames up to that one, ``info["cancelled"]``).
     pinned_directions: with pins, move only along the latent directions that leave the pinned
     vertices (nearly) still (:func:`~neurok_core.pinning.pinned_subspace`) instead of the
     space's own active subspace.
@@ -213,8 +214,10 @@ def simulate(
         "drag_errors": [float(e) for e in traj.drag_errors],
         # Energy minus the work of the non-conservative forces is constant for the exact motion:
         # its largest change (J) is the integration error, beside the energy's own range.
-        "energy_balance_error": float((traj.energy - traj.work - traj.energy[0]).abs().max()),
-        "energy_range": float(traj.energy.abs().max()),
+        "energy_balance_error": float(
+            (traj.energy[:t] - traj.work[:t] - traj.energy[0]).abs().max()
+        ),
+        "energy_range": float(traj.energy[:t].abs().max()),
         "cancelled": bool(traj.cancelled),
         "seconds": round(time.perf_counter() - started, 3),
     }

@@ -363,6 +363,13 @@ def serve(idle_exit: float) -> int:
             return EXIT_CRASH  # its state may be broken: the client starts a fresh one
 
 
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m neurok_core.worker", description=__doc__)
     group = parser.add_mutually_exclusive_group(required=True)
@@ -375,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", help="device to check with --probe")
     parser.add_argument(
         "--idle-exit",
-        type=float,
+        type=_seconds,
         default=600.0,
         help="with --serve: exit after this many seconds without a request",
     )

@@ -141,10 +141,22 @@ def test_a_kept_expansion_near_the_state_serves_again_without_a_decoder_pass():
     assert local.current is not first and len(calls) == n + 1 and local.stats.expansions == 2
     r = local.radius
     near = q + torch.tensor([0.0, 0.4 * r], dtype=torch.float64)
+    local.advance_frames(3)
     local.expand(near)  # within reuse * radius of the first: it comes back, no decoder pass
     assert local.current is first and len(calls) == n + 1 and local.stats.reuses == 1
+    assert local.frames == 3  # the count to the next fresh (error-measuring) pass runs on
     local.expand(near, fresh=True)  # unless a fresh one is asked for
     assert local.current is not first and len(calls) == n + 2
+    # only the most recently used are kept
+    small = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0)
+    small.KEEP = 2
+    small.expand(q)
+    step = torch.tensor([3.0 * small.radius, 0.0], dtype=torch.float64)
+    small.expand(q + step)
+    small.expand(q + 2 * step)
+    assert small.stats.expansions == 3 and len(small._kept) == 2
+    small.expand(q)  # the first one was dropped: a new pass
+    assert small.stats.expansions == 4 and small.stats.reuses == 0
     off = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0, reuse=0)
     off.expand(q)
     off.expand(q + torch.tensor([0.0, 0.1 * off.radius], dtype=torch.float64))

@@ -245,3 +245,8 @@ def test_serving_worker_ends_when_idle(checkpoint):
         assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
+
+
+def test_serving_worker_refuses_a_bad_idle_time():
+    code, _, err = run(["--serve", "--idle-exit", "-1"], timeout=60)
+    assert code == 2 and "positive number of seconds" in err

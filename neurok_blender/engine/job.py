@@ -35,6 +35,8 @@ class Job:
         self._exited_at: float | None = None
         self._text_seen = 0
         self.server = None  # the warm engine this job is a request of (``attach``)
+        self._stderr_from = 0  # where this job's part of the child's stderr starts
+        self._text_from = 0  # and of its non-protocol stdout lines
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, argv, *, env=None, cwd=None) -> None:
@@ -58,6 +60,9 @@ class Job:
         terminates the engine, as it would a one-shot child."""
         self.server = server
         self.process = server.process
+        # what the engine printed since its last request (or its start) belongs to this job
+        self._text_seen = self._text_from = server.text_mark
+        self._stderr_from = server.stderr_mark
         server.submit(request_path)  # a gone engine shows as its exit at the next poll
 
     def request_cancel(self) -> None:
@@ -121,7 +126,10 @@ class Job:
     def crash_message(self, code: int) -> str:
         """A one-line reason for an exit without a protocol answer."""
         assert self.process is not None
-        tail = self.process.stderr_tail() + self.process.text_lines
+        tail = (
+            self.process.stderr_tail(since=self._stderr_from)
+            + self.process.text_lines[self._text_from :]
+        )
         last = tail[-1].strip() if tail else ""
         if any("No module named" in line and "neurok_core" in line for line in tail):
             return (
@@ -154,8 +162,14 @@ class Job:
         self.finished = True
         if self.error is None and not self.cancelled:
             self.fraction = 1.0
-        if self.server is not None:  # kept only after a clean answer; a fresh one after trouble
-            self.server.release(healthy=self.result is not None and not self.cancelled)
+        if self.server is not None:  # kept after an answer; a fresh one after trouble
+            healthy = not self.cancelled and (self.result is not None or self.answered_error())
+            self.server.release(healthy=healthy)
+
+    def answered_error(self) -> bool:
+        """Whether the engine answered with an error about the request (its inputs), which
+        leaves it fit for the next one."""
+        return False
 
 
 class ProbeJob(Job):
@@ -174,6 +188,12 @@ class ProbeJob(Job):
             return f"torch {self.result.get('torch', '?')}, {self.result.get('device', '?')}"
         return self.error or ("cancelled" if self.cancelled else "not checked")
 
+
+# Errors about a request's inputs (``neurok_core.errors`` and the worker's RequestError): the
+# engine that answered them is still fit to serve.
+REQUEST_ERRORS = frozenset(
+    {"RequestError", "MeshError", "CheckpointError", "ConditionError", "SimulationError"}
+)
 
 # Fraction of the whole run at which each stage of a simulation starts (then ends at the next).
 STAGES = {
@@ -227,6 +247,9 @@ class SimulationJob(Job):
             self.result = message
         elif kind == "error":
             self.error_kind = str(message.get("kind") or "")
+
+    def answered_error(self) -> bool:
+        return self.error_kind in REQUEST_ERRORS and self.process.poll() is None
 
     def finish(self, code: int) -> None:
         if self.result is not None and code != 0:

@@ -130,10 +130,19 @@ class ChildProcess:
         except ProcessLookupError:
             pass
 
-    def stderr_tail(self, max_lines: int = 20) -> list[str]:
-        """The last non-empty lines the child wrote on stderr."""
+    def stderr_size(self) -> int:
+        """Bytes written on stderr so far (a mark for :meth:`stderr_tail`)."""
         try:
-            text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+            return self.stderr_path.stat().st_size
+        except OSError:
+            return 0
+
+    def stderr_tail(self, max_lines: int = 20, since: int = 0) -> list[str]:
+        """The last non-empty lines the child wrote on stderr (after byte ``since``)."""
+        try:
+            with open(self.stderr_path, "rb") as fh:
+                fh.seek(since)
+                text = fh.read().decode("utf-8", errors="replace")
         except OSError:
             return []
         lines = [line for line in text.splitlines() if line.strip()]

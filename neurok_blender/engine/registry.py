@@ -55,14 +55,15 @@ def cancel_all() -> None:
     stop_server()
 
 
-def engine_server(command: EngineCommand, folder: Path) -> EngineServer:
-    """The warm engine for ``command``, started now (stderr in ``folder``) if there is none that
-    can take a request; raises OSError when the interpreter cannot be started."""
+def engine_server(command: EngineCommand, root: Path) -> EngineServer:
+    """The warm engine for ``command``, started now (its folder under ``root``) if there is
+    none that can take a request; raises OSError when the interpreter cannot be started."""
     global _server
     if _server is not None and _server.serves(command):
         return _server
-    stop_server()
-    _server = EngineServer(command, folder)
+    if _server is not None and not _server.busy:
+        stop_server()  # (a busy one belongs to its running job, which ends it)
+    _server = EngineServer(command, root)
     return _server
 
 

@@ -50,9 +50,9 @@ class NEUROK_OT_check_engine(JobOperator, bpy.types.Operator):
 
 def warm_up(context=None) -> str | None:
     """Start the warm engine (``engine.server``) for the current preferences unless one is
-    running; returns why it could not, or None. The engine imports torch in the background;
-    nothing waits for it."""
-    if registry.warm_server() is not None:
+    running or a simulation is; returns why it could not, or None. The engine imports torch in
+    the background; nothing waits for it."""
+    if registry.warm_server() is not None or registry.get(registry.SIMULATE) is not None:
         return None
     try:
         command = engine_command(engine_settings(context).python, deps_root())
@@ -62,26 +62,37 @@ def warm_up(context=None) -> str | None:
     return None
 
 
-_warmed: set = set()  # engine commands already warmed up by the panel this session
+_warmed: set[str] = set()  # engine interpreters (as set in the preferences) warmed by the panel
+_timer = None  # the pending warm-up, if any
 
 
 def warm_up_once() -> None:
-    """The panel's warm-up: at most once per engine setting per session (an engine that cannot
-    start is reported by Simulate and Check Engine, not retried at every redraw)."""
+    """The panel's warm-up, from a timer (never start a process while a panel draws): at most
+    once per interpreter setting per session, so an engine that cannot start is reported by
+    Simulate and Check Engine rather than retried at every redraw. Cheap when nothing is due."""
+    global _timer
     if registry.warm_server() is not None or registry.get(registry.SIMULATE) is not None:
         return
-    try:
-        command = engine_command(engine_settings().python, deps_root())
-    except EngineSetupError:
+    key = engine_settings().python
+    if key in _warmed:
         return
-    if command in _warmed:
-        return
-    _warmed.add(command)
+    _warmed.add(key)
 
-    def start() -> None:  # from a timer: never start a process while the panel draws
+    def start() -> None:
+        global _timer
+        _timer = None
         warm_up()
 
+    _timer = start
     bpy.app.timers.register(start, first_interval=0.0)
+
+
+def cancel_warm_up() -> None:
+    """Drop a warm-up that has not run yet (the add-on is being disabled)."""
+    global _timer
+    if _timer is not None and bpy.app.timers.is_registered(_timer):
+        bpy.app.timers.unregister(_timer)
+    _timer = None
 
 
 class NEUROK_OT_start_engine(bpy.types.Operator):

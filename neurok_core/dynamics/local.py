@@ -112,10 +112,12 @@ class LocalQuadratic:
     hook: the exact kinematics; dtype, device: what it expects for q; size: object size (m);
     tolerance: allowed position error of the model, in object sizes; jacobian_tolerance:
     allowed error of its Jacobian relative to the largest point speed |dx/dq| (what the forces
-    and the metric see); max_frames: re-expand at least this often; reuse: a state that
-    needs a new expansion takes a kept earlier one instead when it lies within ``reuse``
-    times the trusted radius of that one's point (the motion often comes back to where it
-    was: an expansion is a property of the decoder, not of the path; 0 turns this off).
+    and the metric see); max_frames: re-expand with a fresh decoder pass at least this often
+    (which re-measures the model's error); reuse: a state that needs a new expansion takes a
+    kept earlier one instead (the ``KEEP`` most recently used are kept) when it lies within
+    ``reuse`` times the trusted radius of that one's point (the motion often comes back to
+    where it was: an expansion is a property of the decoder, not of the path; 0 turns this
+    off).
     """
 
     def __init__(
@@ -140,16 +142,28 @@ class LocalQuadratic:
         self.current: Expansion | None = None
         self.frames = 0
         self.reuse = float(reuse)
-        self._kept: list[Expansion] = []  # every expansion made, for ``reuse``
+        self._kept: list[Expansion] = []  # expansions made, for ``reuse``, least recent first
         self._points = np.empty((0, 0))  # (n, kq) their q0
 
+    KEEP = 64  # kept expansions (each holds S x 3 x kq^2 numbers twice); least recent go
+
     def _reusable(self, q: np.ndarray) -> Expansion | None:
-        """The kept expansion nearest to q when it lies within reuse * radius of q."""
+        """The kept expansion nearest to q when it lies within reuse * radius of q (it becomes
+        the most recently used)."""
         if not self._kept or not (self.reuse > 0 and math.isfinite(self.radius)):
             return None
         dist = np.sqrt(((self._points - q) ** 2).sum(1))
         i = int(dist.argmin())
-        return self._kept[i] if dist[i] <= self.reuse * self.radius else None
+        if dist[i] > self.reuse * self.radius:
+            return None
+        near = self._kept.pop(i)
+        self._keep(near)
+        return near
+
+    def _keep(self, expansion: Expansion) -> None:
+        self._kept.append(expansion)
+        del self._kept[: -self.KEEP]
+        self._points = np.stack([e.q0 for e in self._kept])
 
     def _exact(self, q: np.ndarray, hessian: bool) -> tuple[np.ndarray, ...]:
         """The hook's x, J (and Hessian) at q as float64 NumPy arrays."""
@@ -163,10 +177,9 @@ class LocalQuadratic:
         q = np.array(as_float64(q))  # a copy: the expansion keeps it
         if not fresh:
             near = self._reusable(q)
-            if near is not None:
+            if near is not None:  # (the frame count runs on: a fresh one re-measures the error)
                 self.stats.reuses += 1
                 self.restore(near)
-                self.frames = 0
                 return
         x, jac, hess = self._exact(q, hessian=True)
         if not all(math.isfinite(float(t.sum())) for t in (x, jac, hess)):
@@ -187,8 +200,7 @@ class LocalQuadratic:
         self.stats.expansions += 1
         made = Expansion(q, x, jac, hess, u, t)
         self.restore(made)
-        self._kept.append(made)
-        self._points = np.concatenate([self._points.reshape(-1, q.shape[0]), q[None]])
+        self._keep(made)
         self.frames = 0
         if first:
             self.radius = self._probe()

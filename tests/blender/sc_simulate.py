@@ -162,4 +162,7 @@ def simulate_flow(params) -> dict:
         p.name for p in (Path(params["tmp"]) / "tmpdir").glob("neurok-*")
     )
     out["warm_after_failure"] = warm_pid()
+    out["warm_after_failure_alive"] = out["warm_after_failure"] is not None and process_alive(
+        out["warm_after_failure"]
+    )
     return out

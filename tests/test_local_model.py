@@ -149,14 +149,14 @@ def test_a_kept_expansion_near_the_state_serves_again_without_a_decoder_pass():
     assert local.current is not first and len(calls) == n + 2
     # only the most recently used are kept
     small = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0)
-    small.KEEP = 2
+    small.KEEP_BYTES = 1.0  # room for the minimum, 16
     small.expand(q)
     step = torch.tensor([3.0 * small.radius, 0.0], dtype=torch.float64)
-    small.expand(q + step)
-    small.expand(q + 2 * step)
-    assert small.stats.expansions == 3 and len(small._kept) == 2
+    for i in range(1, 17):
+        small.expand(q + i * step)
+    assert small.stats.expansions == 17 and len(small._kept) == 16
     small.expand(q)  # the first one was dropped: a new pass
-    assert small.stats.expansions == 4 and small.stats.reuses == 0
+    assert small.stats.expansions == 18 and small.stats.reuses == 0
     off = LocalQuadratic(hook, dtype=torch.float64, device=torch.device("cpu"), size=1.0, reuse=0)
     off.expand(q)
     off.expand(q + torch.tensor([0.0, 0.1 * off.radius], dtype=torch.float64))

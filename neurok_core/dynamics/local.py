@@ -114,7 +114,8 @@ class LocalQuadratic:
     allowed error of its Jacobian relative to the largest point speed |dx/dq| (what the forces
     and the metric see); max_frames: re-expand with a fresh decoder pass at least this often
     (which re-measures the model's error); reuse: a state that needs a new expansion takes a
-    kept earlier one instead (the ``KEEP`` most recently used are kept) when it lies within
+    kept earlier one instead (as many recently used ones are kept as fit in ``KEEP_BYTES``,
+    at least 16) when it lies within
     ``reuse`` times the trusted radius of that one's point (the motion often comes back to
     where it was: an expansion is a property of the decoder, not of the path; 0 turns this
     off).
@@ -145,7 +146,7 @@ class LocalQuadratic:
         self._kept: list[Expansion] = []  # expansions made, for ``reuse``, least recent first
         self._points = np.empty((0, 0))  # (n, kq) their q0
 
-    KEEP = 64  # kept expansions (each holds S x 3 x kq^2 numbers twice); least recent go
+    KEEP_BYTES = 64e6  # memory for kept expansions (the least recently used go beyond it)
 
     def _reusable(self, q: np.ndarray) -> Expansion | None:
         """The kept expansion nearest to q when it lies within reuse * radius of q (it becomes
@@ -162,7 +163,9 @@ class LocalQuadratic:
 
     def _keep(self, expansion: Expansion) -> None:
         self._kept.append(expansion)
-        del self._kept[: -self.KEEP]
+        size = expansion.h0.nbytes * (1 if expansion.t is None else 2)  # H0 and T dominate
+        keep = max(16, int(self.KEEP_BYTES // max(size, 1)))
+        del self._kept[:-keep]
         self._points = np.stack([e.q0 for e in self._kept])
 
     def _exact(self, q: np.ndarray, hessian: bool) -> tuple[np.ndarray, ...]:

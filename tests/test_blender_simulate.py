@@ -59,3 +59,5 @@ def test_simulate_bake_undo_cancel(tmp_path, zip_path, tiny_checkpoint):
     assert pids[0] is not None and pids == [pids[0]] * 3, pids
     assert out["warm_after_failure"] not in (None, pids[0])
     assert out["warm_after_failure_alive"]
+    assert out["warm_timer_registered"] and out["warm_timer_once"]
+    assert out["warm_after_timer"] and out["warm_timer_after"] is None

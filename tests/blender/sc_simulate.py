@@ -165,4 +165,20 @@ def simulate_flow(params) -> dict:
     out["warm_after_failure_alive"] = out["warm_after_failure"] is not None and process_alive(
         out["warm_after_failure"]
     )
+    # the NeuROK tab's warm-up: drawn with no engine running, it schedules one start (a timer),
+    # once per interpreter setting; the timer starts the engine
+    engine_ops = addon("neurok_blender.operators.engine")
+    registry.stop_server()
+    engine_ops._warmed.clear()
+    engine_ops.warm_up_once()
+    timer = engine_ops._timer
+    out["warm_timer_registered"] = timer is not None and bpy.app.timers.is_registered(timer)
+    engine_ops.warm_up_once()
+    out["warm_timer_once"] = engine_ops._timer is timer
+    if bpy.app.timers.is_registered(timer):
+        bpy.app.timers.unregister(timer)
+    timer()  # what the timer does when it fires
+    out["warm_after_timer"] = warm_pid() is not None
+    engine_ops.warm_up_once()  # tried already for this setting: nothing scheduled
+    out["warm_timer_after"] = engine_ops._timer
     return out

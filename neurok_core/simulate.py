@@ -243,9 +243,12 @@ class _VertexClamp:
         if clamp is None:
             return
         self.points, self.inverse = space.tracked_points(clamp.pins)
-        idx, vals = clamp.sparse(space.vertices)
-        self.idx = torch.as_tensor(idx, device=space.device)  # (N, k)
-        self.vals = torch.as_tensor(vals, dtype=space.dtype, device=space.device)  # (N, k)
+        idx, vals = clamp.sparse(space.vertices)  # (N, k) each: k tracked pins per vertex
+        # as a dense (N, P) matrix: P (the tracked pins, a few dozen) is small, and one matrix
+        # product costs far less than gathering (B, N, k, 3) displacements
+        blend = torch.zeros((len(idx), len(clamp.pins)), dtype=torch.float64)
+        blend.scatter_add_(1, torch.as_tensor(idx), torch.as_tensor(vals, dtype=torch.float64))
+        self.blend = blend.to(device=space.device, dtype=space.dtype)
         self.rest = torch.as_tensor(clamp.pins, dtype=space.dtype, device=space.device)
         self.pinned = torch.as_tensor(np.asarray(conditions.pins), device=space.device)
         self.pinned_rest = torch.as_tensor(
@@ -259,6 +262,6 @@ class _VertexClamp:
             return self.space.decode_vertices(z)
         verts, moved = self.space.decode_vertices_and_points(z, self.points, self.inverse)
         disp = moved - self.rest  # (B, P, 3) world
-        out = verts - (self.vals[..., None] * disp[:, self.idx]).sum(2)  # (B, N, 3)
+        out = verts - self.blend @ disp  # (B, N, 3)
         out[:, self.pinned] = self.pinned_rest
         return out

@@ -5,10 +5,12 @@ Starting the engine means importing torch (a few seconds) and loading the model;
 worker does that once and then answers requests from its stdin, keeping the model and the last
 kinematic spaces in memory (``neurok_core.worker``). The add-on starts one when the NeuROK tab is
 first shown (so it is ready by the time Simulate is clicked) or at the first Simulate, and keeps
-it while it answers. It goes away when a run is cancelled (cancelling terminates it, as for a
-one-shot worker), after a run that failed (a fresh one serves the next), when the engine
-settings change, when the add-on is disabled, after ``IDLE_EXIT`` seconds without a request
-(its own timer), and with Blender (its stdin closes).
+it while it answers, also after an error about a request's inputs (a bad mesh, checkpoint or
+condition). It goes away when a run is cancelled (cancelling terminates it, as for a one-shot
+worker), after any other failure (a fresh one serves the next run), when the engine's
+interpreter setting changes, when the add-on is disabled, after ``IDLE_EXIT`` seconds without
+a request (its own timer; Blender replaces one that is close to it rather than send it a
+request), and with Blender (its stdin closes).
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import bpy
 from . import operators, properties, ui
 from .engine import registry
 from .engine.server import remove_stale_folders
+from .gizmos import NEUROK_GGT_conditions
 from .operators.engine import cancel_warm_up
 from .paths import engine_dir
-from .gizmos import NEUROK_GGT_conditions
 from .preferences import NeuROKPreferences
 
 CLASSES = (

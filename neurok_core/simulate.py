@@ -27,7 +27,6 @@ from .pinning import pinned_subspace
 from .results import SimulationResult
 from .space import KinematicSpace
 
-
 DECODE_BATCH = 8  # frames decoded per batched decoder pass
 
 

@@ -8,7 +8,6 @@ answer), not scene data, so it must not be saved in the .blend or travel with un
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from pathlib import Path
 
 from .command import EngineCommand

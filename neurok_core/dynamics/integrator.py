@@ -73,9 +73,10 @@ class Trajectory:
     evaluations of the kinematics with J and the nested JVP (of the local model when there is
     one); energy_evaluations: Jacobian-only ones for the frames inside multi-frame steps;
     cancelled: whether ``on_frame`` stopped the run. With a local model: expansions (decoder
-    passes with the Hessian), reuses (kept expansions gone back to instead), model_errors (its position error measured at each re-expansion,
-    object sizes) and model_energy_jumps (sum of |energy change| at re-expansions, J: booked in
-    ``work``, so it is not part of the energy balance).
+    passes with the Hessian), reuses (kept expansions gone back to instead), model_errors (its
+    position error measured at each re-expansion, object sizes) and model_energy_jumps (sum of
+    |energy change| at re-expansions, J: booked in ``work``, so it is not part of the energy
+    balance).
     """
 
     q: Tensor

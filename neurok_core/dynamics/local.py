@@ -115,10 +115,9 @@ class LocalQuadratic:
     and the metric see); max_frames: re-expand with a fresh decoder pass at least this often
     (which re-measures the model's error); reuse: a state that needs a new expansion takes a
     kept earlier one instead (as many recently used ones are kept as fit in ``KEEP_BYTES``,
-    at least 16) when it lies within
-    ``reuse`` times the trusted radius of that one's point (the motion often comes back to
-    where it was: an expansion is a property of the decoder, not of the path; 0 turns this
-    off).
+    at least 16) when it lies within ``reuse`` times the trusted radius of that one's point
+    (the motion often comes back to where it was: an expansion is a property of the decoder,
+    not of the path; 0 turns this off).
     """
 
     def __init__(

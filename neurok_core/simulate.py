@@ -152,9 +152,6 @@ def simulate(
         """Decode the pending frames in one batch and hand them on in order; False once the
         caller asked to stop (the frames after that one are dropped)."""
         nonlocal stopped
-        if not pending or stopped:
-            pending.clear()
-            return not stopped
         with torch.no_grad():
             qs = torch.stack([q for _, q, _ in pending]).to(device=space.device, dtype=space.dtype)
             batch = vertex_clamp.decode(space.latent(qs)).float().cpu().numpy()  # (B, N, 3)
@@ -184,8 +181,8 @@ def simulate(
 
     # Pins are held by the clamped kinematics, not by springs.
     free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
+    # (the run ends at the last frame, which flushes, or when a flush returned False)
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
-    flush()  # nothing left unless the run ended before its last frame
     t = len(frames)
     info = {
         "reduced_dims": space.reduced_dims,
@@ -197,6 +194,8 @@ def simulate(
         # |z_rest - mu| against the radius of the prior's ``prior_mass`` ball: at or above it,
         # the prior barrier acts from the rest shape on (``dynamics.barrier``)
         "rest_latent_distance": float((space.z_rest - space.mu_cond).norm()),
+        # the farthest the state went from the prior's mean (beyond prior_radius: outside)
+        "max_latent_distance": _max_latent_distance(space, traj.q[:t]),
         "prior_radius": prior_radius(int(space.z_rest.shape[0]), settings.prior_mass),
         "tracked_points": int(system.num_points),
         "substeps": int(traj.substeps.sum()),
@@ -228,6 +227,13 @@ def simulate(
         q=traj.q[:t].numpy(),
         info=info,
     )
+
+
+def _max_latent_distance(space: KinematicSpace, q: torch.Tensor) -> float:
+    """max_t |z(q_t) - mu| over the states q (T, kq)."""
+    with torch.no_grad():
+        z = space.latent(q.to(device=space.device, dtype=space.dtype))
+        return float((z - space.mu_cond).norm(dim=-1).max())
 
 
 class _VertexClamp:

@@ -177,10 +177,9 @@ class Warm:
         return self.engines[key]
 
     def space(self, engine, vertices, faces, build):
-        import hashlib
+        from .space import SpaceSettings, space_cache_key
 
-        digest = hashlib.sha1(vertices.tobytes() + faces.tobytes()).hexdigest()
-        key = (engine.fingerprint, vertices.shape, faces.shape, digest)
+        key = space_cache_key(vertices, faces, engine.fingerprint, SpaceSettings())
         space = self.spaces.pop(key, None)
         if space is None:
             space = build()

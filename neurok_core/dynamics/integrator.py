@@ -299,37 +299,30 @@ class Integrator:
 
     # -- one RK4 step ------------------------------------------------------------------------
     def _rk4(self, s: _State, frame: int, t: float, h: float) -> _State:
+        """One classical RK4 step. With the local model the inner stages run on NumPy arrays
+        (:meth:`_acceleration`: a few microseconds of arithmetic each, which tensors would
+        cost more than); otherwise on tensors through :meth:`_evaluate`."""
         if self.numpy_dynamics is not None:
-            return self._rk4_numpy(s, frame, t, h)
-        q, v, a1, p1 = s.q, s.qdot, s.motion.qddot, s.motion.power
-        q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
-        _, m2 = self._evaluate(q2, v2, frame, t + 0.5 * h)
-        q3, v3 = q + 0.5 * h * v2, v + 0.5 * h * m2.qddot
-        _, m3 = self._evaluate(q3, v3, frame, t + 0.5 * h)
-        q4, v4 = q + h * v3, v + h * m3.qddot
-        _, m4 = self._evaluate(q4, v4, frame, t + h)
-        qn = q + (h / 6.0) * (v + 2.0 * v2 + 2.0 * v3 + v4)
-        vn = v + (h / 6.0) * (a1 + 2.0 * m2.qddot + 2.0 * m3.qddot + m4.qddot)
-        wn = s.work + (h / 6.0) * (p1 + 2.0 * m2.power + 2.0 * m3.power + m4.power)
-        kin, motion = self._evaluate(qn, vn, frame, t + h)
-        self._check(kin, qn)
-        return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)
+            q, v, a1 = s.q.numpy(), s.qdot.numpy(), s.motion.qddot.numpy()
+            stage = self._acceleration
+        else:
+            q, v, a1 = s.q, s.qdot, s.motion.qddot
 
-    def _rk4_numpy(self, s: _State, frame: int, t: float, h: float) -> _State:
-        """:meth:`_rk4` with the local model: the same arithmetic on NumPy arrays (the inner
-        stages cost a few microseconds of arithmetic; tensors would cost more than that)."""
-        q, v, a1, p1 = s.q.numpy(), s.qdot.numpy(), s.motion.qddot.numpy(), s.motion.power
+            def stage(q, v, frame, t):
+                motion = self._evaluate(q, v, frame, t)[1]
+                return motion.qddot, motion.power
+
         half = 0.5 * h
         q2, v2 = q + half * v, v + half * a1
-        a2, p2 = self._acceleration(q2, v2, frame, t + half)
+        a2, p2 = stage(q2, v2, frame, t + half)
         q3, v3 = q + half * v2, v + half * a2
-        a3, p3 = self._acceleration(q3, v3, frame, t + half)
+        a3, p3 = stage(q3, v3, frame, t + half)
         q4, v4 = q + h * v3, v + h * a3
-        a4, p4 = self._acceleration(q4, v4, frame, t + h)
+        a4, p4 = stage(q4, v4, frame, t + h)
         sixth = h / 6.0
-        qn = torch.from_numpy(q + sixth * (v + 2.0 * v2 + 2.0 * v3 + v4))
-        vn = torch.from_numpy(v + sixth * (a1 + 2.0 * a2 + 2.0 * a3 + a4))
-        wn = s.work + sixth * (p1 + 2.0 * p2 + 2.0 * p3 + p4)
+        qn = torch.as_tensor(q + sixth * (v + 2.0 * v2 + 2.0 * v3 + v4))
+        vn = torch.as_tensor(v + sixth * (a1 + 2.0 * a2 + 2.0 * a3 + a4))
+        wn = s.work + sixth * (s.motion.power + 2.0 * p2 + 2.0 * p3 + p4)
         kin, motion = self._evaluate(qn, vn, frame, t + h)
         self._check(kin, qn)
         return _State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)

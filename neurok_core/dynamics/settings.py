@@ -35,6 +35,8 @@ class DynamicsSettings:
     local_tolerance: allowed position error of that model, in object sizes.
     local_jacobian_tolerance: allowed error of its Jacobian, relative to the largest |dx/dq|.
     local_max_frames: re-expand it at least this often.
+    local_reuse: a state that needs a new expansion takes a kept one lying within this many
+        trusted radii instead (0: always a new decoder pass; see ``local``).
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
         differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
     energy_floor: the energy-balance error of a step is measured relative to the largest energy
@@ -65,6 +67,7 @@ class DynamicsSettings:
     local_tolerance: float = 1e-3
     local_jacobian_tolerance: float = 1e-2
     local_max_frames: int = 8
+    local_reuse: float = 0.5
 
 
 DEFAULT_SETTINGS = DynamicsSettings()

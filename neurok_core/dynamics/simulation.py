@@ -152,6 +152,7 @@ def simulate(
             tolerance=settings.local_tolerance,
             jacobian_tolerance=settings.local_jacobian_tolerance,
             max_frames=settings.local_max_frames,
+            reuse=settings.local_reuse,
         )
     integrator = Integrator(
         system,

@@ -1,14 +1,17 @@
 """End-to-end simulation speed: load, kinematic space, integrate, decode every frame.
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
-        [--frames 120] [--threads N]
+        [--frames 120] [--threads N] [--setting NAME=VALUE ...]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else a "default"-preset
 network with random weights (its decoder head perturbed so that it moves; the cost is the same).
 Each mesh is a flat sheet with ~N vertices; the conditions are gravity, a pin set on one end
 and a force pulse at the other. Prints seconds per stage and the peak resident memory of the
 process (each size runs in its own process so the peaks are separate), and the cost of one
-Hessian pass of the decoder (an expansion of the local model) and of decoding one frame.
+Hessian pass of the decoder (an expansion of the local model) and of decoding one frame (in a
+batch of ``simulate.DECODE_BATCH``, as simulate decodes them). ``--setting`` overrides fields of
+``neurok_core.dynamics.settings.DynamicsSettings`` (e.g. ``--setting local_reuse=0
+--setting barrier_scale=0.1``) to measure what a numerical setting costs or buys.
 """
 
 from __future__ import annotations
@@ -37,15 +40,16 @@ def mesh_with(vertices: int):
 
 def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float]:
     """Milliseconds of one decoder pass giving x, J and the Hessian at the tracked points (what
-    an expansion of the local model costs) and of decoding one frame onto every vertex, each
-    the mean of ``repeats`` runs after a warm-up, at a state near rest."""
+    an expansion of the local model costs) and of decoding one frame onto every vertex (the
+    mean over a batch of DECODE_BATCH frames), each the mean of ``repeats`` runs after a
+    warm-up, at a state near rest."""
     import torch
 
-    from neurok_core.simulate import build_system
+    from neurok_core.simulate import DECODE_BATCH, build_system
 
     system, _ = build_system(space, conditions)
     q = torch.full((system.num_coords,), 0.01, dtype=space.dtype, device=space.device)
-    z = space.latent(q)[None]
+    z = space.latent(q)[None].repeat(DECODE_BATCH, 1)
 
     def mean_ms(fn) -> float:
         with torch.no_grad():
@@ -55,7 +59,27 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float]:
                 fn()
         return round((time.perf_counter() - start) / repeats * 1e3, 1)
 
-    return mean_ms(lambda: system.kinematics.hessian(q)), mean_ms(lambda: space.decode_vertices(z))
+    decode = mean_ms(lambda: space.decode_vertices(z)) / DECODE_BATCH
+    return mean_ms(lambda: system.kinematics.hessian(q)), round(decode, 1)
+
+
+def parse_settings(items: list[str]) -> dict:
+    """``NAME=VALUE`` strings as DynamicsSettings overrides (VALUE read as that field's type)."""
+    import dataclasses
+
+    from neurok_core.dynamics.settings import DynamicsSettings
+
+    fields = {f.name: f for f in dataclasses.fields(DynamicsSettings)}
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name not in fields:
+            raise SystemExit(
+                f"--setting {item!r}: expected NAME=VALUE, NAME one of {', '.join(fields)}"
+            )
+        kind = type(getattr(DynamicsSettings(), name))
+        out[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return out
 
 
 def run_one(args) -> dict:
@@ -102,7 +126,9 @@ def run_one(args) -> dict:
         fps=24,
         device=args.device,
     )
-    settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=not args.exact)
+    settings = dataclasses.replace(
+        DEFAULT_SETTINGS, local_model=not args.exact, **parse_settings(args.setting)
+    )
     result = engine.simulate(space, conditions, settings=settings)
     t_sim = time.perf_counter()
     hessian_ms, decode_ms = stage_costs(space, conditions)
@@ -121,8 +147,10 @@ def run_one(args) -> dict:
         "expansions": result.info["expansions"],
         "decoder_evaluations": result.info["decoder_evaluations"],
         "model_error": round(result.info["model_error"], 6),
+        "model_energy_jumps_J": round(result.info["model_energy_jumps"], 4),
         "max_motion_m": round(float(moved), 4),
         "rest_latent_distance": round(result.info["rest_latent_distance"], 2),
+        "max_latent_distance": round(result.info["max_latent_distance"], 2),
         "prior_radius": round(result.info["prior_radius"], 2),
         "hessian_pass_ms": hessian_ms,
         "decode_frame_ms": decode_ms,
@@ -145,12 +173,20 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a DynamicsSettings field (repeatable)",
+    )
+    parser.add_argument(
         "--exact",
         action="store_true",
         help="also run every size with the decoder at every right-hand side (no local model)",
     )
     parser.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    parse_settings(args.setting)  # refuse a bad one before starting anything
     if args.size is not None:  # one size (and kinematics), in this process
         print(json.dumps(run_one(args)))
         return 0
@@ -179,6 +215,8 @@ def main(argv=None) -> int:
             cmd += ["--checkpoint", args.checkpoint]
         if exact:
             cmd.append("--exact")
+        for item in args.setting:
+            cmd += ["--setting", item]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             print(f"{n} vertices: failed\n{out.stderr[-2000:]}")

@@ -1,12 +1,13 @@
 """End-to-end simulation speed: load, kinematic space, integrate, decode every frame.
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
-        [--frames 120] [--threads N] [--setting NAME=VALUE ...]
+        [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else a "default"-preset
 network with random weights (its decoder head perturbed so that it moves; the cost is the same).
 Each mesh is a flat sheet with ~N vertices; the conditions are gravity, a pin set on one end
-and a force pulse at the other. Prints seconds per stage and the peak resident memory of the
+and a force pulse at the other (``--force`` N for half a second, default 20; ``--damping``
+1/s, default 0). Prints seconds per stage and the peak resident memory of the
 process (each size runs in its own process so the peaks are separate), and the cost of one
 Hessian pass of the decoder (an expansion of the local model) and of decoding one frame (in a
 batch of ``simulate.DECODE_BATCH``, as simulate decodes them). ``--setting`` overrides fields of
@@ -120,10 +121,13 @@ def run_one(args) -> dict:
     pins = tuple(int(i) for i in (x <= x.min() + 0.02).nonzero()[0])
     tip = int(x.argmax())
     conditions = SimulationConditions(
-        forces=(Force(direction=(0, 0, 1), strength=20.0, vertex=tip, end_frame=12),),
+        forces=(Force(direction=(0, 0, 1), strength=args.force, vertex=tip, end_frame=12),)
+        if args.force > 0
+        else (),
         pins=pins,
         frames=args.frames,
         fps=24,
+        damping=args.damping,
         device=args.device,
     )
     settings = dataclasses.replace(
@@ -172,6 +176,8 @@ def main(argv=None) -> int:
         help="torch threads (default 0: torch's own choice, every core, as the worker runs)",
     )
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--force", type=float, default=20.0, help="N on the far corner, 0.5 s")
+    parser.add_argument("--damping", type=float, default=0.0, help="1/s")
     parser.add_argument(
         "--setting",
         action="append",
@@ -217,6 +223,7 @@ def main(argv=None) -> int:
             cmd.append("--exact")
         for item in args.setting:
             cmd += ["--setting", item]
+        cmd += ["--force", str(args.force), "--damping", str(args.damping)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             print(f"{n} vertices: failed\n{out.stderr[-2000:]}")

@@ -175,3 +175,23 @@ def load_frames(path: str | Path, count: int, num_vertices: int) -> np.ndarray:
     if not np.isfinite(frames).all():
         raise ValueError("the engine returned frames with NaN or infinite positions")
     return frames
+
+
+BARRIER_WARNING_SHARE = 0.25  # of the frames, past which Simulate warns (``simulate_report``)
+
+
+def simulate_report(name: str, frames: int, seconds: float, baked: str, info) -> tuple[str, str]:
+    """(Blender report type, message) for a finished simulation: what was baked, and a warning
+    when the motion spent more than ``BARRIER_WARNING_SHARE`` of its frames pressed against
+    the limits of the shapes the model knows for this object (the engine's info
+    ``frames_on_barrier``): those frames are where a result looks strained or crumpled, and
+    gentler conditions give a more plausible one."""
+    text = f"Simulated {frames} frames of '{name}' in {seconds:.1f} s; baked as {baked}"
+    pressed = info.get("frames_on_barrier") if isinstance(info, dict) else None
+    if isinstance(pressed, int) and frames > 0 and pressed > BARRIER_WARNING_SHARE * frames:
+        return "WARNING", (
+            f"{text}. In {pressed} of {frames} frames the motion pressed against the limits of "
+            "what the model learned for this object: for a more plausible result lower the "
+            "forces, or raise the mass or the damping"
+        )
+    return "INFO", text

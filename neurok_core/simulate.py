@@ -184,6 +184,9 @@ def simulate(
     # (the run ends at the last frame, which flushes, or when a flush returned False)
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
     t = len(frames)
+    distances = _latent_distances(space, traj.q[:t])  # (t,)
+    radius = prior_radius(int(space.z_rest.shape[0]), settings.prior_mass)
+    barrier_radius = max(radius, float((space.z_rest - space.mu_cond).norm()))
     info = {
         "reduced_dims": space.reduced_dims,
         "pinned_subspace": pin_report,
@@ -195,8 +198,11 @@ def simulate(
         # the prior barrier acts from the rest shape on (``dynamics.barrier``)
         "rest_latent_distance": float((space.z_rest - space.mu_cond).norm()),
         # the farthest the state went from the prior's mean (beyond prior_radius: outside)
-        "max_latent_distance": _max_latent_distance(space, traj.q[:t]),
-        "prior_radius": prior_radius(int(space.z_rest.shape[0]), settings.prior_mass),
+        "max_latent_distance": float(distances.max()),
+        "prior_radius": radius,
+        # frames whose state lies where the barrier acts (beyond the larger of the radius and
+        # the rest distance): the motion pressed against the limits of the learned shapes
+        "frames_on_barrier": int((distances > barrier_radius).sum()),
         "tracked_points": int(system.num_points),
         "substeps": int(traj.substeps.sum()),
         "decoder_evaluations": int(traj.evaluations),
@@ -229,11 +235,11 @@ def simulate(
     )
 
 
-def _max_latent_distance(space: KinematicSpace, q: torch.Tensor) -> float:
-    """max_t |z(q_t) - mu| over the states q (T, kq)."""
+def _latent_distances(space: KinematicSpace, q: torch.Tensor) -> np.ndarray:
+    """|z(q_t) - mu| (T,) of the states q (T, kq)."""
     with torch.no_grad():
         z = space.latent(q.to(device=space.device, dtype=space.dtype))
-        return float((z - space.mu_cond).norm(dim=-1).max())
+        return (z - space.mu_cond).norm(dim=-1).double().cpu().numpy()
 
 
 class _VertexClamp:

@@ -158,3 +158,17 @@ def test_simulation_job_error_and_bad_exit(tmp_path):
     job = SimulationJob(tmp_path / "c", 4)
     job.start([str(tmp_path / "no_python"), "-m", "neurok_core.worker"])
     assert job.finished and "cannot start" in job.error
+
+
+def test_simulate_report_warns_when_the_motion_pressed_against_the_learned_limits():
+    from neurok_blender.request import simulate_report
+
+    kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 3})
+    assert kind == "INFO" and text == (
+        "Simulated 48 frames of 'Sheet' in 2.5 s; baked as 4 shape keys"
+    )
+    kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 30})
+    assert kind == "WARNING" and "In 30 of 48 frames" in text and "lower the forces" in text
+    # an engine that does not report it (or a malformed info) just gives the summary
+    for info in ({}, None, {"frames_on_barrier": "many"}):
+        assert simulate_report("Sheet", 48, 2.5, "4 shape keys", info)[0] == "INFO"

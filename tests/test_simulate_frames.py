@@ -60,3 +60,26 @@ def test_a_caller_that_stops_stops_the_run(tiny_slab_space):
     result = simulate(tiny_slab_space, _conditions(tiny_slab_space, 48), on_frame=on_frame)
     assert result.info["cancelled"]
     assert len(result.positions) == 4 and len(result.q) == 4
+
+
+def test_frames_on_barrier_counts_the_states_beyond_the_barrier_radius(tiny_slab_space):
+    """``frames_on_barrier`` counts the frames whose latent lies where the prior barrier acts
+    (beyond the larger of the prior ball's radius and the rest latent's distance): none for
+    the object left at rest, some for a push hard enough to reach the limits of the space."""
+    space = tiny_slab_space
+    still = simulate(space, SimulationConditions(gravity=(0.0, 0.0, 0.0), frames=6, fps=24))
+    assert still.info["frames_on_barrier"] == 0
+    radius = max(still.info["prior_radius"], float((space.z_rest - space.mu_cond).norm()))
+    tip = int(np.argmax(space.vertices[:, 0]))
+    hard = SimulationConditions(
+        forces=(Force(direction=(0, 0, 1), strength=200.0, vertex=tip, end_frame=4),),
+        gravity=(0.0, 0.0, 0.0),
+        frames=8,
+        fps=24,
+    )
+    result = simulate(space, hard)
+    with torch.no_grad():
+        z = space.latent(torch.as_tensor(result.q, dtype=space.dtype))
+        beyond = int(((z - space.mu_cond).norm(dim=-1) > radius).sum())
+    assert result.info["frames_on_barrier"] == beyond > 0
+    assert result.info["max_latent_distance"] > radius

@@ -9,9 +9,12 @@ Each mesh is a flat sheet with ~N vertices; the conditions are gravity, a pin se
 and a force pulse at the other (``--force`` N for half a second, default 20; ``--damping``
 1/s, default 0). Prints seconds per stage and the peak resident memory of the
 process (each size runs in its own process so the peaks are separate), and the cost of one
-Hessian pass of the decoder (an expansion of the local model) and of decoding one frame (in a
-batch of ``simulate.DECODE_BATCH``, as simulate decodes them). ``--setting`` overrides fields of
-``neurok_core.dynamics.settings.DynamicsSettings`` (e.g. ``--setting local_reuse=0
+Hessian pass of the decoder (an expansion of the local model; ``hessian_tokens_ms`` its part
+that does not depend on the tracked points) and of decoding one frame (in a batch of
+``simulate.DECODE_BATCH``, as simulate decodes them). ``frames_on_barrier``: frames whose
+state the prior barrier pushed back (the motion pressing against the limits of the learned
+shapes, where the dynamics are stiff and need many short steps). ``--setting`` overrides
+fields of ``neurok_core.dynamics.settings.DynamicsSettings`` (e.g. ``--setting local_reuse=0
 --setting barrier_scale=0.1``) to measure what a numerical setting costs or buys.
 """
 
@@ -39,18 +42,28 @@ def mesh_with(vertices: int):
     return v, f
 
 
-def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float]:
+def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, float]:
     """Milliseconds of one decoder pass giving x, J and the Hessian at the tracked points (what
-    an expansion of the local model costs) and of decoding one frame onto every vertex (the
+    an expansion of the local model costs), of its first half alone (the latent tokens' jets,
+    which do not depend on the points) and of decoding one frame onto every vertex (the
     mean over a batch of DECODE_BATCH frames), each the mean of ``repeats`` runs after a
     warm-up, at a state near rest."""
     import torch
 
+    from neurok_core.model.jets import affine_input, decoder_tokens
     from neurok_core.simulate import DECODE_BATCH, build_system
 
     system, _ = build_system(space, conditions)
-    q = torch.full((system.num_coords,), 0.01, dtype=space.dtype, device=space.device)
+    kq = system.num_coords
+    q = torch.full((kq,), 0.01, dtype=space.dtype, device=space.device)
     z = space.latent(q)[None].repeat(DECODE_BATCH, 1)
+    eye = torch.eye(kq, dtype=space.dtype, device=space.device)
+    iu, ju = torch.triu_indices(kq, kq, offset=1, device=space.device)
+    directions = torch.cat((eye, eye[iu] + eye[ju]))  # as DecoderKinematics.hessian
+
+    def tokens():
+        jet = affine_input(space.latent(q), space.W, directions)
+        return decoder_tokens(space.model.decoder, jet, space.shape.tokens[0])
 
     def mean_ms(fn) -> float:
         with torch.no_grad():
@@ -61,7 +74,7 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float]:
         return round((time.perf_counter() - start) / repeats * 1e3, 1)
 
     decode = mean_ms(lambda: space.decode_vertices(z)) / DECODE_BATCH
-    return mean_ms(lambda: system.kinematics.hessian(q)), round(decode, 1)
+    return mean_ms(lambda: system.kinematics.hessian(q)), mean_ms(tokens), round(decode, 1)
 
 
 def parse_settings(items: list[str]) -> dict:
@@ -135,7 +148,7 @@ def run_one(args) -> dict:
     )
     result = engine.simulate(space, conditions, settings=settings)
     t_sim = time.perf_counter()
-    hessian_ms, decode_ms = stage_costs(space, conditions)
+    hessian_ms, tokens_ms, decode_ms = stage_costs(space, conditions)
     moved = np.linalg.norm(result.positions - result.positions[0], axis=2).max()
     return {
         "vertices": len(vertices),
@@ -156,7 +169,9 @@ def run_one(args) -> dict:
         "rest_latent_distance": round(result.info["rest_latent_distance"], 2),
         "max_latent_distance": round(result.info["max_latent_distance"], 2),
         "prior_radius": round(result.info["prior_radius"], 2),
+        "frames_on_barrier": result.info["frames_on_barrier"],
         "hessian_pass_ms": hessian_ms,
+        "hessian_tokens_ms": tokens_ms,
         "decode_frame_ms": decode_ms,
         "threads": torch.get_num_threads(),
         "expansion_reuses": result.info["expansion_reuses"],

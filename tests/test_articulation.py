@@ -1,0 +1,52 @@
+"""training.articulation: the moving part's rotation in the ground truth, in the model's
+reconstruction and in its prior draws, measured exactly where the answer is known."""
+
+import json
+
+import numpy as np
+import pytest
+import trimesh
+from test_evaluate import bent, checkpoint, data, slab  # noqa: F401 (fixtures)
+
+from neurok_core.sequence import Sequence4D, load_sequence, save_sequence
+from training.articulation import main, moving_part, rotation_angle
+
+
+def test_rotation_angle_of_a_known_turn_and_the_moving_part():
+    rng = np.random.default_rng(0)
+    pts = rng.normal(size=(50, 3))
+    turn = trimesh.transformations.rotation_matrix(np.radians(40.0), [1.0, 2.0, -0.5])[:3, :3]
+    assert rotation_angle(pts, pts @ turn.T + [0.3, -1.0, 2.0]) == pytest.approx(40.0, abs=1e-6)
+    assert rotation_angle(pts, pts) == pytest.approx(0.0, abs=1e-5)
+    v, f = slab()
+    frames = np.stack([bent(v, a) for a in (0.0, 0.3, 0.6)]).astype(np.float32)
+    seq = Sequence4D(frames, f, (v[:, 0] > 0).astype(np.int32), True, "articulated", "t", "h")
+    np.testing.assert_array_equal(moving_part(seq), v[:, 0] > 0)
+    one_part = Sequence4D(frames, f, np.zeros(len(v), np.int32), True, "articulated", "t", "h")
+    assert moving_part(one_part) is None
+
+
+def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):  # noqa: F811
+    out = tmp_path / "art.json"
+    assert main(["--data", str(data), "--checkpoint", str(checkpoint), "--samples", "4",
+                 "--out", str(out)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "| hinge | 1 |" in printed and "sheet" not in printed  # cloth has no moving part
+    result = json.loads(out.read_text())
+    (record,) = result["records"]
+    seq = load_sequence(data / "hinge" / "hinge_0.npz")
+    assert record["frame"] == len(seq.vertices) - 1  # the hinge bends most at the end
+    assert record["truth"] == pytest.approx(np.degrees(0.9), abs=1e-3)
+    assert 0.0 <= record["in_subspace"] <= 1.0 + 1e-9 and record["error"] > 0
+    assert record["prior_max"] >= record["prior_median"] >= 0
+    assert result["summary"]["hinge"]["sequences"] == 1
+
+
+def test_no_articulated_sequence_is_a_clear_error(checkpoint, tmp_path, capsys):  # noqa: F811
+    v, f = slab()
+    frames = np.stack([v, v + 0.01]).astype(np.float32)
+    seq = Sequence4D(frames, f.astype(np.int32), np.full(len(v), -1, np.int32), True, "elastic",
+                     "t", "blob_0")  # fmt: skip
+    save_sequence(seq, tmp_path / "blob" / "blob_0.npz")
+    assert main(["--data", str(tmp_path), "--checkpoint", str(checkpoint)]) == 2
+    assert "no articulated sequence" in capsys.readouterr().err

@@ -404,6 +404,35 @@ def test_wind_pushes_the_object_downwind():
 
 
 # -- drag handles and pins ----------------------------------------------------------------------
+def test_a_hand_pushes_boundedly_where_the_point_barely_moves():
+    """The hand's damped solve: along the direction the point moves freely it takes the
+    point's acceleration almost exactly; along one it barely moves (a singular value 1e-3 of
+    the largest) its push stays within 1 / (2 drag_weak) of the free direction's gain, where
+    the old damping of 1e-3 gave 500 times."""
+    from neurok_core.dynamics.drag import DragHandle, hand_acceleration
+
+    jac = torch.tensor([[[1.0, 0.0], [0.0, 1e-3], [0.0, 0.0]]], dtype=F64)  # (1, 3, 2)
+    zero = torch.zeros(1, 3, dtype=F64)
+    target = torch.tensor([0.5, 1.0, 0.0], dtype=F64)
+
+    def push(weak: float) -> torch.Tensor:
+        hand = DragHandle(row=0, target=target, start_frame=0, frame=2, omega=1.0, weak=weak)
+        path = hand.plan(zero[0], zero[0], fps=24.0, arrival=0.5)
+        # after the path's arrival the goal holds at the target: desired = w^2 (target - p)
+        return hand_acceleration(
+            [(hand, path)], 1.0, zero, zero, jac, zero, torch.eye(2, dtype=F64),
+            torch.zeros(2, dtype=F64), None,
+        )  # fmt: skip
+
+    weak = DEFAULT_SETTINGS.drag_weak
+    got = push(weak)
+    mu = weak * 1.0  # times the largest singular value
+    assert float(got[0]) == pytest.approx(0.5 / (1.0 + mu**2), rel=1e-9)
+    assert float(got[1]) == pytest.approx(1e-3 / (1e-6 + mu**2), rel=1e-9)
+    assert float(got[1]) <= 1.0 / (2.0 * weak)
+    assert float(push(1e-3)[1]) == pytest.approx(500.0, rel=1e-3)  # what it used to be
+
+
 def test_drag_reaches_a_reachable_target_then_releases():
     angle = math.radians(60)
     target = (math.sin(angle), 0.0, -math.cos(angle))  # where the tip is at 60 degrees

@@ -15,6 +15,10 @@ Scheme (ours; the paper leaves action encoding to its supplement):
    (Gauss's principle of least constraint; the operational-space force f = Lambda r of Khatib,
    "A unified approach for motion and force control of robot manipulators", 1987). dq'' is
    searched only among directions that leave pinned points still, so a drag never fights a pin.
+   The solve is damped (``DynamicsSettings.drag_weak`` of the largest singular value): in a
+   direction the point can barely move the hand's gain is bounded (1 / (2 drag_weak) times the
+   best direction's), instead of accelerating the state without limit toward a target it
+   can hardly reach.
    The hand's generalised force is tau = G dq''; its power q'^T tau enters the energy balance.
 3. Release. From ``frame`` on the hand is gone; the state (the point is at the target, nearly at
    rest) carries on under the other forces.
@@ -63,6 +67,7 @@ class DragHandle:
     start_frame: int
     frame: int
     omega: float
+    weak: float = 0.03  # DynamicsSettings.drag_weak
 
     def active(self, frame: int) -> bool:
         """Whether the hand holds the point during the step from ``frame`` to ``frame + 1``."""
@@ -100,4 +105,5 @@ def hand_acceleration(
     desired = gdd + w * w * (g - positions) + 2.0 * w * (gd - velocities)  # (n, 3)
     rows = jac.reshape(-1, jac.shape[-1])  # (3n, kq)
     residual = (desired - bias).reshape(-1) - rows @ qddot_free  # (3n,)
-    return metric_lstsq(rows, residual, metric, free_basis, rcond=1e-9, damping=1e-3)
+    weak = max(h.weak for h, _ in handles)
+    return metric_lstsq(rows, residual, metric, free_basis, rcond=1e-9, damping=weak)

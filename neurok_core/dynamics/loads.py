@@ -273,6 +273,7 @@ def drag_handles(
                 start_frame=d.start_frame,
                 frame=d.frame,
                 omega=settings.drag_gain / duration,
+                weak=settings.drag_weak,
             )
         )
     return out

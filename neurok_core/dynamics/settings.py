@@ -18,6 +18,10 @@ class DynamicsSettings:
     pin_frequency_hz: bounds (low, high) of the pins' highest mode frequency.
     drag_gain: tracking frequency of a drag handle times its duration (omega_d * T_drag).
     drag_arrival: fraction of the drag window after which the hand holds still at the target.
+    drag_weak: damping of a hand's least-squares solve, as a share of its strongest direction
+        (see ``drag``): along directions in which the grabbed point barely moves, the hand's
+        gain is at most 1 / (2 drag_weak) times the strongest direction's, so it never flings
+        the state toward a target the point can hardly reach (1e-3 did: 500x).
     oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
     damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
     max_substeps: integration steps per frame never exceed this.
@@ -51,6 +55,7 @@ class DynamicsSettings:
     pin_frequency_hz: tuple[float, float] = (10.0, 100.0)
     drag_gain: float = 12.0
     drag_arrival: float = 0.8
+    drag_weak: float = 0.03
     oscillation_step: float = 0.5
     damped_step: float = 1.5
     max_substeps: int = 512

@@ -5,11 +5,39 @@ import json
 
 import numpy as np
 import pytest
+import torch
 import trimesh
-from test_evaluate import bent, checkpoint, data, slab  # noqa: F401 (fixtures)
+from test_evaluate import bent, slab
 
+from neurok_core.checkpoint import save_checkpoint
+from neurok_core.model import build_model
 from neurok_core.sequence import Sequence4D, load_sequence, save_sequence
 from training.articulation import main, moving_part, rotation_angle
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    torch.manual_seed(0)
+    model = build_model("tiny")
+    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
+        model.decoder.head.weight.normal_(0.0, 0.1)
+    return save_checkpoint(model, tmp_path_factory.mktemp("articulation_model") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A slab hinged at its middle, bent up to 0.9 rad (articulated), and a waving sheet."""
+    root = tmp_path_factory.mktemp("articulation_data")
+    v, f = slab()
+    frames = np.stack([bent(v, a) for a in np.linspace(0, 0.9, 5)]).astype(np.float32)
+    hinge = Sequence4D(frames, f.astype(np.int32), (v[:, 0] > 0).astype(np.int32), True,
+                       "articulated", "test", "hinge_0")  # fmt: skip
+    save_sequence(hinge, root / "hinge" / "hinge_0.npz")
+    sheet = np.stack([v + [0.0, 0.0, 0.01 * k] for k in range(3)]).astype(np.float32)
+    cloth = Sequence4D(sheet, f.astype(np.int32), np.full(len(v), -1, np.int32), False, "cloth",
+                       "test", "sheet_0")  # fmt: skip
+    save_sequence(cloth, root / "sheet" / "sheet_0.npz")
+    return root
 
 
 def test_rotation_angle_of_a_known_turn_and_the_moving_part():
@@ -26,7 +54,7 @@ def test_rotation_angle_of_a_known_turn_and_the_moving_part():
     assert moving_part(one_part) is None
 
 
-def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):  # noqa: F811
+def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     out = tmp_path / "art.json"
     assert main(["--data", str(data), "--checkpoint", str(checkpoint), "--samples", "4",
                  "--out", str(out)]) == 0  # fmt: skip
@@ -42,7 +70,7 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):  # noqa: F
     assert result["summary"]["hinge"]["sequences"] == 1
 
 
-def test_no_articulated_sequence_is_a_clear_error(checkpoint, tmp_path, capsys):  # noqa: F811
+def test_no_articulated_sequence_is_a_clear_error(checkpoint, tmp_path, capsys):
     v, f = slab()
     frames = np.stack([v, v + 0.01]).astype(np.float32)
     seq = Sequence4D(frames, f.astype(np.int32), np.full(len(v), -1, np.int32), True, "elastic",

@@ -192,6 +192,6 @@ def simulate_report(name: str, frames: int, seconds: float, baked: str, info) ->
         return "WARNING", (
             f"{text}. In {pressed} of {frames} frames the motion pressed against the limits of "
             "what the model learned for this object: for a more plausible result lower the "
-            "forces, or raise the mass or the damping"
+            "forces, bring drag targets closer, or raise the mass or the damping"
         )
     return "INFO", text

@@ -5,23 +5,11 @@ import json
 
 import numpy as np
 import pytest
-import torch
 import trimesh
 from test_evaluate import bent, slab
 
-from neurok_core.checkpoint import save_checkpoint
-from neurok_core.model import build_model
 from neurok_core.sequence import Sequence4D, load_sequence, save_sequence
 from training.articulation import main, moving_part, rotation_angle
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    torch.manual_seed(0)
-    model = build_model("tiny")
-    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
-        model.decoder.head.weight.normal_(0.0, 0.1)
-    return save_checkpoint(model, tmp_path_factory.mktemp("articulation_model") / "tiny")
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +42,9 @@ def test_rotation_angle_of_a_known_turn_and_the_moving_part():
     assert moving_part(one_part) is None
 
 
-def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
+def test_end_to_end_on_tiny_data(tiny_checkpoint, data, tmp_path, capsys):
     out = tmp_path / "art.json"
-    assert main(["--data", str(data), "--checkpoint", str(checkpoint), "--samples", "4",
+    assert main(["--data", str(data), "--checkpoint", str(tiny_checkpoint), "--samples", "4",
                  "--out", str(out)]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     assert "| hinge | 1 |" in printed and "sheet" not in printed  # cloth has no moving part
@@ -70,11 +58,11 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     assert result["summary"]["hinge"]["sequences"] == 1
 
 
-def test_no_articulated_sequence_is_a_clear_error(checkpoint, tmp_path, capsys):
+def test_no_articulated_sequence_is_a_clear_error(tiny_checkpoint, tmp_path, capsys):
     v, f = slab()
     frames = np.stack([v, v + 0.01]).astype(np.float32)
     seq = Sequence4D(frames, f.astype(np.int32), np.full(len(v), -1, np.int32), True, "elastic",
                      "t", "blob_0")  # fmt: skip
     save_sequence(seq, tmp_path / "blob" / "blob_0.npz")
-    assert main(["--data", str(tmp_path), "--checkpoint", str(checkpoint)]) == 2
+    assert main(["--data", str(tmp_path), "--checkpoint", str(tiny_checkpoint)]) == 2
     assert "no articulated sequence" in capsys.readouterr().err

@@ -188,10 +188,13 @@ def simulate_report(name: str, frames: int, seconds: float, baked: str, info) ->
     gentler conditions give a more plausible one."""
     text = f"Simulated {frames} frames of '{name}' in {seconds:.1f} s; baked as {baked}"
     pressed = info.get("frames_on_barrier") if isinstance(info, dict) else None
-    if isinstance(pressed, int) and frames > 0 and pressed > BARRIER_WARNING_SHARE * frames:
+    if isinstance(pressed, float) and pressed.is_integer():
+        pressed = int(pressed)
+    known = isinstance(pressed, int) and not isinstance(pressed, bool)
+    if known and frames > 0 and pressed > BARRIER_WARNING_SHARE * frames:
         return "WARNING", (
             f"{text}. In {pressed} of {frames} frames the motion pressed against the limits of "
-            "what the model learned for this object: for a more plausible result lower the "
-            "forces, bring drag targets closer, or raise the mass or the damping"
+            "what the model learned for this object: for a more plausible result use gentler "
+            "forces or drag targets closer to the object, or raise its stiffness or damping"
         )
     return "INFO", text

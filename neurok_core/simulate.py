@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
-from .dynamics.barrier import prior_radius
+from .dynamics.barrier import PriorBarrier, prior_radius
 from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
@@ -28,6 +28,7 @@ from .results import SimulationResult
 from .space import KinematicSpace
 
 DECODE_BATCH = 8  # frames decoded per batched decoder pass
+BARRIER_MARGIN = 0.1  # latent units past the barrier's radius for info's frames_on_barrier
 
 
 def _noop(*_args) -> None:
@@ -184,9 +185,9 @@ def simulate(
     # (the run ends at the last frame, which flushes, or when a flush returned False)
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
     t = len(frames)
-    distances = _latent_distances(space, traj.q[:t])  # (t,)
-    radius = prior_radius(int(space.z_rest.shape[0]), settings.prior_mass)
-    barrier_radius = max(radius, float((space.z_rest - space.mu_cond).norm()))
+    # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
+    barrier = PriorBarrier.build(system.latent, settings.prior_mass, 1.0)
+    distances = _latent_distances(barrier, traj.q[:t])  # (t,)
     info = {
         "reduced_dims": space.reduced_dims,
         "pinned_subspace": pin_report,
@@ -199,10 +200,11 @@ def simulate(
         "rest_latent_distance": float((space.z_rest - space.mu_cond).norm()),
         # the farthest the state went from the prior's mean (beyond prior_radius: outside)
         "max_latent_distance": float(distances.max()),
-        "prior_radius": radius,
-        # frames whose state lies where the barrier acts (beyond the larger of the radius and
-        # the rest distance): the motion pressed against the limits of the learned shapes
-        "frames_on_barrier": int((distances > barrier_radius).sum()),
+        "prior_radius": prior_radius(int(space.z_rest.shape[0]), settings.prior_mass),
+        # frames whose state the barrier pushes back: more than BARRIER_MARGIN beyond its radius
+        # (the larger of prior_radius and the rest's distance), the motion pressing against
+        # the limits of the learned shapes
+        "frames_on_barrier": int((distances > barrier.radius + BARRIER_MARGIN).sum()),
         "tracked_points": int(system.num_points),
         "substeps": int(traj.substeps.sum()),
         "decoder_evaluations": int(traj.evaluations),
@@ -235,11 +237,10 @@ def simulate(
     )
 
 
-def _latent_distances(space: KinematicSpace, q: torch.Tensor) -> np.ndarray:
-    """|z(q_t) - mu| (T,) of the states q (T, kq)."""
-    with torch.no_grad():
-        z = space.latent(q.to(device=space.device, dtype=space.dtype))
-        return (z - space.mu_cond).norm(dim=-1).double().cpu().numpy()
+def _latent_distances(barrier: PriorBarrier, q: torch.Tensor) -> np.ndarray:
+    """|z(q_t) - mu| (T,) of the states q (T, kq), float64 as the dynamics' barrier has it."""
+    z = barrier.rest + q.to(barrier.basis) @ barrier.basis.T  # (T, k)
+    return (z - barrier.mean).norm(dim=-1).numpy()
 
 
 class _VertexClamp:

@@ -21,6 +21,11 @@ def data(tmp_path_factory):
     hinge = Sequence4D(frames, f.astype(np.int32), (v[:, 0] > 0).astype(np.int32), True,
                        "articulated", "test", "hinge_0")  # fmt: skip
     save_sequence(hinge, root / "hinge" / "hinge_0.npz")
+    unlabelled = Sequence4D(frames, f.astype(np.int32), np.full(len(v), -1, np.int32), True,
+                            "articulated", "test", "box_0")  # fmt: skip
+    save_sequence(unlabelled, root / "box" / "box_0.npz")  # articulated, but no parts: skipped
+    (root / "broken").mkdir()
+    (root / "broken" / "broken_0.npz").write_bytes(b"not a sequence")  # reported and skipped
     sheet = np.stack([v + [0.0, 0.0, 0.01 * k] for k in range(3)]).astype(np.float32)
     cloth = Sequence4D(sheet, f.astype(np.int32), np.full(len(v), -1, np.int32), False, "cloth",
                        "test", "sheet_0")  # fmt: skip
@@ -46,8 +51,12 @@ def test_end_to_end_on_tiny_data(tiny_checkpoint, data, tmp_path, capsys):
     out = tmp_path / "art.json"
     assert main(["--data", str(data), "--checkpoint", str(tiny_checkpoint), "--samples", "4",
                  "--out", str(out)]) == 0  # fmt: skip
-    printed = capsys.readouterr().out
-    assert "| hinge | 1 |" in printed and "sheet" not in printed  # cloth has no moving part
+    captured = capsys.readouterr()
+    printed = captured.out
+    # only the hinge counts: the box has no labelled parts, the sheet is cloth, and the broken
+    # file is reported and skipped
+    assert "| hinge | 1 |" in printed and "| box" not in printed and "sheet" not in printed
+    assert "broken_0.npz" in captured.err and "1 sequence(s) skipped" in printed
     result = json.loads(out.read_text())
     (record,) = result["records"]
     seq = load_sequence(data / "hinge" / "hinge_0.npz")
@@ -55,7 +64,12 @@ def test_end_to_end_on_tiny_data(tiny_checkpoint, data, tmp_path, capsys):
     assert record["truth"] == pytest.approx(np.degrees(0.9), abs=1e-3)
     assert 0.0 <= record["in_subspace"] <= 1.0 + 1e-9 and record["error"] > 0
     assert record["prior_max"] >= record["prior_median"] >= 0
-    assert result["summary"]["hinge"]["sequences"] == 1
+    assert result["summary"]["hinge"]["sequences"] == 1 and len(result["skipped"]) == 1
+    from neurok_core.api import NeuROK
+    from neurok_core.dynamics.barrier import prior_radius
+
+    k = NeuROK.load(tiny_checkpoint, device="cpu").model.config.latent_dim
+    assert record["barrier_radius"] >= prior_radius(k, 0.99)  # the ball, or the rest's distance
 
 
 def test_no_articulated_sequence_is_a_clear_error(tiny_checkpoint, tmp_path, capsys):

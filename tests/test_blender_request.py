@@ -168,7 +168,8 @@ def test_simulate_report_warns_when_the_motion_pressed_against_the_learned_limit
         "Simulated 48 frames of 'Sheet' in 2.5 s; baked as 4 shape keys"
     )
     kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 30})
-    assert kind == "WARNING" and "In 30 of 48 frames" in text and "lower the forces" in text
+    assert kind == "WARNING" and "In 30 of 48 frames" in text and "gentler forces" in text
+    assert simulate_report("Sheet", 48, 2.5, "x", {"frames_on_barrier": 30.0})[0] == "WARNING"
     # an engine that does not report it (or a malformed info) just gives the summary
-    for info in ({}, None, {"frames_on_barrier": "many"}):
+    for info in ({}, None, {"frames_on_barrier": "many"}, {"frames_on_barrier": True}):
         assert simulate_report("Sheet", 48, 2.5, "4 shape keys", info)[0] == "INFO"

@@ -80,7 +80,12 @@ def test_numpy_rhs_equals_torch(pins, outside, hand):
     hands = []
     if hand:
         handle = DragHandle(
-            row=7, target=torch.tensor([0.5, 0.2, 0.1], **F64), start_frame=2, frame=10, omega=8.0
+            row=7,
+            target=torch.tensor([0.5, 0.2, 0.1], **F64),
+            start_frame=2,
+            frame=10,
+            omega=8.0,
+            weak=0.03,
         )
         path = handle.plan(kin.x[7], torch.zeros(3, **F64), fps=24.0, arrival=0.8)
         hands = [(handle, path)]

@@ -4,6 +4,7 @@ that stops the run stops the integration."""
 import dataclasses
 
 import numpy as np
+import pytest
 import torch
 
 from neurok_core.dynamics import Force, SimulationConditions
@@ -62,14 +63,18 @@ def test_a_caller_that_stops_stops_the_run(tiny_slab_space):
     assert len(result.positions) == 4 and len(result.q) == 4
 
 
-def test_frames_on_barrier_counts_the_states_beyond_the_barrier_radius(tiny_slab_space):
-    """``frames_on_barrier`` counts the frames whose latent lies where the prior barrier acts
-    (beyond the larger of the prior ball's radius and the rest latent's distance): none for
-    the object left at rest, some for a push hard enough to reach the limits of the space."""
+def test_frames_on_barrier_counts_the_states_the_dynamics_barrier_pushes_back(tiny_slab_space):
+    """``frames_on_barrier`` counts the frames whose state lies more than BARRIER_MARGIN outside
+    the ball of the barrier the dynamics use (built here from the system's own latent map,
+    float64): none for the object left at rest, some for a push hard enough to reach the
+    limits of the space."""
+    from neurok_core.dynamics.barrier import PriorBarrier
+    from neurok_core.dynamics.settings import DEFAULT_SETTINGS
+    from neurok_core.simulate import BARRIER_MARGIN, build_system
+
     space = tiny_slab_space
     still = simulate(space, SimulationConditions(gravity=(0.0, 0.0, 0.0), frames=6, fps=24))
     assert still.info["frames_on_barrier"] == 0
-    radius = max(still.info["prior_radius"], float((space.z_rest - space.mu_cond).norm()))
     tip = int(np.argmax(space.vertices[:, 0]))
     hard = SimulationConditions(
         forces=(Force(direction=(0, 0, 1), strength=200.0, vertex=tip, end_frame=4),),
@@ -78,8 +83,8 @@ def test_frames_on_barrier_counts_the_states_beyond_the_barrier_radius(tiny_slab
         fps=24,
     )
     result = simulate(space, hard)
-    with torch.no_grad():
-        z = space.latent(torch.as_tensor(result.q, dtype=space.dtype))
-        beyond = int(((z - space.mu_cond).norm(dim=-1) > radius).sum())
-    assert result.info["frames_on_barrier"] == beyond > 0
-    assert result.info["max_latent_distance"] > radius
+    system, _ = build_system(space, hard)
+    barrier = PriorBarrier.build(system.latent, DEFAULT_SETTINGS.prior_mass, 1.0)
+    excess = [barrier.excess(torch.as_tensor(q, dtype=torch.float64)) for q in result.q]
+    assert result.info["frames_on_barrier"] == sum(e > BARRIER_MARGIN for e in excess) > 0
+    assert result.info["max_latent_distance"] == pytest.approx(barrier.radius + max(excess))

@@ -11,17 +11,20 @@ For the frame where the ground truth turns it most:
 
 - ``truth``: that largest rotation;
 - ``reconstructed``: the part's rotation when the model decodes the posterior mean of that frame
-  (E_VAE on the corresponding vertices), and ``error``: that decode's vertex RMSE against the
-  frame in object sizes (what training minimises, for that one frame);
+  (E_VAE on ``--points`` area-uniform surface samples of frame 0 and the same material points
+  on that frame, conditioned on the object's kinematic-space shape code), and ``error``: that
+  decode's vertex RMSE against the frame, in object sizes;
 - ``prior_median`` / ``prior_max``: the rotation over ``--samples`` draws of the prior
   p(z | M0), the shapes the kinematic space is built around (the dynamics stay near them);
 - ``in_subspace``: the share of the frame's code offset from the rest latent, |W W^+ dz| / |dz|,
   that the object's active subspace W spans (what the dynamics can move along);
-- ``latent_distance``: |z - mu_cond| of that code, against the radius of the prior ball the
-  simulator's barrier keeps the state in (``prior_radius``).
+- ``latent_distance``: |z - mu_cond| of that code, against ``barrier_radius``, the radius
+  beyond which the simulator's barrier pushes the state back (the prior's
+  ``DynamicsSettings.prior_mass`` ball, or the rest latent's distance when that is larger).
 
 A model that captures articulation reconstructs the rotation, its prior draws span it and its
 subspace holds it. Prints a table per family (medians) and writes every record to ``--out``.
+A sequence that cannot be read or whose mesh the engine refuses is reported and skipped.
 """
 
 from __future__ import annotations
@@ -57,11 +60,13 @@ def moving_part(seq) -> np.ndarray | None:
     return labels == ids[int(np.argmax(reach))]
 
 
-def measure(engine, seq, *, samples: int, max_points: int, seed: int) -> dict | None:
+def measure(engine, seq, *, samples: int, points: int, seed: int) -> dict | None:
     """The record of one sequence (module docstring), or None when it has no moving part."""
     import torch
 
     from neurok_core.dynamics.barrier import prior_radius
+    from neurok_core.dynamics.settings import DEFAULT_SETTINGS
+    from neurok_core.geometry import locate, sample_surface
 
     part = moving_part(seq)
     if part is None:
@@ -71,14 +76,14 @@ def measure(engine, seq, *, samples: int, max_points: int, seed: int) -> dict | 
     t = int(np.argmax(truth))
     space = engine.space(rest, seq.faces, cache_dir=False)
     model, norm = space.model, space.normalization
-    rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(len(rest), size=min(max_points, len(rest)), replace=False))
+    # the same material points on both frames, as in training (barycentric samples)
+    drawn = sample_surface(rest, seq.faces, points, np.random.default_rng(seed))
     to = dict(dtype=space.dtype, device=space.device)
-    pts0 = torch.as_tensor(norm.apply(rest[keep]), **to)[None]
-    ptst = torch.as_tensor(norm.apply(seq.vertices[t][keep].astype(np.float64)), **to)[None]
+    pts0 = torch.as_tensor(norm.apply(locate(rest, seq.faces, drawn)), **to)[None]
+    ptst = torch.as_tensor(norm.apply(locate(seq.vertices[t], seq.faces, drawn)), **to)[None]
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        mu = model.encode_posterior(pts0, ptst, model.encode_shape(pts0))[0][0]  # (k,)
+        mu = model.encode_posterior(pts0, ptst, space.shape)[0][0]  # (k,)
         decoded = space.decode_vertices(mu[None])[0].double().cpu().numpy()
         draws = space.mu_cond + torch.randn((samples, mu.shape[0]), generator=gen).to(**to)
         prior = space.decode_vertices(draws).double().cpu().numpy()  # (S, N, 3)
@@ -97,7 +102,10 @@ def measure(engine, seq, *, samples: int, max_points: int, seed: int) -> dict | 
         "prior_max": float(np.max(rotations)),
         "in_subspace": float(inside.norm() / dz.norm().clamp_min(1e-12)),
         "latent_distance": float((mu - space.mu_cond).norm()),
-        "prior_radius": prior_radius(int(mu.shape[0]), 0.99),
+        "barrier_radius": max(
+            prior_radius(int(mu.shape[0]), DEFAULT_SETTINGS.prior_mass),
+            float((space.z_rest - space.mu_cond).norm()),
+        ),
         "reduced_dims": int(space.reduced_dims),
     }
 
@@ -136,6 +144,17 @@ def table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def _json_safe(value):
+    """``value`` with every non-finite float as None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="folder of sequences (FAMILY/*.npz)")
@@ -143,13 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--families", default="", help="comma-separated (default: all)")
     parser.add_argument("--per-family", type=int, default=3)
     parser.add_argument("--samples", type=int, default=32, help="prior draws per object")
-    parser.add_argument("--max-points", type=int, default=2048, help="vertices for E_VAE")
+    parser.add_argument("--points", type=int, default=2048, help="surface samples for E_VAE")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--out", default=None, help="JSON file for every record")
     args = parser.parse_args(argv)
-    if args.per_family < 1 or args.samples < 1 or args.max_points < 8:
-        parser.error("--per-family and --samples must be >= 1, --max-points >= 8")
+    if args.per_family < 1 or args.samples < 1 or args.points < 8:
+        parser.error("--per-family and --samples must be >= 1, --points >= 8")
 
     import torch
 
@@ -168,16 +187,19 @@ def main(argv: list[str] | None = None) -> int:
     except NeuROKError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    started, records, counts = time.perf_counter(), [], {}
+    started, records, counts, skipped = time.perf_counter(), [], {}, []
     for family, path in found:
         if (wanted and family not in wanted) or counts.get(family, 0) >= args.per_family:
             continue
-        seq = load_sequence(path)
-        if seq.category != "articulated":
+        try:
+            seq = load_sequence(path)
+            if seq.category != "articulated":
+                continue
+            record = measure(engine, seq, samples=args.samples, points=args.points, seed=args.seed)
+        except NeuROKError as exc:
+            print(f"skipped {path}: {exc}", file=sys.stderr)
+            skipped.append(str(path))
             continue
-        record = measure(
-            engine, seq, samples=args.samples, max_points=args.max_points, seed=args.seed
-        )
         if record is None:
             continue
         counts[family] = counts.get(family, 0) + 1
@@ -185,20 +207,27 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         print(f"error: no articulated sequence with labelled parts in {args.data}", file=sys.stderr)
         return 2
+    finite = all(math.isfinite(v) for r in records for v in r.values() if isinstance(v, float))
     summary = summarise(records)
     print(f"{engine.checkpoint} on {args.data} (medians; angles of the moving part):")
     print(table(summary))
+    if skipped:
+        print(f"{len(skipped)} sequence(s) skipped (see above)")
     if args.out:
         payload = {
             "checkpoint": str(engine.checkpoint),
             "data": str(args.data),
             "samples": args.samples,
+            "points": args.points,
             "seconds": round(time.perf_counter() - started, 1),
+            "skipped": skipped,
             "summary": summary,
             "records": records,
         }
-        Path(args.out).write_text(json.dumps(payload, indent=1, allow_nan=False))
-    return 0 if all(math.isfinite(r["error"]) for r in records) else 1
+        Path(args.out).write_text(json.dumps(_json_safe(payload), indent=1, allow_nan=False))
+    if not finite:
+        print("error: some measurements are NaN (see the records)", file=sys.stderr)
+    return 0 if finite else 1
 
 
 if __name__ == "__main__":

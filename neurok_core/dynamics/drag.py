@@ -21,7 +21,8 @@ Scheme (ours; the paper leaves action encoding to its supplement):
    can hardly reach.
    The hand's generalised force is tau = G dq''; its power q'^T tau enters the energy balance.
 3. Release. From ``frame`` on the hand is gone; the state (the point is at the target, nearly at
-   rest) carries on under the other forces.
+   rest, as far as the damped solve reaches it: a direction the point can barely move is
+   followed only partly) carries on under the other forces.
 
 When the target is outside the kinematic space the hand moves the reachable component and the
 point ends at the nearest state it can reach; ``Trajectory.drag_errors`` reports the miss.
@@ -67,7 +68,7 @@ class DragHandle:
     start_frame: int
     frame: int
     omega: float
-    weak: float = 0.03  # DynamicsSettings.drag_weak
+    weak: float  # DynamicsSettings.drag_weak (the solve takes the largest of its hands')
 
     def active(self, frame: int) -> bool:
         """Whether the hand holds the point during the step from ``frame`` to ``frame + 1``."""

@@ -20,7 +20,7 @@ class DynamicsSettings:
     drag_arrival: fraction of the drag window after which the hand holds still at the target.
     drag_weak: damping of a hand's least-squares solve, as a share of its strongest direction
         (see ``drag``): along directions in which the grabbed point barely moves, the hand's
-        gain is at most 1 / (2 drag_weak) times the strongest direction's, so it never flings
+        gain is at most about 1 / (2 drag_weak) times the strongest direction's, so it never flings
         the state toward a target the point can hardly reach (1e-3 did: 500x).
     oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
     damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).

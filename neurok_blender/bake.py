@@ -240,5 +240,6 @@ def clear_results(obj) -> int:
         removed += _clear_point_cache(obj)
     results.mode = "NONE"
     results.frame_count = 0
+    results.frames_on_barrier = 0
     obj.data.update()
     return removed

@@ -180,6 +180,16 @@ def load_frames(path: str | Path, count: int, num_vertices: int) -> np.ndarray:
 BARRIER_WARNING_SHARE = 0.25  # of the frames, past which Simulate warns (``simulate_report``)
 
 
+def frames_on_barrier(info) -> int:
+    """The engine's ``frames_on_barrier`` from a result's info, 0 when absent or malformed."""
+    pressed = info.get("frames_on_barrier") if isinstance(info, dict) else None
+    if isinstance(pressed, float) and pressed.is_integer():
+        pressed = int(pressed)
+    if isinstance(pressed, int) and not isinstance(pressed, bool) and pressed >= 0:
+        return pressed
+    return 0
+
+
 def simulate_report(name: str, frames: int, seconds: float, baked: str, info) -> tuple[str, str]:
     """(Blender report type, message) for a finished simulation: what was baked, and a warning
     when the motion spent more than ``BARRIER_WARNING_SHARE`` of its frames pressed against
@@ -187,11 +197,8 @@ def simulate_report(name: str, frames: int, seconds: float, baked: str, info) ->
     ``frames_on_barrier``): those frames are where a result looks strained or crumpled, and
     gentler conditions give a more plausible one."""
     text = f"Simulated {frames} frames of '{name}' in {seconds:.1f} s; baked as {baked}"
-    pressed = info.get("frames_on_barrier") if isinstance(info, dict) else None
-    if isinstance(pressed, float) and pressed.is_integer():
-        pressed = int(pressed)
-    known = isinstance(pressed, int) and not isinstance(pressed, bool)
-    if known and frames > 0 and pressed > BARRIER_WARNING_SHARE * frames:
+    pressed = frames_on_barrier(info)
+    if frames > 0 and pressed > BARRIER_WARNING_SHARE * frames:
         return "WARNING", (
             f"{text}. In {pressed} of {frames} frames the motion pressed against the limits of "
             "what the model learned for this object: for a more plausible result use gentler "

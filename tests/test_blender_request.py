@@ -161,7 +161,7 @@ def test_simulation_job_error_and_bad_exit(tmp_path):
 
 
 def test_simulate_report_warns_when_the_motion_pressed_against_the_learned_limits():
-    from neurok_blender.request import simulate_report
+    from neurok_blender.request import frames_on_barrier, simulate_report
 
     kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 3})
     assert kind == "INFO" and text == (
@@ -170,6 +170,8 @@ def test_simulate_report_warns_when_the_motion_pressed_against_the_learned_limit
     kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 30})
     assert kind == "WARNING" and "In 30 of 48 frames" in text and "gentler forces" in text
     assert simulate_report("Sheet", 48, 2.5, "x", {"frames_on_barrier": 30.0})[0] == "WARNING"
+    assert frames_on_barrier({"frames_on_barrier": 7}) == 7
+    assert frames_on_barrier({"frames_on_barrier": -1}) == frames_on_barrier(None) == 0
     # an engine that does not report it (or a malformed info) just gives the summary
     for info in ({}, None, {"frames_on_barrier": "many"}, {"frames_on_barrier": True}):
         assert simulate_report("Sheet", 48, 2.5, "4 shape keys", info)[0] == "INFO"

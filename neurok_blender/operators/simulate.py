@@ -13,7 +13,7 @@ from ..engine.job import SimulationJob
 from ..gather import Gathered, GatherError, gather
 from ..paths import deps_root, engine_dir, new_job_dir
 from ..preferences import engine_settings
-from ..request import load_frames, simulate_report
+from ..request import frames_on_barrier, load_frames, simulate_report
 from ..scene_query import simulated_object
 from .job_runner import JobOperator
 
@@ -84,6 +84,7 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         registry.set_engine_status(
             "ready", f"ran in {seconds:.1f} s" + (f" on {device}" if device else "")
         )
+        obj.neurok.results.frames_on_barrier = frames_on_barrier(info)
         kind, message = simulate_report(obj.name, gathered.frame_count, seconds, summary, info)
         self.report({kind}, message)
         return {"FINISHED"}

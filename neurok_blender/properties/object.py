@@ -106,6 +106,12 @@ class NeuROKResults(bpy.types.PropertyGroup):
     frame_start: IntProperty(default=1)
     frame_count: IntProperty(default=0)
     seconds: FloatProperty(default=0.0)
+    frames_on_barrier: IntProperty(
+        default=0,
+        min=0,
+        description="Frames of the last simulation whose motion pressed against the limits of "
+        "the shapes the model learned for this object",
+    )
 
 
 class NeuROKObjectSettings(bpy.types.PropertyGroup):

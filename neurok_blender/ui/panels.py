@@ -9,6 +9,7 @@ from ..bake import has_results
 from ..engine import registry
 from ..operators.engine import warm_up_once
 from ..preferences import engine_status_line
+from ..request import BARRIER_WARNING_SHARE
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
 
@@ -171,3 +172,9 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         what = "shape keys" if results.mode == "SHAPE_KEYS" else "point cache"
         row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")
         row.operator("neurok.clear_results", text="Clear", icon="TRASH")
+        pressed = results.frames_on_barrier
+        if pressed > BARRIER_WARNING_SHARE * results.frame_count:
+            layout.label(
+                text=f"Beyond the learned shapes in {pressed} of {results.frame_count} frames",
+                icon="ERROR",
+            )

@@ -117,6 +117,8 @@ def panels(params) -> dict:
     bake.bake(sheet, frames, 1, "SHAPE_KEYS")
     activate(sheet)
     out["results"] = _draw_all()
+    sheet.neurok.results.frames_on_barrier = 6  # of 12: the last motion left the learned shapes
+    out["results_pressed"] = _draw_all()
     # a running simulation: a progress bar with a cancel button instead of Simulate
     job_module = addon("neurok_blender.engine.job")
     registry = addon("neurok_blender.engine.registry")

@@ -150,12 +150,10 @@ def _motion(rest: Any, frames: Any) -> tuple[np.ndarray, np.ndarray]:
     return x0, x
 
 
-def rigid_fit_residual(source: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """RMS residual of the best rigid motion mapping ``source`` (n, 3) onto each target (T, n, 3).
-
-    min over proper rotations R and translations t of sqrt(mean_i |R x_i + t - y_i|^2), by the
-    Kabsch algorithm (Kabsch 1976; Umeyama 1991 for the det correction). Returns (T,).
-    """
+def best_rotations(source: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(T, 3, 3) the proper rotations R of the best rigid motions x -> R x + t mapping ``source``
+    (n, 3) onto each target (T, n, 3), by the Kabsch algorithm (Kabsch 1976; Umeyama 1991 for
+    the det correction)."""
     xs = source - source.mean(0)  # (n, 3)
     ys = targets - targets.mean(1, keepdims=True)  # (T, n, 3)
     h = np.einsum("ni,tnj->tij", xs, ys)  # (T, 3, 3) cross-covariance sum x y^T
@@ -164,7 +162,17 @@ def rigid_fit_residual(source: np.ndarray, targets: np.ndarray) -> np.ndarray:
     d[d == 0] = 1.0
     fix = np.ones((len(h), 3))
     fix[:, 2] = d
-    rot = np.swapaxes(vt, 1, 2) @ (fix[:, :, None] * np.swapaxes(u, 1, 2))  # (T, 3, 3) R = V D U^T
+    return np.swapaxes(vt, 1, 2) @ (fix[:, :, None] * np.swapaxes(u, 1, 2))  # R = V D U^T
+
+
+def rigid_fit_residual(source: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """RMS residual of the best rigid motion mapping ``source`` (n, 3) onto each target (T, n, 3):
+    min over proper rotations R and translations t of sqrt(mean_i |R x_i + t - y_i|^2)
+    (:func:`best_rotations`). Returns (T,).
+    """
+    rot = best_rotations(source, targets)  # (T, 3, 3)
+    xs = source - source.mean(0)  # (n, 3)
+    ys = targets - targets.mean(1, keepdims=True)  # (T, n, 3)
     residual = ys - np.einsum("tij,nj->tni", rot, xs)  # (T, n, 3)
     return np.sqrt((residual**2).sum(-1).mean(-1))
 

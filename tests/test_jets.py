@@ -236,6 +236,15 @@ def test_hessian_pass_matches_autodiff(space):
     many = dk._pass(q, v)[2]
     for a in range(3):
         torch.testing.assert_close(many[a], dk(q, v[a])[2], **TOL)
+    # the pass's token part alone: the decoder's tokens and their derivatives along q
+    tokens = dk.hessian_tokens(q)  # (1 + kq + m, T, C)
+    shape = space.shape.tokens[0]
+    with torch.no_grad():
+        torch.testing.assert_close(
+            tokens[0], space.model.decoder.tokens(space.latent(q), shape), **TOL
+        )
+    along = torch.func.jacfwd(lambda p: space.model.decoder.tokens(space.latent(p), shape))(q)
+    torch.testing.assert_close(tokens[1 : kq + 1], along.permute(2, 0, 1), **TOL)
 
 
 def test_broadcast_shapes_as_torch():

@@ -38,16 +38,20 @@ from pathlib import Path
 
 import numpy as np
 
+from neurok_core.metrics import best_rotations
+
+
+def rotation_angles(rest: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """(T,) degrees of the best rigid motions' rotations taking ``rest`` (n, 3) to each of
+    ``moved`` (T, n, 3) (``metrics.best_rotations``)."""
+    rot = best_rotations(rest.astype(np.float64), moved.astype(np.float64))
+    cos = (np.trace(rot, axis1=1, axis2=2) - 1.0) / 2.0
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
 
 def rotation_angle(rest: np.ndarray, moved: np.ndarray) -> float:
-    """Degrees of the best proper rotation taking ``rest`` (n, 3) to ``moved`` (n, 3)
-    (Kabsch on centred points)."""
-    a = rest - rest.mean(0)
-    b = moved - moved.mean(0)
-    u, _, vt = np.linalg.svd(a.T @ b)
-    u[:, -1] *= np.sign(np.linalg.det(u @ vt))
-    r = u @ vt
-    return float(np.degrees(np.arccos(np.clip((np.trace(r) - 1.0) / 2.0, -1.0, 1.0))))
+    """Degrees of the best rigid motion's rotation taking ``rest`` (n, 3) to ``moved`` (n, 3)."""
+    return float(rotation_angles(rest, moved[None])[0])
 
 
 def moving_part(seq) -> np.ndarray | None:
@@ -64,15 +68,16 @@ def measure(engine, seq, *, samples: int, points: int, seed: int) -> dict | None
     """The record of one sequence (module docstring), or None when it has no moving part."""
     import torch
 
-    from neurok_core.dynamics.barrier import prior_radius
+    from neurok_core.dynamics.barrier import PriorBarrier
     from neurok_core.dynamics.settings import DEFAULT_SETTINGS
+    from neurok_core.dynamics.system import LatentMap
     from neurok_core.geometry import locate, sample_surface
 
     part = moving_part(seq)
     if part is None:
         return None
     rest = seq.vertices[0].astype(np.float64)
-    truth = [rotation_angle(rest[part], f[part]) for f in seq.vertices]
+    truth = rotation_angles(rest[part], seq.vertices[:, part])  # (T,)
     t = int(np.argmax(truth))
     space = engine.space(rest, seq.faces, cache_dir=False)
     model, norm = space.model, space.normalization
@@ -91,21 +96,19 @@ def measure(engine, seq, *, samples: int, points: int, seed: int) -> dict | None
     w = space.W
     inside = w @ torch.linalg.lstsq(w, dz[:, None]).solution[:, 0]
     size = float((rest.max(0) - rest.min(0)).max())
-    rotations = [rotation_angle(rest[part], p[part]) for p in prior]
+    rotations = rotation_angles(rest[part], prior[:, part])  # (S,)
+    latent = LatentMap(rest=space.z_rest, basis=space.W, prior_mean=space.mu_cond)
     return {
         "name": seq.name,
         "frame": t,
-        "truth": truth[t],
+        "truth": float(truth[t]),
         "reconstructed": rotation_angle(rest[part], decoded[part]),
         "error": float(np.sqrt(((decoded - seq.vertices[t]) ** 2).sum(1).mean())) / size,
         "prior_median": float(np.median(rotations)),
         "prior_max": float(np.max(rotations)),
         "in_subspace": float(inside.norm() / dz.norm().clamp_min(1e-12)),
         "latent_distance": float((mu - space.mu_cond).norm()),
-        "barrier_radius": max(
-            prior_radius(int(mu.shape[0]), DEFAULT_SETTINGS.prior_mass),
-            float((space.z_rest - space.mu_cond).norm()),
-        ),
+        "barrier_radius": PriorBarrier.build(latent, DEFAULT_SETTINGS.prior_mass, 1.0).radius,
         "reduced_dims": int(space.reduced_dims),
     }
 

@@ -482,10 +482,8 @@ class DecoderKinematics:
         kq = self.directions.shape[1]
         if tuple(q.shape) != (kq,):
             raise ValueError(f"q must be ({kq},), got {tuple(q.shape)}")
-        eye = torch.eye(kq, dtype=q.dtype, device=q.device)
         iu, ju = torch.triu_indices(kq, kq, offset=1, device=q.device)
-        v = torch.cat((eye, eye[iu] + eye[ju]))  # (kq + kq (kq - 1) / 2, kq)
-        x, jac, sec = self._pass(q, v)  # sec: (m, S, 3)
+        x, jac, sec = self._pass(q, self._hessian_directions(q))  # sec: (m, S, 3)
         diag = sec[:kq]  # (kq, S, 3)
         hess = x.new_zeros(kq, kq, *x.shape)
         hess[torch.arange(kq), torch.arange(kq)] = diag
@@ -494,11 +492,29 @@ class DecoderKinematics:
         hess[ju, iu] = off
         return x, jac, hess.permute(2, 3, 0, 1)  # (S, 3, kq, kq)
 
+    @staticmethod
+    def _hessian_directions(q: Tensor) -> Tensor:
+        """(kq + kq (kq - 1) / 2, kq): e_i, then e_i + e_j for i < j."""
+        kq = q.shape[0]
+        eye = torch.eye(kq, dtype=q.dtype, device=q.device)
+        iu, ju = torch.triu_indices(kq, kq, offset=1, device=q.device)
+        return torch.cat((eye, eye[iu] + eye[ju]))
+
+    def hessian_tokens(self, q: Tensor) -> Tensor:
+        """The first part of :meth:`hessian`'s pass alone: the latent tokens' jets (T, C),
+        which do not depend on the tracked points (what that part costs)."""
+        with torch.no_grad():
+            return self._tokens(q, self._hessian_directions(q)).data
+
+    def _tokens(self, q: Tensor, v: Tensor) -> Jet:
+        space = self.space
+        z = affine_input(space.z_rest + self.directions @ q, self.directions, v)  # (k,) jet
+        return decoder_tokens(space.model.decoder, z, space.shape.tokens[0])  # (T, C)
+
     def _pass(self, q: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         space, decoder = self.space, self.space.model.decoder
         with torch.no_grad():
-            z = affine_input(space.z_rest + self.directions @ q, self.directions, v)  # (k,) jet
-            tokens = decoder_tokens(decoder, z, space.shape.tokens[0])  # (T, C)
+            tokens = self._tokens(q, v)
             raw = decoder_field(decoder, tokens, self.embedded, self.queries)  # (S, 8 | 3)
             if self.form is not None:
                 moved = quadratic(dq_from_raw(raw), self.form)  # (S, 3), world units

@@ -50,20 +50,12 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, floa
     warm-up, at a state near rest."""
     import torch
 
-    from neurok_core.model.jets import affine_input, decoder_tokens
     from neurok_core.simulate import DECODE_BATCH, build_system
 
     system, _ = build_system(space, conditions)
-    kq = system.num_coords
-    q = torch.full((kq,), 0.01, dtype=space.dtype, device=space.device)
+    q = torch.full((system.num_coords,), 0.01, dtype=space.dtype, device=space.device)
     z = space.latent(q)[None].repeat(DECODE_BATCH, 1)
-    eye = torch.eye(kq, dtype=space.dtype, device=space.device)
-    iu, ju = torch.triu_indices(kq, kq, offset=1, device=space.device)
-    directions = torch.cat((eye, eye[iu] + eye[ju]))  # as DecoderKinematics.hessian
-
-    def tokens():
-        jet = affine_input(space.latent(q), space.W, directions)
-        return decoder_tokens(space.model.decoder, jet, space.shape.tokens[0])
+    decoder = getattr(system.kinematics, "inner", system.kinematics)  # (under a pin clamp)
 
     def mean_ms(fn) -> float:
         with torch.no_grad():
@@ -74,7 +66,11 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, floa
         return round((time.perf_counter() - start) / repeats * 1e3, 1)
 
     decode = mean_ms(lambda: space.decode_vertices(z)) / DECODE_BATCH
-    return mean_ms(lambda: system.kinematics.hessian(q)), mean_ms(tokens), round(decode, 1)
+    return (
+        mean_ms(lambda: system.kinematics.hessian(q)),
+        mean_ms(lambda: decoder.hessian_tokens(q)),
+        round(decode, 1),
+    )
 
 
 def parse_settings(items: list[str]) -> dict:

@@ -3,6 +3,7 @@ sequences with a small (randomly initialised) checkpoint."""
 
 import hashlib
 import json
+import shlex
 from dataclasses import replace
 
 import numpy as np
@@ -244,6 +245,7 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     report = json.loads(out.read_text())
     methods = ["neurok", "no_reduction", "other", "unchanged", "rigid", "per_vertex_arap"]
     assert report["settings"]["methods"] == methods
+    assert report["command"] == "python -m training.evaluate " + shlex.join(argv)
     ckpt = report["checkpoints"]["neurok"]
     weights = (checkpoint / "model.safetensors").read_bytes()
     assert ckpt["weights_sha256"] == hashlib.sha256(weights).hexdigest()

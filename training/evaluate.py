@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -243,8 +244,9 @@ def settings_from_args(args) -> EvalSettings:
     )
 
 
-def evaluate(args) -> dict[str, Any]:
-    """Run the evaluation of parsed ``args``; returns the report (also written to --out)."""
+def evaluate(args, command: str | None = None) -> dict[str, Any]:
+    """Run the evaluation of parsed ``args``; returns the report (also written to --out).
+    command: the command line, kept in the report (what ``training.record_eval`` cites)."""
     import torch
 
     from . import eval_plots
@@ -265,6 +267,7 @@ def evaluate(args) -> dict[str, Any]:
     models = Models({k: v for k, v in checkpoints.items() if k in needed}, args.device, cache)
     figures = Path(args.figures) if args.figures else None
     report: dict[str, Any] = {
+        "command": command,
         "settings": asdict(settings) | {"methods": methods, "device": args.device},
         "checkpoints": models.describe(),
         "torch": torch.__version__,
@@ -293,8 +296,9 @@ def evaluate(args) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
     try:
-        evaluate(args)
+        evaluate(args, command="python -m training.evaluate " + shlex.join(words))
     except NeuROKError as exc:
         print(f"evaluate: error: {exc}", file=sys.stderr)
         return 2

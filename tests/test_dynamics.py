@@ -515,6 +515,32 @@ def test_prior_barrier_holds_the_latent_inside_the_prior():
     assert float(held.q.max()) < radius + 2.0
 
 
+@pytest.mark.parametrize("damping", [0.0, 1e-6])
+def test_damped_scenes_meet_the_barrier_as_an_inelastic_stop(damping):
+    """Thrown outward, the state comes back off the barrier as fast as it went (undamped: an
+    elastic barrier, energy conserved) or far slower (a damped scene: the barrier damps its
+    contact at half of critical), with the energy balance E - W holding either way."""
+    k = 4
+    zeros = torch.zeros(k, dtype=F64)
+    latent = LatentMap(rest=zeros, basis=torch.eye(k, 1, dtype=F64), prior_mean=zeros)
+    throw = InitialVelocity((3.0, 0.0, 0.0))
+    cond = SimulationConditions(
+        velocities=(throw,), gravity=(0, 0, 0), damping=damping, frames=73, fps=24
+    )
+    traj = simulate(translation((1, 0, 0), latent), cond, {})
+    speed_in = float(traj.qdot[0, 0])
+    assert speed_in > 2.9 and float(traj.q.max()) > 3.6437  # reached the barrier (chi 99%, k=4)
+    speed_out = -float(traj.qdot[-1, 0])  # long after the bounce, back inside the ball
+    assert float(traj.q[-1, 0]) < 3.6437 and speed_out > 0
+    balance = traj.energy - traj.work
+    assert float((balance - balance[0]).abs().max()) < 1e-3 * float(traj.energy[0])
+    if damping == 0.0:
+        assert speed_out == pytest.approx(speed_in, rel=1e-3)
+        assert float(traj.energy[-1]) == pytest.approx(float(traj.energy[0]), rel=1e-3)
+    else:
+        assert speed_out < 0.5 * speed_in  # most of the normal energy taken by the stop
+
+
 # -- failures and control -----------------------------------------------------------------------
 def test_absurd_force_stops_with_a_clear_error():
     cond = SimulationConditions(forces=(Force((0, 0, 1), 1e15, vertex=3),), frames=10)

@@ -8,7 +8,7 @@ import torch
 from neurok_core.dynamics.barrier import PriorBarrier
 from neurok_core.dynamics.drag import DragHandle
 from neurok_core.dynamics.fastrhs import NumpyDynamics
-from neurok_core.dynamics.lagrangian import equations_of_motion
+from neurok_core.dynamics.lagrangian import equations_of_motion, state_energies
 from neurok_core.dynamics.loads import Loads, PinSet, TimedForces
 from neurok_core.dynamics.system import PointKinematics
 
@@ -57,7 +57,7 @@ def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> L
         forces=timed,
         winds=wind,
         pins=pin_set,
-        barrier=PriorBarrier(latent_rest, basis, mean, radius, strength=5.0),
+        barrier=PriorBarrier(latent_rest, basis, mean, radius, strength=5.0, damping_ratio=0.5),
         ridge=1e-3,
         energy_scale=1.0,
     )
@@ -106,6 +106,9 @@ def test_numpy_rhs_equals_torch(pins, outside, hand):
         np.testing.assert_allclose(qddot, ref.qddot.numpy(), rtol=1e-10, atol=1e-12)
         for got, want in ((power, ref.power), (kinetic, ref.kinetic), (potential, ref.potential)):
             assert got == pytest.approx(want, rel=1e-10, abs=1e-12)
+        energies = fast.energies(kin.x.numpy(), kin.jac.numpy(), q.numpy(), qdot.numpy(), frame)
+        want = state_energies(kin, loads, q, qdot, frame)
+        np.testing.assert_allclose(energies, want, rtol=1e-10, atol=1e-12)
     assert fast.excess(q.numpy()) == pytest.approx(loads.barrier.excess(q), abs=1e-12)
     assert (fast.excess(np.zeros(kq)) > 0) == outside  # the rest latent is outside its ball
     assert (fast.excess(q.numpy()) > 0) == outside  # and so is the state evaluated

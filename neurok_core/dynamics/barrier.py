@@ -32,6 +32,15 @@ class PriorBarrier:
     |z_rest - mu|, making q = 0 an equilibrium even if the rest latent lies outside the 99% ball);
     cubic outside, so the force and its derivative are continuous (smooth for RK4). ``strength``
     is in joules per cubed latent unit. Tensors: rest (k,), basis (k, kq), mean (k,), float64 CPU.
+
+    damping_ratio: the barrier as an inelastic stop (0: elastic). With s = |z(q) - mu| - radius
+    the penetration and n = ds/dq, the dissipative force -c s' n acts while s > 0, with
+    c = 2 damping_ratio sqrt(K m_s): K = V_b''(s) = 6 strength s the barrier's stiffness along
+    n and m_s = 1 / (n^T G^-1 n) the inertia the motion along n has (G the mass metric), i.e.
+    the contact is damped at this share of critical damping. c grows from 0 with the
+    penetration, so the force is continuous, and since the cubic barrier has no length scale the
+    share of the normal kinetic energy a contact takes is the same at every impact speed: the
+    motion meets the limits of the learned shapes like a door its stop instead of bouncing off.
     """
 
     rest: Tensor
@@ -39,14 +48,24 @@ class PriorBarrier:
     mean: Tensor
     radius: float
     strength: float
+    damping_ratio: float = 0.0
 
     @classmethod
-    def build(cls, latent: LatentMap, mass: float, strength: float) -> PriorBarrier:
+    def build(
+        cls, latent: LatentMap, mass: float, strength: float, damping_ratio: float = 0.0
+    ) -> PriorBarrier:
         rest = latent.rest.detach().to("cpu", torch.float64)
         basis = latent.basis.detach().to("cpu", torch.float64)
         mean = latent.prior_mean.detach().to("cpu", torch.float64)
         radius = max(prior_radius(rest.shape[0], mass), float((rest - mean).norm()))
-        return cls(rest=rest, basis=basis, mean=mean, radius=radius, strength=strength)
+        return cls(
+            rest=rest,
+            basis=basis,
+            mean=mean,
+            radius=radius,
+            strength=strength,
+            damping_ratio=damping_ratio,
+        )
 
     def excess(self, q: Tensor) -> float:
         """How far z(q) lies outside the ball, in latent units (0 inside)."""
@@ -61,3 +80,20 @@ class PriorBarrier:
             return 0.0, torch.zeros_like(q)
         grad = (3.0 * self.strength * s * s / r) * (self.basis.T @ d)  # (kq,)
         return self.strength * s**3, grad
+
+    def contact(self, q: Tensor) -> tuple[float, Tensor] | None:
+        """(s, n = ds/dq (kq,)) while the state is beyond the ball (s > 0) and the barrier
+        damps (``damping_ratio`` > 0); None otherwise."""
+        if self.damping_ratio <= 0.0:
+            return None
+        d = self.rest + self.basis @ q - self.mean
+        r = float(d.norm())
+        s = r - self.radius
+        if s <= 0.0:
+            return None
+        return s, (self.basis.T @ d) / r
+
+    def damping(self, s: float, n: Tensor, metric_inverse_n: Tensor) -> float:
+        """c of the class docstring at penetration s, from n and G^-1 n."""
+        inertia = 1.0 / float(n @ metric_inverse_n)
+        return 2.0 * self.damping_ratio * math.sqrt(6.0 * self.strength * s * inertia)

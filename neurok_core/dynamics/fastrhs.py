@@ -59,6 +59,7 @@ class NumpyDynamics:
                 as_float64(b.mean),
                 b.radius,
                 b.strength,
+                b.damping_ratio,
             )
         self._applied: dict[int, np.ndarray] = {}
         self._ridge = None  # ridge * I, made at the first call (kq)
@@ -74,18 +75,33 @@ class NumpyDynamics:
 
     def _latent_offset(self, q: np.ndarray) -> tuple[np.ndarray, float]:
         """z(q) - mu (k,) and its length."""
-        rest, basis, mean, _, _ = self.barrier
+        rest, basis, mean = self.barrier[:3]
         d = rest + basis @ q - mean
         return d, float(np.sqrt(d @ d))
 
     def barrier_terms(self, q: np.ndarray) -> tuple[float, np.ndarray | None]:
         """(V_b, dV_b/dq or None inside the ball) of ``barrier.PriorBarrier``."""
-        _, basis, _, radius, strength = self.barrier
+        _, basis, _, radius, strength, _ = self.barrier
         d, r = self._latent_offset(q)
         s = r - radius
         if s <= 0.0:
             return 0.0, None
         return strength * s**3, (3.0 * strength * s * s / r) * (basis.T @ d)
+
+    def contact(self, q: np.ndarray) -> tuple[float, np.ndarray] | None:
+        """``PriorBarrier.contact``: (s, n = ds/dq) beyond the ball of a damping barrier."""
+        if self.barrier is None or self.barrier[5] <= 0.0:
+            return None
+        d, r = self._latent_offset(q)
+        s = r - self.barrier[3]
+        if s <= 0.0:
+            return None
+        return s, (self.barrier[1].T @ d) / r
+
+    def stop_damping(self, s: float, n: np.ndarray, gn: np.ndarray) -> float:
+        """``PriorBarrier.damping``: c at penetration s from n and G^-1 n."""
+        strength, ratio = self.barrier[4], self.barrier[5]
+        return 2.0 * ratio * math.sqrt(6.0 * strength * s / float(n @ gn))
 
     def excess(self, q: np.ndarray) -> float:
         """How far z(q) lies outside the prior ball (``PriorBarrier.excess``); 0 without one."""
@@ -137,6 +153,11 @@ class NumpyDynamics:
         gq = metric @ qdot
         vel = (jac.reshape(-1, kq) @ qdot).reshape(-1, 3)
         power = self._passive_power(self.applied(frame), vel, qdot, gq)
+        contact = self.contact(q)
+        if contact is not None:
+            s, n = contact
+            c = self.stop_damping(s, n, np.linalg.solve(metric, n))
+            power -= c * float(n @ qdot) ** 2
         return 0.5 * float(qdot @ gq), self.potential(x, q), power
 
     def motion(
@@ -174,16 +195,25 @@ class NumpyDynamics:
             barrier_energy, grad = self.barrier_terms(q)
             if grad is not None:
                 q_hold -= grad
+        contact = self.contact(q)
+        columns = [q_track, q_hold] if contact is None else [q_track, q_hold, contact[1]]
         chol, info = dpotrf(metric, lower=1, clean=0)
         both = None
         if info == 0:
-            both, _ = dpotrs(chol, np.stack([q_track, q_hold], 1), lower=1)  # (kq, 2)
+            both, _ = dpotrs(chol, np.stack(columns, 1), lower=1)  # (kq, 2 | 3)
         # not positive definite, or NaN (which the factorisation lets through): a failed step,
         # retried smaller by the integrator
         if both is None or not math.isfinite(float(both.sum())):
             nan = np.full(kq, np.nan)
             return nan, float("nan"), float("nan"), float("nan")
         qddot = both[:, 0] + both[:, 1]
+        if contact is not None:  # the barrier's contact damping -c s' n
+            s, n = contact
+            gn = both[:, 2]
+            c = self.stop_damping(s, n, gn)
+            rate = float(n @ qdot)
+            qddot = qddot - (c * rate) * gn
+            power -= c * rate * rate
         if hands:
             rows = [h.row for h, _ in hands]
             extra = hand_acceleration(

@@ -22,7 +22,8 @@ Potentials, with dx_i = x_i(q) - x_i(0):
     V_barrier   = strength * max(0, |z(q) - mu| - r)^3      (``barrier.PriorBarrier``)
 All have zero gradient at q = 0, so with no loads and q' = 0 the rest state is an equilibrium.
 Non-conservative: applied point forces and wind J^T f(t), damping -damping G q', pin dampers
--c_p J_p^T v_p, and the drag hands (``drag``). Their power P = q'^T Q_nc feeds the energy
+-c_p J_p^T v_p, the barrier's contact damping -c s' n beyond the ball (``barrier.PriorBarrier``;
+on only in damped scenes) and the drag hands (``drag``). Their power P = q'^T Q_nc feeds the energy
 balance E(t) - E(0) = int P dt that the integrator uses as its error monitor.
 """
 
@@ -94,6 +95,19 @@ def _passive_power(loads: Loads, applied: Tensor, vel: Tensor, qdot: Tensor, met
     return power
 
 
+def barrier_damping(loads: Loads, q: Tensor, qdot: Tensor, metric: Tensor):
+    """(q'' (kq,), power) of the barrier's contact damping at (q, q'), or None when it does
+    not act (inside the ball, or an elastic barrier)."""
+    contact = None if loads.barrier is None else loads.barrier.contact(q)
+    if contact is None:
+        return None
+    s, n = contact
+    gn = metric_solve(metric, n.unsqueeze(1))[:, 0]  # G^-1 n
+    c = loads.barrier.damping(s, n, gn)
+    rate = float(n @ qdot)  # s'
+    return -c * rate * gn, -c * rate * rate
+
+
 def state_energies(
     kin: PointKinematics, loads: Loads, q: Tensor, qdot: Tensor, frame: int
 ) -> tuple[float, float, float]:
@@ -103,6 +117,9 @@ def state_energies(
     metric = mass_metric(kin, loads.masses, loads.ridge)
     vel = kin.velocity(qdot)  # (S, 3)
     power = _passive_power(loads, loads.applied_forces(frame), vel, qdot, metric)
+    stop = barrier_damping(loads, q, qdot, metric)
+    if stop is not None:
+        power += stop[1]
     return 0.5 * float(qdot @ metric @ qdot), potential_energy(kin, loads, q), power
 
 
@@ -148,6 +165,10 @@ def equations_of_motion(
 
     both = metric_solve(metric, torch.stack([q_track, q_hold], 1))  # (kq, 2)
     qddot = both[:, 0] + both[:, 1]
+    stop = barrier_damping(loads, q, qdot, metric)
+    if stop is not None:
+        qddot = qddot + stop[0]
+        power += stop[1]
     if hands:
         rows = torch.tensor([h.row for h, _ in hands], device=kin.x.device)
         extra = hand_acceleration(

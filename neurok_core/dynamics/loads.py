@@ -166,7 +166,8 @@ def build_loads(
     barrier = None
     if system.latent is not None:
         strength = settings.barrier_scale * scale
-        barrier = PriorBarrier.build(system.latent, settings.prior_mass, strength)
+        stop = settings.barrier_damping if cond.damping > 0 else 0.0
+        barrier = PriorBarrier.build(system.latent, settings.prior_mass, strength, stop)
     loads = Loads(
         masses=masses,
         rest_points=rest.x.detach().clone(),

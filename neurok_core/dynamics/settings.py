@@ -13,6 +13,10 @@ class DynamicsSettings:
     prior_mass: the prior barrier is flat inside the ball holding this much prior mass.
     barrier_scale: barrier energy one latent unit outside that ball, in units of the problem's
         energy scale (see ``loads.energy_scale``).
+    barrier_damping: in damped scenes (damping > 0), the prior barrier is an inelastic stop
+        damped at this share of critical damping (``barrier.PriorBarrier``): the motion meets
+        the limits of the learned shapes and stays near them instead of bouncing back off them
+        into the opposite extreme. Undamped scenes keep it elastic (their energy is conserved).
     pin_tolerance: static deflection of pinned points under the loads, in object sizes; the pin
         stiffness is chosen to meet it (dynamic overshoot stays under twice this).
     pin_frequency_hz: bounds (low, high) of the pins' highest mode frequency.
@@ -41,6 +45,9 @@ class DynamicsSettings:
     local_max_frames: re-expand it at least this often.
     local_reuse: a state that needs a new expansion takes a kept one lying within this many
         trusted radii instead (0: always a new decoder pass; see ``local``).
+    local_energy_match: at a re-expansion of that model, scale the velocities so that the
+        state keeps its energy (see ``integrator``); off, the model's energy jump is booked with
+        the work and shows as drift in undamped runs.
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
         differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
     energy_floor: the energy-balance error of a step is measured relative to the largest energy
@@ -51,6 +58,7 @@ class DynamicsSettings:
     ridge: float = 1e-3
     prior_mass: float = 0.99
     barrier_scale: float = 1.0
+    barrier_damping: float = 0.5
     pin_tolerance: float = 2.5e-4
     pin_frequency_hz: tuple[float, float] = (10.0, 100.0)
     drag_gain: float = 12.0
@@ -73,6 +81,7 @@ class DynamicsSettings:
     local_jacobian_tolerance: float = 1e-2
     local_max_frames: int = 8
     local_reuse: float = 0.5
+    local_energy_match: bool = True
 
 
 DEFAULT_SETTINGS = DynamicsSettings()

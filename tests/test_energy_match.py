@@ -4,7 +4,6 @@
 import dataclasses
 
 import numpy as np
-import pytest
 
 from neurok_core.dynamics import InitialVelocity, SimulationConditions
 from neurok_core.dynamics.settings import DEFAULT_SETTINGS

@@ -58,14 +58,7 @@ class PriorBarrier:
         basis = latent.basis.detach().to("cpu", torch.float64)
         mean = latent.prior_mean.detach().to("cpu", torch.float64)
         radius = max(prior_radius(rest.shape[0], mass), float((rest - mean).norm()))
-        return cls(
-            rest=rest,
-            basis=basis,
-            mean=mean,
-            radius=radius,
-            strength=strength,
-            damping_ratio=damping_ratio,
-        )
+        return cls(rest, basis, mean, radius, strength, damping_ratio)
 
     def excess(self, q: Tensor) -> float:
         """How far z(q) lies outside the ball, in latent units (0 inside)."""

@@ -40,6 +40,8 @@ import numpy as np
 
 from neurok_core.metrics import best_rotations
 
+from .eval_report import jsonable
+
 
 def rotation_angles(rest: np.ndarray, moved: np.ndarray) -> np.ndarray:
     """(T,) degrees of the best rigid motions' rotations taking ``rest`` (n, 3) to each of
@@ -147,17 +149,6 @@ def table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def _json_safe(value):
-    """``value`` with every non-finite float as None (JSON has no NaN)."""
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="folder of sequences (FAMILY/*.npz)")
@@ -227,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             "summary": summary,
             "records": records,
         }
-        Path(args.out).write_text(json.dumps(_json_safe(payload), indent=1, allow_nan=False))
+        Path(args.out).write_text(json.dumps(jsonable(payload), indent=1, allow_nan=False))
     if not finite:
         print("error: some measurements are NaN (see the records)", file=sys.stderr)
     return 0 if finite else 1

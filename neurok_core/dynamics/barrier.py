@@ -88,5 +88,10 @@ class PriorBarrier:
 
     def damping(self, s: float, n: Tensor, metric_inverse_n: Tensor) -> float:
         """c of the class docstring at penetration s, from n and G^-1 n."""
-        inertia = 1.0 / float(n @ metric_inverse_n)
-        return 2.0 * self.damping_ratio * math.sqrt(6.0 * self.strength * s * inertia)
+        return stop_damping(self.damping_ratio, self.strength, s, float(n @ metric_inverse_n))
+
+
+def stop_damping(ratio: float, strength: float, s: float, inverse_inertia: float) -> float:
+    """The contact damping c = 2 ratio sqrt(K m_s) of :class:`PriorBarrier` at penetration s,
+    K = 6 strength s, from inverse_inertia = 1 / m_s = n^T G^-1 n."""
+    return 2.0 * ratio * math.sqrt(6.0 * strength * s / inverse_inertia)

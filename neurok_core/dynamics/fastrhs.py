@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from scipy.linalg.lapack import dpotrf, dpotrs
 
+from .barrier import stop_damping
 from .drag import DragHandle, DragPath, hand_acceleration
 from .loads import Loads
 
@@ -100,8 +101,7 @@ class NumpyDynamics:
 
     def stop_damping(self, s: float, n: np.ndarray, gn: np.ndarray) -> float:
         """``PriorBarrier.damping``: c at penetration s from n and G^-1 n."""
-        strength, ratio = self.barrier[4], self.barrier[5]
-        return 2.0 * ratio * math.sqrt(6.0 * strength * s / float(n @ gn))
+        return stop_damping(self.barrier[5], self.barrier[4], s, float(n @ gn))
 
     def excess(self, q: np.ndarray) -> float:
         """How far z(q) lies outside the prior ball (``PriorBarrier.excess``); 0 without one."""
@@ -190,12 +190,12 @@ class NumpyDynamics:
             rows, rest, k, c = self.pins
             f_pin = -k * (x[rows] - rest) - c * vel[rows]  # (P, 3)
             q_hold += jac[rows].reshape(-1, kq).T @ f_pin.reshape(-1)
-        barrier_energy = None
+        barrier_energy, contact = None, None
         if self.barrier is not None:
             barrier_energy, grad = self.barrier_terms(q)
-            if grad is not None:
+            if grad is not None:  # beyond the ball: the barrier pushes back (and may damp)
                 q_hold -= grad
-        contact = self.contact(q)
+                contact = self.contact(q)
         columns = [q_track, q_hold] if contact is None else [q_track, q_hold, contact[1]]
         chol, info = dpotrf(metric, lower=1, clean=0)
         both = None

@@ -82,8 +82,8 @@ class Trajectory:
     cancelled: whether ``on_frame`` stopped the run. With a local model: expansions (decoder
     passes with the Hessian), reuses (kept expansions gone back to instead), model_errors (its
     position error measured at each re-expansion, object sizes) and model_energy_jumps (sum of
-    |energy change| at re-expansions, J: booked in ``work``, so it is not part of the energy
-    balance).
+    |energy change| at re-expansions left after the energy match, J: booked in ``work``, so it
+    is not part of the energy balance; about 0 unless ``local_energy_match`` is off).
     """
 
     q: Tensor

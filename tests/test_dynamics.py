@@ -516,7 +516,7 @@ def test_prior_barrier_holds_the_latent_inside_the_prior():
 
 
 @pytest.mark.parametrize("damping", [0.0, 1e-6])
-def test_damped_scenes_meet_the_barrier_as_an_inelastic_stop(damping):
+def test_damped_scenes_meet_the_barrier_as_an_inelastic_stop(damping, capsys):
     """Thrown outward, the state comes back off the barrier as fast as it went (undamped: an
     elastic barrier, energy conserved) or far slower (a damped scene: the barrier damps its
     contact at half of critical), with the energy balance E - W holding either way."""
@@ -531,6 +531,8 @@ def test_damped_scenes_meet_the_barrier_as_an_inelastic_stop(damping):
     speed_in = float(traj.qdot[0, 0])
     assert speed_in > 2.9 and float(traj.q.max()) > 3.6437  # reached the barrier (chi 99%, k=4)
     speed_out = -float(traj.qdot[-1, 0])  # long after the bounce, back inside the ball
+    with capsys.disabled():
+        print(f"\n[barrier, damping {damping:g}] back at {speed_out / speed_in:.3f} of the speed")
     assert float(traj.q[-1, 0]) < 3.6437 and speed_out > 0
     balance = traj.energy - traj.work
     assert float((balance - balance[0]).abs().max()) < 1e-3 * float(traj.energy[0])

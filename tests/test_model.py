@@ -260,6 +260,36 @@ def test_loss_with_given_neighbours_equals_computed_and_is_differentiable():
     assert_close(model(rest, deformed, sample=False)["loss"], a["loss"])
 
 
+def test_prior_rigidity_measures_the_decoded_field_at_prior_samples():
+    """The prior term: zero for a field that moves every point by one rigid motion (the
+    untrained head gives the identity everywhere), positive for a random field, off in
+    validation (sample=False), in the loss with its weight, and its gradient reaches the
+    decoder."""
+    rest, deformed = hinge_bar(2, 64, 3)
+    still = tiny_model(prior_rigidity_weight=2.0)
+    out = still.loss(rest, deformed, generator=torch.Generator().manual_seed(0))
+    assert out["prior_rigidity"].item() == 0.0
+
+    model = tiny_model(randomize_head=True, prior_rigidity_weight=2.0)
+    gen = torch.Generator().manual_seed(1)
+    out = model.loss(rest, deformed, generator=gen)
+    assert out["prior_rigidity"].item() > 0
+    cfg = model.config
+    expected = (
+        out["recon"]
+        + cfg.rigidity_weight * out["rigidity"]
+        + cfg.prior_rigidity_weight * out["prior_rigidity"]
+        + cfg.kl_weight * out["kl"]
+    )
+    assert_close(out["loss"], expected)
+    model.zero_grad()
+    out["prior_rigidity"].backward()
+    assert float(model.decoder.head.weight.grad.abs().sum()) > 0
+    assert model.loss(rest, deformed, sample=False)["prior_rigidity"].item() == 0.0
+    off = tiny_model(randomize_head=True).loss(rest, deformed, generator=gen)
+    assert off["prior_rigidity"].item() == 0.0
+
+
 def test_loss_decreases_on_a_bending_bar():
     model = tiny_model(seed=1).train()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)

@@ -46,6 +46,8 @@ def plot_training(metrics: str | os.PathLike, out: str | os.PathLike) -> Path:
     ax.plot(steps, [r["recon"] for r in train], label="recon (sum over points)")
     if any(r.get("rigidity", 0) > 0 for r in train):
         ax.plot(steps, [r["rigidity"] for r in train], "--", label="rigidity")
+    if any(r.get("prior_rigidity", 0) > 0 for r in train):
+        ax.plot(steps, [r["prior_rigidity"] for r in train], ":", label="prior rigidity")
     ax.set_yscale("log")
     ax.set_title("training loss")
 

@@ -461,7 +461,8 @@ def main(argv: list[str] | None = None) -> dict:
         unit="step",
         dynamic_ncols=True,
     )
-    sums = [0.0] * 7  # loss, recon, rigidity, kl, rmse, grad norm, steps
+    logged = ("loss", "recon", "rigidity", "prior_rigidity", "kl", "rmse")
+    sums = [0.0] * (len(logged) + 2)  # the logged terms, grad norm, steps
     interval_start, interval_samples = time.perf_counter(), 0
     start = time.perf_counter()
     last: dict = {}
@@ -544,9 +545,9 @@ def main(argv: list[str] | None = None) -> dict:
         totals = all_reduce_sum(sums, device, world)
         now = time.perf_counter()
         rate = interval_samples / (now - interval_start)
-        names = ("loss", "recon", "rigidity", "kl", "rmse", "grad_norm")
-        last = {k: totals[i] / totals[6] for i, k in enumerate(names)}
-        recent[:] = [*recent[-9:], {**last, "steps": totals[6] / world}]
+        names = (*logged, "grad_norm")
+        last = {k: totals[i] / totals[-1] for i, k in enumerate(names)}
+        recent[:] = [*recent[-9:], {**last, "steps": totals[-1] / world}]
         if master:
             log(
                 {
@@ -564,7 +565,7 @@ def main(argv: list[str] | None = None) -> dict:
                 rmse=f"{last['rmse']:.3g}",
                 sps=f"{rate:.0f}",
             )
-        sums = [0.0] * 7
+        sums = [0.0] * len(sums)
         interval_start, interval_samples = now, 0
 
     # --- the loop
@@ -599,10 +600,10 @@ def main(argv: list[str] | None = None) -> dict:
             step += 1
             samples_seen += rest.shape[0] * world
             interval_samples += rest.shape[0] * world
-            values = [out[k].detach().float() for k in ("loss", "recon", "rigidity", "kl", "rmse")]
+            values = [out[k].detach().float() for k in logged]
             for i, v in enumerate([*values, grad_norm.detach().float()]):
                 sums[i] += float(v)
-            sums[6] += 1
+            sums[-1] += 1
             bar.update(1)
 
             if every(args.log_every):
@@ -620,7 +621,7 @@ def main(argv: list[str] | None = None) -> dict:
     bar.close()
 
     # --- the end
-    if sums[6]:
+    if sums[-1]:
         log_interval()
     if val_loader is not None and not (val_metrics and every(args.val_every)):
         val_metrics = validate(model, val_loader, device, world, autocast)

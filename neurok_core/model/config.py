@@ -32,6 +32,11 @@ class ModelConfig:
     rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
         carry onto their deformed positions (0 disables the rigidity term).
     rigidity_weight: weight of that term relative to the reconstruction.
+    prior_rigidity_weight: weight of the same local rigidity measured on the decoder's own
+        field at a latent drawn from the prior (no data: each point's rigid motion should carry
+        its neighbours where their own motions take them), so that the whole high-density
+        region, where the dynamics move, decodes to locally rigid, uncrumpled shapes and not
+        only the latents of training frames (0: off, as in the first released models).
     """
 
     width: int = 96
@@ -47,6 +52,7 @@ class ModelConfig:
     kl_weight: float = 0.01
     rigidity_neighbors: int = 8
     rigidity_weight: float = 1.0
+    prior_rigidity_weight: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -76,7 +82,7 @@ class ModelConfig:
             raise ValueError(
                 f"ModelConfig.deformation must be one of {DEFORMATIONS}, got {self.deformation!r}"
             )
-        for name in ("kl_weight", "rigidity_weight"):
+        for name in ("kl_weight", "rigidity_weight", "prior_rigidity_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"ModelConfig.{name} must be a number >= 0, got {value!r}")

@@ -98,13 +98,15 @@ class NeuROKModel(nn.Module):
 
             recon    = mean_b sum_p |y_p - x_p|^2
             rigidity = mean_b sum_p 1/K sum_{j in N(p)} |dq_p(x0_j) - x_j|^2  (dual quaternions)
+            prior_rigidity = the same with x_j = dq'_j(x0_j), dq' = F(z') at z' ~ p (training only)
             kl       = mean_b 1/2 sum_j (sigma_j^2 + (mu_post_j - mu_cond_j)^2 - 1 - log sigma_j^2)
             loss     = recon + rigidity_weight * rigidity + kl_weight * kl
+                       + prior_rigidity_weight * prior_rigidity
 
         The reconstruction is summed over the points (the squared 2-norm of the deformation
         field, as the paper writes it), not averaged: averaging made the posterior collapse.
-        Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``kl``, and ``rmse`` (root
-        mean squared per-point error, for logging).
+        Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``prior_rigidity``, ``kl``,
+        and ``rmse`` (root mean squared per-point error, for logging).
         """
         cfg = self.config
         shape = self.encode_shape(rest_points)
@@ -121,10 +123,31 @@ class NeuROKModel(nn.Module):
             if neighbors is None:
                 neighbors = knn_indices(rest_points, cfg.rigidity_neighbors)  # (B, P, K)
             rigidity = rigidity_error(out, rest_points, deformed_points, neighbors).mean()
+        prior_rigidity = recon.new_zeros(())
+        if sample and cfg.prior_rigidity_weight > 0 and cfg.deformation == "dualquat":
+            # the field's own rigidity at a prior sample: its points' motions are the targets
+            z_prior = shape.mu_cond + standard_normal(mu, mu.shape, generator)  # (B, k)
+            field = self.decode(z_prior, shape, rest_points)  # (B, P, 8)
+            own = dq_apply(field, rest_points)  # (B, P, 3)
+            if neighbors is None:
+                neighbors = knn_indices(rest_points, cfg.rigidity_neighbors or 8)
+            prior_rigidity = rigidity_error(field, rest_points, own, neighbors).mean()
         kl = gaussian_kl(mu, logvar, shape.mu_cond).mean()
-        total = recon + cfg.rigidity_weight * rigidity + cfg.kl_weight * kl
+        total = (
+            recon
+            + cfg.rigidity_weight * rigidity
+            + cfg.prior_rigidity_weight * prior_rigidity
+            + cfg.kl_weight * kl
+        )
         rmse = torch.sqrt(recon.detach() / rest_points.shape[-2])
-        return {"loss": total, "recon": recon, "rigidity": rigidity, "kl": kl, "rmse": rmse}
+        return {
+            "loss": total,
+            "recon": recon,
+            "rigidity": rigidity,
+            "prior_rigidity": prior_rigidity,
+            "kl": kl,
+            "rmse": rmse,
+        }
 
     def forward(self, rest_points: Tensor, deformed_points: Tensor, **kwargs) -> dict[str, Tensor]:
         """Same as :meth:`loss` (the entry point for ``DistributedDataParallel``)."""

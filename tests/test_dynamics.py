@@ -433,6 +433,30 @@ def test_a_hand_pushes_boundedly_where_the_point_barely_moves():
     assert float(push(1e-3)[1]) == pytest.approx(500.0, rel=1e-3)  # what it used to be
 
 
+def saturating_decode(q):
+    """The bar turned by 0.5 tanh(2 q): the tip can never pass 0.5 rad, and the further q goes
+    the less the tip moves (a strongly curved map, like a decoder near the edge of what it
+    learned)."""
+    return pendulum_decode(0.5 * torch.tanh(2.0 * q))
+
+
+def test_a_drag_toward_an_unreachable_target_stops_at_the_nearest_shape_without_blowing_up():
+    """The tip's velocity term D^2x[q', q'] grows with the square of the speed where the map
+    saturates; a hand that cancelled all of it drove the state ever faster and blew up within
+    7 frames. Compensated only up to ``drag_bias_cap`` times the task's accelerations, the run
+    finishes and the tip ends where the object comes nearest the target (0.5 rad)."""
+    angle = math.radians(60)
+    target = (math.sin(angle), 0.0, -math.cos(angle))
+    system = MechanicalSystem(saturating_decode, torch.ones(10, dtype=F64), 1, dtype=F64)
+    cond = SimulationConditions(
+        drags=(Drag(target=target, frame=20, vertex=9),), frames=30, fps=30, damping=0.0
+    )
+    traj = simulate(system, cond, {TIP: 9})
+    nearest = 2.0 * math.sin((angle - 0.5) / 2.0)  # chord from 0.5 rad to the target's angle
+    assert traj.drag_errors[0] == pytest.approx(nearest, abs=0.01)
+    assert bool(torch.isfinite(traj.energy).all())
+
+
 def test_drag_reaches_a_reachable_target_then_releases():
     angle = math.radians(60)
     target = (math.sin(angle), 0.0, -math.cos(angle))  # where the tip is at 60 degrees

@@ -275,6 +275,7 @@ def drag_handles(
                 frame=d.frame,
                 omega=settings.drag_gain / duration,
                 weak=settings.drag_weak,
+                bias_cap=settings.drag_bias_cap,
             )
         )
     return out

@@ -26,6 +26,9 @@ class DynamicsSettings:
         (see ``drag``): along directions in which the grabbed point barely moves, the hand's
         gain is at most about 1 / (2 drag_weak) times the strongest direction's, so it never flings
         the state toward a target the point can hardly reach (1e-3 did: 500x).
+    drag_bias_cap: a hand compensates the grabbed point's velocity-dependent acceleration only
+        up to this many times its task's acceleration scale (see ``drag``): beyond it, where
+        the decoder is strongly curved, the compensation feeds itself and blows up.
     oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
     damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
     max_substeps: integration steps per frame never exceed this.
@@ -64,6 +67,7 @@ class DynamicsSettings:
     drag_gain: float = 12.0
     drag_arrival: float = 0.8
     drag_weak: float = 0.03
+    drag_bias_cap: float = 1.0
     oscillation_step: float = 0.5
     damped_step: float = 1.5
     max_substeps: int = 512

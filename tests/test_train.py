@@ -116,6 +116,28 @@ def test_resume_rejects_another_model(data_dir, tmp_path):
         train.main(base_args(data_dir, run, "--steps", "4", "--resume", "--override", "width=32"))
 
 
+def test_init_fine_tunes_from_a_checkpoint_with_other_loss_weights(data_dir, tmp_path):
+    """--init starts from a checkpoint's weights (a step at lr 0 changes nothing), may change
+    the loss weights (here the prior-rigidity term, which is then logged), records where it
+    started, and refuses another architecture."""
+    source = tmp_path / "source"
+    train.main(base_args(data_dir, source, "--steps", "4"))
+    tuned = tmp_path / "tuned"
+    extra = ("--init", str(source / "checkpoint"), "--override", "prior_rigidity_weight=10")
+    train.main(base_args(data_dir, tuned, "--steps", "2", "--lr", "0", *extra))
+    before, info_before = load_checkpoint(source / "checkpoint")
+    after, info = load_checkpoint(tuned / "checkpoint")
+    for (name, a), b in zip(before.state_dict().items(), after.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a, msg=name)
+    assert after.config.prior_rigidity_weight == 10.0
+    assert info["training"]["init"]["weights_sha256"] == info_before["weights_sha256"]
+    assert info["training"]["init"]["steps"] == 4
+    assert all(m["prior_rigidity"] > 0 for m in read_metrics(tuned) if m["kind"] == "train")
+    with pytest.raises(Exception, match="architecture differs .*width"):
+        train.main(base_args(data_dir, tmp_path / "other", "--steps", "2", *extra[:2],
+                             "--override", "width=32"))  # fmt: skip
+
+
 def test_learning_rate_schedule():
     args = train.parse_args(["--data", "d", "--out", "o", "--steps", "100", "--lr", "1e-3",
                              "--warmup-steps", "10", "--min-lr-ratio", "0.1"])  # fmt: skip

@@ -41,7 +41,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from neurok_core.checkpoint import save_checkpoint
+from neurok_core.checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
 from neurok_core.device import describe_device, select_device
 from neurok_core.errors import CheckpointError
 from neurok_core.model import ModelConfig, build_model
@@ -112,6 +112,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     run = p.add_argument_group("run")
     run.add_argument("--resume", action="store_true", help="continue from --out/train_state.pt")
+    run.add_argument(
+        "--init",
+        metavar="CKPT",
+        help="start from a checkpoint's weights (fine-tuning; same architecture, the loss "
+        "weights may differ; fresh optimiser and schedule)",
+    )
     run.add_argument("--device", default="auto", help="auto, cpu, cuda")
     run.add_argument(
         "--precision",
@@ -255,6 +261,23 @@ def broadcast_value(value: float, device: torch.device, world: int) -> float:
     return float(t.item())
 
 
+LOSS_FIELDS = ("kl_weight", "rigidity_weight", "prior_rigidity_weight")
+
+
+def init_from(model: torch.nn.Module, config: ModelConfig, checkpoint: str) -> None:
+    """Load a checkpoint's weights into ``model`` (``--init``); its architecture must be
+    ``config``'s (the loss weights may differ)."""
+    source, _ = load_checkpoint(checkpoint)
+    theirs = {k: v for k, v in source.config.to_dict().items() if k not in LOSS_FIELDS}
+    ours = {k: v for k, v in config.to_dict().items() if k not in LOSS_FIELDS}
+    if theirs != ours:
+        differ = sorted(k for k in ours if theirs.get(k) != ours[k])
+        raise CheckpointError(
+            f"--init {checkpoint}: its architecture differs from this command's in {differ}"
+        )
+    model.load_state_dict(source.state_dict())
+
+
 def trim_metrics(path: Path, last_step: int) -> None:
     """Drop log lines after ``last_step`` (written by a run that stopped before saving)."""
     if not path.is_file():
@@ -376,6 +399,14 @@ def main(argv: list[str] | None = None) -> dict:
     model = build_model(config).to(device)
     optimizer = make_optimizer(model, args)
     step, elapsed_before, samples_seen = 0, 0.0, 0
+    init_record = None
+    if args.init:  # what the run started from (kept in the checkpoint's config when resumed)
+        source = checkpoint_info(args.init)
+        init_record = {
+            "checkpoint": str(args.init),
+            "weights_sha256": source.get("weights_sha256"),
+            "steps": (source.get("training") or {}).get("steps"),
+        }
     if args.resume and state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=True)
         if state.get("version") != STATE_VERSION:
@@ -400,6 +431,8 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         if args.resume and master:
             print(f"no {state_path}; starting from scratch", file=sys.stderr)
+        if args.init:
+            init_from(model, config, args.init)
         torch.manual_seed(args.seed * 7919 + rank)  # per-rank reparameterisation noise
     ddp_model = model
     if world > 1:
@@ -519,6 +552,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "grad_clip": args.grad_clip,
             },
             "budget": {"steps": args.steps, "minutes": args.minutes},
+            "init": init_record,
             "seed": args.seed,
             "final": final_losses(),
             "skipped_steps": skipped,

@@ -136,6 +136,27 @@ def test_init_fine_tunes_from_a_checkpoint_with_other_loss_weights(data_dir, tmp
     with pytest.raises(Exception, match="architecture differs .*width"):
         train.main(base_args(data_dir, tmp_path / "other", "--steps", "2", *extra[:2],
                              "--override", "width=32"))  # fmt: skip
+    # resumed without --init (and with the source gone), the record of the start is kept
+    (source / "checkpoint" / "model.safetensors").unlink()
+    rest = ("--override", "prior_rigidity_weight=10", "--resume")
+    train.main(base_args(data_dir, tuned, "--steps", "3", "--save-every", "1", *rest))
+    _, info = load_checkpoint(tuned / "checkpoint")
+    assert info["training"]["steps"] == 3
+    assert info["training"]["init"]["weights_sha256"] == info_before["weights_sha256"]
+
+
+def test_resume_accepts_a_state_saved_before_a_config_field_existed(data_dir, tmp_path):
+    """A training state written before ``prior_rigidity_weight`` existed still resumes (the
+    missing field takes its default)."""
+    run = tmp_path / "run"
+    train.main(base_args(data_dir, run, "--steps", "2", "--save-every", "2"))
+    state = torch.load(run / train.STATE_FILE, weights_only=True)
+    old = json.loads(state["model_config"])
+    del old["prior_rigidity_weight"]
+    state["model_config"] = json.dumps(old)
+    torch.save(state, run / train.STATE_FILE)
+    record = train.main(base_args(data_dir, run, "--steps", "4", "--resume"))
+    assert record["steps"] == 4
 
 
 def test_learning_rate_schedule():

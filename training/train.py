@@ -261,12 +261,19 @@ def broadcast_value(value: float, device: torch.device, world: int) -> float:
     return float(t.item())
 
 
-LOSS_FIELDS = ("kl_weight", "rigidity_weight", "prior_rigidity_weight")
+# config fields that do not shape the weights (--init may change them)
+LOSS_FIELDS = (
+    "kl_weight",
+    "rigidity_weight",
+    "prior_rigidity_weight",
+    "rigidity_neighbors",
+    "num_points",
+)
 
 
 def init_from(model: torch.nn.Module, config: ModelConfig, checkpoint: str) -> None:
     """Load a checkpoint's weights into ``model`` (``--init``); its architecture must be
-    ``config``'s (the loss weights may differ)."""
+    ``config``'s (the loss settings, ``LOSS_FIELDS``, may differ)."""
     source, _ = load_checkpoint(checkpoint)
     theirs = {k: v for k, v in source.config.to_dict().items() if k not in LOSS_FIELDS}
     ours = {k: v for k, v in config.to_dict().items() if k not in LOSS_FIELDS}
@@ -399,25 +406,20 @@ def main(argv: list[str] | None = None) -> dict:
     model = build_model(config).to(device)
     optimizer = make_optimizer(model, args)
     step, elapsed_before, samples_seen = 0, 0.0, 0
-    init_record = None
-    if args.init:  # what the run started from (kept in the checkpoint's config when resumed)
-        source = checkpoint_info(args.init)
-        init_record = {
-            "checkpoint": str(args.init),
-            "weights_sha256": source.get("weights_sha256"),
-            "steps": (source.get("training") or {}).get("steps"),
-        }
+    init_record = None  # what a fine-tune started from (--init), kept in the resume state
     if args.resume and state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=True)
         if state.get("version") != STATE_VERSION:
             raise CheckpointError(f"{state_path}: unknown training state version")
-        if json.loads(state["model_config"]) != config.to_dict():
+        # (through from_dict: a state saved before a config field existed has its default)
+        if ModelConfig.from_dict(json.loads(state["model_config"])) != config:
             raise CheckpointError(
                 f"{state_path}: the model config differs from this command's; "
                 "resume with the same --preset/--override/--deformation"
             )
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        init_record = json.loads(state.get("init", "null"))
         step, elapsed_before = int(state["step"]), float(state["elapsed"])
         samples_seen = int(state["samples"])
         rngs = state["rng"]
@@ -433,6 +435,12 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"no {state_path}; starting from scratch", file=sys.stderr)
         if args.init:
             init_from(model, config, args.init)
+            source = checkpoint_info(args.init)
+            init_record = {
+                "checkpoint": str(args.init),
+                "weights_sha256": source.get("weights_sha256"),
+                "steps": (source.get("training") or {}).get("steps"),
+            }
         torch.manual_seed(args.seed * 7919 + rank)  # per-rank reparameterisation noise
     ddp_model = model
     if world > 1:
@@ -521,6 +529,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "rng": rngs,
                 "model_config": json.dumps(config.to_dict()),
                 "args": json.dumps(vars(args)),
+                "init": json.dumps(init_record),
             },
             state_path,
         )

@@ -264,6 +264,8 @@ def drag_handles(
     settings: DynamicsSettings,
 ) -> list[DragHandle]:
     """Each drag resolved to its row with tracking frequency drag_gain / duration."""
+    if not settings.drag_bias_cap >= 0:  # (NaN fails too) a negative cap would amplify b
+        raise ValueError(f"drag_bias_cap must be >= 0, got {settings.drag_bias_cap!r}")
     out = []
     for d in cond.drags:
         duration = (d.frame - d.start_frame) / cond.fps

@@ -7,6 +7,7 @@ The config is stored in every checkpoint (``to_dict``) and alone rebuilds the mo
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,10 @@ class ModelConfig:
         field at a latent drawn from the prior (no data: each point's rigid motion should carry
         its neighbours where their own motions take them), so that the whole high-density
         region, where the dynamics move, decodes to locally rigid, uncrumpled shapes and not
-        only the latents of training frames (0: off, as in the first released models).
+        only the latents of training frames (0: off, as in the first released models). Dual
+        quaternions only. The sample's mean, mu_cond, takes this term's gradient too, so it
+        may also move the prior toward latents that decode rigidly (the KL term holds it to
+        the posteriors).
     """
 
     width: int = 96
@@ -84,8 +88,17 @@ class ModelConfig:
             )
         for name in ("kl_weight", "rigidity_weight", "prior_rigidity_weight"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"ModelConfig.{name} must be a number >= 0, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(f"ModelConfig.{name} must be a finite number >= 0, got {value!r}")
+        if self.prior_rigidity_weight > 0 and self.deformation != "dualquat":
+            raise ValueError("ModelConfig.prior_rigidity_weight needs deformation 'dualquat'")
+        if self.prior_rigidity_weight > 0 and self.num_points <= 8 and not self.rigidity_neighbors:
+            raise ValueError("ModelConfig.prior_rigidity_weight needs more than 8 points")
         if self.rigidity_neighbors >= self.num_points:
             raise ValueError(
                 f"ModelConfig.rigidity_neighbors ({self.rigidity_neighbors}) must be smaller "

@@ -173,7 +173,11 @@ def crossing_period(traj) -> float:
 def test_analytic_kinematics_match_automatic_derivatives():
     q1, v1 = torch.tensor([0.7], dtype=F64), torch.tensor([-1.3], dtype=F64)
     q2, v2 = torch.tensor([0.2, -0.4], dtype=F64), torch.tensor([0.5, 2.0], dtype=F64)
-    for system, q, v in ((pendulum(), q1, v1), (flap(), q2, v2)):
+    ones = torch.ones(10, dtype=F64)
+    saturating = MechanicalSystem(
+        saturating_decode, ones, 1, dtype=F64, kinematics=saturating_kinematics
+    )
+    for system, q, v in ((pendulum(), q1, v1), (flap(), q2, v2), (saturating, q1, v1)):
         auto = point_kinematics(
             MechanicalSystem(
                 system.decode_points, system.point_weights, system.num_coords, dtype=F64
@@ -440,14 +444,35 @@ def saturating_decode(q):
     return pendulum_decode(0.5 * torch.tanh(2.0 * q))
 
 
+def saturating_kinematics(q, v):
+    """x, J and D^2x[v, v] of ``saturating_decode`` by hand (phi = tanh(2q) / 2)."""
+    t = torch.tanh(2.0 * q[0])
+    phi, d1 = 0.5 * t, 1.0 - t * t  # phi and phi'
+    d2 = -4.0 * t * d1  # phi''
+    s, c, zero = torch.sin(phi), torch.cos(phi), torch.zeros((), dtype=F64)
+    x = RADII[:, None] * torch.stack([s, zero, -c])
+    dx = RADII[:, None] * torch.stack([c, zero, s])  # dx / dphi
+    ddx = RADII[:, None] * torch.stack([-s, zero, c])
+    return x, (dx * d1)[..., None], (ddx * d1 * d1 + dx * d2) * v[0] ** 2
+
+
 def test_a_drag_toward_an_unreachable_target_stops_at_the_nearest_shape_without_blowing_up():
     """The tip's velocity term D^2x[q', q'] grows with the square of the speed where the map
     saturates; a hand that cancelled all of it drove the state ever faster and blew up within
     7 frames. Compensated only up to ``drag_bias_cap`` times the task's accelerations, the run
-    finishes and the tip ends where the object comes nearest the target (0.5 rad)."""
+    finishes and the tip ends where the object comes nearest the target (0.5 rad). (This toy
+    has no prior barrier: the hand keeps pushing q along a direction the tip no longer feels,
+    and q ends near 6e5, under the blow-up limit; a drag twice as fast reaches it. A learned
+    model's barrier bounds the latent.)"""
     angle = math.radians(60)
     target = (math.sin(angle), 0.0, -math.cos(angle))
-    system = MechanicalSystem(saturating_decode, torch.ones(10, dtype=F64), 1, dtype=F64)
+    system = MechanicalSystem(
+        saturating_decode,
+        torch.ones(10, dtype=F64),
+        1,
+        dtype=F64,
+        kinematics=saturating_kinematics,
+    )
     cond = SimulationConditions(
         drags=(Drag(target=target, frame=20, vertex=9),), frames=30, fps=30, damping=0.0
     )

@@ -41,7 +41,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from neurok_core.checkpoint import checkpoint_info, load_checkpoint, save_checkpoint
+from neurok_core.checkpoint import load_checkpoint, save_checkpoint
 from neurok_core.device import describe_device, select_device
 from neurok_core.errors import CheckpointError
 from neurok_core.model import ModelConfig, build_model
@@ -271,10 +271,11 @@ LOSS_FIELDS = (
 )
 
 
-def init_from(model: torch.nn.Module, config: ModelConfig, checkpoint: str) -> None:
+def init_from(model: torch.nn.Module, config: ModelConfig, checkpoint: str) -> dict:
     """Load a checkpoint's weights into ``model`` (``--init``); its architecture must be
-    ``config``'s (the loss settings, ``LOSS_FIELDS``, may differ)."""
-    source, _ = load_checkpoint(checkpoint)
+    ``config``'s (the loss settings, ``LOSS_FIELDS``, may differ). Returns the record of where
+    the run started (path, weights hash, steps), kept in the run's config."""
+    source, info = load_checkpoint(checkpoint)
     theirs = {k: v for k, v in source.config.to_dict().items() if k not in LOSS_FIELDS}
     ours = {k: v for k, v in config.to_dict().items() if k not in LOSS_FIELDS}
     if theirs != ours:
@@ -283,6 +284,11 @@ def init_from(model: torch.nn.Module, config: ModelConfig, checkpoint: str) -> N
             f"--init {checkpoint}: its architecture differs from this command's in {differ}"
         )
     model.load_state_dict(source.state_dict())
+    return {
+        "checkpoint": str(checkpoint),
+        "weights_sha256": info.get("weights_sha256"),
+        "steps": (info.get("training") or {}).get("steps"),
+    }
 
 
 def trim_metrics(path: Path, last_step: int) -> None:
@@ -434,13 +440,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.resume and master:
             print(f"no {state_path}; starting from scratch", file=sys.stderr)
         if args.init:
-            init_from(model, config, args.init)
-            source = checkpoint_info(args.init)
-            init_record = {
-                "checkpoint": str(args.init),
-                "weights_sha256": source.get("weights_sha256"),
-                "steps": (source.get("training") or {}).get("steps"),
-            }
+            init_record = init_from(model, config, args.init)
         torch.manual_seed(args.seed * 7919 + rank)  # per-rank reparameterisation noise
     ddp_model = model
     if world > 1:

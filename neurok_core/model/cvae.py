@@ -124,7 +124,7 @@ class NeuROKModel(nn.Module):
                 neighbors = knn_indices(rest_points, cfg.rigidity_neighbors)  # (B, P, K)
             rigidity = rigidity_error(out, rest_points, deformed_points, neighbors).mean()
         prior_rigidity = recon.new_zeros(())
-        if sample and cfg.prior_rigidity_weight > 0 and cfg.deformation == "dualquat":
+        if sample and cfg.prior_rigidity_weight > 0:  # (dual quaternions: ModelConfig)
             # the field's own rigidity at a prior sample: its points' motions are the targets
             z_prior = shape.mu_cond + standard_normal(mu, mu.shape, generator)  # (B, k)
             field = self.decode(z_prior, shape, rest_points)  # (B, P, 8)

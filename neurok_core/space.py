@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .dualquat import dq_apply, dq_conj, dq_mul, dq_skin
+from .dualquat import dq_apply, dq_conj, dq_mul
 from .errors import MeshError
 from .geometry import (
     Normalization,
@@ -46,6 +46,7 @@ from .geometry import (
 )
 from .model import NeuROKModel
 from .optim import Adam
+from .skinning import DQSkinning
 
 CACHE_VERSION = 2
 
@@ -144,8 +145,10 @@ class KinematicSpace:
         self.skinning_points = self._tensor(skin_points)
         self.blend_index = torch.as_tensor(idx, device=self.device)  # (N, K)
         self.blend_weights = self._tensor(weights)  # (N, K)
-        heaviest = self.blend_weights.argmax(dim=1, keepdim=True)  # (N, 1)
-        self.blend_pivot = self.blend_index.gather(1, heaviest)[:, 0]  # (N,) skinning points
+        if self.dualquat:
+            self.skinning = DQSkinning(
+                self.blend_index, self.blend_weights, self.rest_normalized, len(skin_points)
+            )
 
         with torch.no_grad():
             on_status("encode", "encoding the shape")
@@ -324,7 +327,7 @@ class KinematicSpace:
         w = self.blend_weights[None]  # (1, N, K)
         rest = self.rest_normalized[None]  # (1, N, 3)
         if self.dualquat:
-            moved = dq_skin(skin, self.blend_index, w, self.blend_pivot, rest)
+            moved = self.skinning(skin)
         else:
             moved = rest + (w[..., None] * skin[:, self.blend_index]).sum(-2)
         verts = self.normalization.invert(moved)

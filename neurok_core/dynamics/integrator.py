@@ -10,12 +10,16 @@ only where the loads do not change (no force, wind or drag starts or stops insid
 
 Error monitor: the energy balance E(t) - E(t0) - (W(t) - W(t0)), exactly zero for the true motion
 whatever the forces (conservative parts are in E, the rest in W). A step whose balance error
-exceeds k * ``tolerance`` * E_ref / (10 s * fps) is recomputed with half the step (so 10 s of
-animation drift by at most ``tolerance`` relative to E_ref, 0.5% by default); a step well under
-it (1/32) lets the next one try twice the step. E_ref is the largest energy met so far but at
-least ``energy_floor`` times the problem's energy scale. The step never exceeds what the known
-frequencies need for RK4 accuracy and stability: w_stiffness * h <= 0.5, and w * h <= 1.5 for
-the critically damped pin springs, drag hands and the damping rate.
+exceeds k * ``tolerance`` * E_ref / (10 s * fps) is recomputed with a shorter one (so 10 s of
+animation drift by at most ``tolerance`` relative to E_ref, 0.5% by default). The error of a
+frame made of n RK4 steps falls as n^-4, so a rejected frame is redone with the n that brings
+its error to 0.3 of the limit (at least one step more, at most twice as many; a multi-frame
+step is halved), and after an accepted frame the next one starts from the n that would have
+put this one's error there (never more: a growing error is met by a rejection); a frame at
+1/32 of the limit or under lets the next one try twice the step. E_ref is the largest energy
+met so far but at least ``energy_floor`` times the problem's energy scale. The step never
+exceeds what the known frequencies need for RK4 accuracy and stability: w_stiffness * h <= 0.5,
+and w * h <= 1.5 for the critically damped pin springs, drag hands and the damping rate.
 Why RK4 and not a variational integrator: the metric G(q) makes the Hamiltonian non-separable, so
 symplectic schemes are implicit (several decoder evaluations per Newton iteration); RK4 at one
 step per frame already keeps the drift of smooth motions at 24-30 fps far under 1%
@@ -150,6 +154,38 @@ class _Step:
     residual: float
     limit: float
     rows: tuple = ()  # (q, q', kinetic, potential, work) of each frame it produced
+
+
+# Step control. The energy-balance error of an RK4 step over a frame falls as n^-4 with n
+# substeps; a step aims at _AIM of its limit, so that the next frame, whose error differs
+# somewhat, mostly passes the first time.
+_AIM = 0.3
+
+
+def _refined(step: _Step) -> int:
+    """Substeps per frame (k = 1) that bring a rejected step's error to _AIM of its limit: at
+    least one more than it had, at most twice as many."""
+    n = step.substeps
+    wanted = math.ceil(n * (step.residual / (_AIM * step.limit)) ** 0.25)
+    return min(max(wanted, n + 1), 2 * n)
+
+
+def _shrink(step: _Step, k: int, n: int) -> float:
+    """The step length k / n frames over that of ``step``."""
+    return (k / n) / (step.frames / step.substeps)
+
+
+def _next_step(step: _Step) -> tuple[int, int]:
+    """(k, n) to try after an accepted step: with substeps, the n that puts the error at _AIM
+    of the limit (from half to the same n: a growing error is met by a rejection); a frame
+    that would need under one substep doubles the frames per step instead."""
+    k, n = step.frames, step.substeps
+    if step.residual >= step.limit / 32:  # RK4: twice the step, about 16x the error
+        if n == 1:
+            return k, 1
+        wanted = math.ceil(n * (max(step.residual, 0.0) / (_AIM * step.limit)) ** 0.25)
+        return 1, min(max(wanted, (n + 1) // 2), n)
+    return (k, n // 2) if n > 1 else (2 * k, 1)
 
 
 def _finite(t: Tensor) -> bool:
@@ -486,8 +522,7 @@ class Integrator:
             frame, state, k, n = frame + step.frames, end, step.frames, step.substeps
             if self.local is not None:
                 self.local.advance_frames(step.frames)
-            if step.residual < step.limit / 32:  # RK4: twice the step, about 16x the error
-                k, n = (k, n // 2) if n > 1 else (2 * k, 1)
+            k, n = _next_step(step)
         return self._trajectory(record, drag_errors, cancelled)
 
     def _expand(self, s: _State, frame: int) -> _State:
@@ -509,7 +544,7 @@ class Integrator:
     def _advance(self, s: _State, frame: int, k: int, n: int, content: float) -> _Step:
         """One accepted step from ``frame``, halving the step until the energy balance holds."""
         st = self.settings
-        best, prev_res, reason = None, None, "nonfinite"
+        best, prev, reason = None, None, "nonfinite"
         e0 = self._energy(s)
         for attempt in range(st.max_refinements + 1):
             try:
@@ -520,11 +555,13 @@ class Integrator:
                 if res > 0.5:
                     raise _Failure("energy")
                 step = _Step(new, k, n, res, k * self.frame_tolerance + self.noise / ref)
-                last = attempt == st.max_refinements or (k == 1 and 2 * n > st.max_substeps)
-                stalled = prev_res is not None and res > prev_res / 4
+                last = attempt == st.max_refinements or (k == 1 and n >= st.max_substeps)
+                # a refinement that did not cut the error to within 4x of what RK4 should
+                # ((h'/h)^4) is not fighting truncation error (e.g. the local model's): keep it
+                stalled = prev is not None and res > 4.0 * prev.residual * _shrink(prev, k, n) ** 4
                 if res <= step.limit or stalled or last:
                     return replace(step, rows=self._fill(s, step, frame))
-                best, prev_res = step, res
+                best, prev = step, step
             except _Failure as fail:
                 reason = fail.reason
                 if best is not None:
@@ -532,9 +569,13 @@ class Integrator:
                         return replace(best, rows=self._fill(s, best, frame))
                     except _Failure:
                         best = None
-            if k == 1 and 2 * n > st.max_substeps:
+            if k == 1 and n >= st.max_substeps:
                 break
-            k, n = (k // 2, 1) if k > 1 else (1, 2 * n)
+            if k > 1:
+                k, n = k // 2, 1
+            else:  # the step the error asks for (twice as many after a failure)
+                wanted = 2 * n if best is None else _refined(best)
+                n = min(wanted, st.max_substeps)
         raise SimulationError(self._blow_up_message(reason, frame, n))
 
     def _fill(self, s: _State, step: _Step, frame: int) -> tuple:

@@ -2,6 +2,7 @@
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
         [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
+        [--repeat R]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else a "default"-preset
 network with random weights (its decoder head perturbed so that it moves; the cost is the same).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -130,7 +132,14 @@ def run_one(args) -> dict:
     pins = tuple(int(i) for i in (x <= x.min() + 0.02).nonzero()[0])
     tip = int(x.argmax())
     conditions = SimulationConditions(
-        forces=(Force(direction=(0, 0, 1), strength=args.force, vertex=tip, end_frame=12),)
+        forces=(
+            Force(
+                direction=(0, 0, 1),
+                strength=args.force,
+                vertex=tip,
+                end_frame=min(12, args.frames - 1),
+            ),
+        )
         if args.force > 0
         else (),
         pins=pins,
@@ -201,6 +210,13 @@ def main(argv=None) -> int:
         action="store_true",
         help="also run every size with the decoder at every right-hand side (no local model)",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each size, alternating sizes (the min and median total are printed: "
+        "timings on a shared machine vary by tens of per cent from run to run)",
+    )
     parser.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     parse_settings(args.setting)  # refuse a bad one before starting anything
@@ -211,10 +227,13 @@ def main(argv=None) -> int:
         load = fh.read().split()[:3]
     threads = args.threads or "all cores"
     print(f"load average {' '.join(load)}; threads {threads}; device {args.device}")
+    if args.repeat < 1:
+        raise SystemExit("--repeat must be >= 1")
     runs = [(n, False) for n in args.vertices]
     if args.exact:
         runs += [(n, True) for n in args.vertices]
-    for n, exact in runs:
+    totals: dict[tuple[int, bool], list[float]] = {run: [] for run in runs}
+    for n, exact in [run for _ in range(args.repeat) for run in runs]:
         cmd = [
             sys.executable,
             "-m",
@@ -239,7 +258,17 @@ def main(argv=None) -> int:
         if out.returncode != 0:
             print(f"{n} vertices: failed\n{out.stderr[-2000:]}")
             continue
-        print(out.stdout.strip().splitlines()[-1])
+        line = out.stdout.strip().splitlines()[-1]
+        print(line)
+        totals[(n, exact)].append(json.loads(line)["total_s"])
+    if args.repeat > 1:
+        for (n, exact), values in totals.items():
+            if values:
+                kind = "exact decoder" if exact else "local model"
+                print(
+                    f"{n} vertices ({kind}): total min {min(values):.2f} s, median "
+                    f"{statistics.median(values):.2f} s over {len(values)} runs"
+                )
     return 0
 
 

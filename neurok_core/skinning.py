@@ -20,6 +20,8 @@ interleaved channels.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -45,10 +47,15 @@ class DQSkinning:
         self.sparse = None
         if points.device.type in ("cpu", "cuda"):
             rows = torch.arange(n, device=index.device).repeat_interleave(k)
-            coo = torch.sparse_coo_tensor(
-                torch.stack([rows, index.reshape(-1)]), weights.reshape(-1), (n, num_skinning)
-            )
-            self.sparse = coo.coalesce().to_sparse_csr()  # (N, Q)
+            with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
+                warnings.simplefilter("ignore", UserWarning)
+                coo = torch.sparse_coo_tensor(
+                    torch.stack([rows, index.reshape(-1)]),
+                    weights.reshape(-1),
+                    (n, num_skinning),
+                    check_invariants=True,
+                )
+                self.sparse = coo.coalesce().to_sparse_csr()  # (N, Q)
         # the pairs (neighbour, pivot) some point blends, each once; a point with itself
         # needs no check
         pairs = np.stack(

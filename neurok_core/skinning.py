@@ -7,7 +7,7 @@ the hemisphere signs relative to its heaviest point, then p' = (b_n / |b_n|) app
 Gathering (B, N, K, 8) DQs for that costs far more than the arithmetic. But q and -q are the
 same motion, and the applied motion is unchanged when b_n changes sign (it is quadratic in b_n
 over |r_n|^2). So the DQs are first brought to one hemisphere (r_w >= 0): where every pair
-(neighbour, pivot) that some vertex blends then has r_k . r_pivot >= 0, all signs are +1 up to
+(neighbour, pivot) that some vertex blends then has r_k . r_pivot > 0, all signs are +1 up to
 the vertex's common sign c_pivot, and b_n = (S Q)_n with S the sparse (N, Q) matrix of the
 weights: one sparse product for all frames of a batch, exactly the same result. A frame with a
 pair in opposite hemispheres (two nearby points turned by nearly 180 degrees, in opposite
@@ -35,7 +35,8 @@ class DQSkinning:
     index: (N, K) each point's skinning points; weights: (N, K) their weights; points: (N, 3)
     the rest positions (same frame as the motions). ``__call__(motions (B, Q, 8))`` returns the
     moved points (B, N, 3), equal to :func:`~neurok_core.dualquat.dq_skin` with the pivots at the
-    heaviest weights (``tests/test_skinning.py``).
+    heaviest weights (``tests/test_skinning.py``). The sparse product runs on the CPU and on CUDA
+    in float32 and float64 (otherwise every frame is skinned the general way).
     """
 
     def __init__(self, index: Tensor, weights: Tensor, points: Tensor, num_skinning: int):
@@ -45,7 +46,10 @@ class DQSkinning:
         n, k = index.shape
         # sparse products: CPU and CUDA (elsewhere the general way for every frame)
         self.sparse = None
-        if points.device.type in ("cpu", "cuda"):
+        if points.device.type in ("cpu", "cuda") and weights.dtype in (
+            torch.float32,
+            torch.float64,
+        ):
             rows = torch.arange(n, device=index.device).repeat_interleave(k)
             with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
                 warnings.simplefilter("ignore", UserWarning)
@@ -58,11 +62,12 @@ class DQSkinning:
                 self.sparse = coo.coalesce().to_sparse_csr()  # (N, Q)
         # the pairs (neighbour, pivot) some point blends, each once; a point with itself
         # needs no check
-        pairs = np.stack(
-            [index.cpu().numpy().reshape(-1), self.pivot.cpu().numpy().repeat(k)], 1
-        )  # (N K, 2)
-        pairs = np.unique(pairs[pairs[:, 0] != pairs[:, 1]], axis=0)  # (P, 2)
-        self.pairs = torch.as_tensor(pairs.T.copy(), device=index.device)  # (2, P)
+        first = index.cpu().numpy().astype(np.int64).reshape(-1)  # (N K,)
+        second = self.pivot.cpu().numpy().astype(np.int64).repeat(k)  # (N K,)
+        keep = first != second
+        codes = np.unique(first[keep] * num_skinning + second[keep])  # (P,): one int per pair
+        pairs = np.stack([codes // num_skinning, codes % num_skinning])  # (2, P)
+        self.pairs = torch.as_tensor(pairs, device=index.device)
         self.planes = points.T.contiguous()[:, :, None]  # (3, N, 1)
 
     def __call__(self, motions: Tensor) -> Tensor:
@@ -73,7 +78,9 @@ class DQSkinning:
         same = torch.where(r < 0, -motions, motions)  # (B, Q, 8): one hemisphere, r_w >= 0
         rot = same[..., :4]
         dots = (rot[:, self.pairs[0]] * rot[:, self.pairs[1]]).sum(-1)  # (B, P)
-        simple = (dots >= 0).all(dim=1)  # (B,) frames whose signs are all +1
+        # (B,) frames whose signs are all +1 (a pair at exactly 90 degrees, dot 0, takes the
+        # general way: there dq_skin's sign is +1 whatever the hemispheres)
+        simple = (dots > 0).all(dim=1)
         if bool(simple.all()):
             return self._sparse(same)
         out = motions.new_empty(motions.shape[0], *self.points.shape)  # (B, N, 3)
@@ -90,7 +97,7 @@ class DQSkinning:
         (the formula of :func:`~neurok_core.dualquat.dq_skin`)."""
         b, q = motions.shape[:2]
         columns = motions.permute(1, 2, 0).reshape(q, 8 * b)  # (Q, 8 B): (component, frame)
-        blended = (self.sparse @ columns).view(-1, 8, b)  # (N, 8, B)
+        blended = (self.sparse @ columns).view(self.points.shape[0], 8, b)  # (N, 8, B)
         w, v0, v1, v2, dw, d0, d1, d2 = blended.unbind(1)  # each (N, B)
         p0, p1, p2 = self.planes  # each (N, 1)
         vv = v0 * v0 + v1 * v1 + v2 * v2

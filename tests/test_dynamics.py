@@ -623,3 +623,27 @@ def test_cancel_returns_the_frames_so_far():
     assert traj.cancelled and traj.num_frames == 6
     assert [s[0] for s in seen] == list(range(6))
     assert seen[3][1] == float(traj.q[3, 0]) and seen[3][2] == float(traj.energy[3])
+
+
+def test_step_control_asks_for_the_substeps_the_rk4_error_calls_for():
+    """A frame's energy-balance error falls as n^-4 with n substeps: a rejected frame is redone
+    with the n that brings it to 0.3 of the limit (one more at least, twice at most); after an
+    accepted frame the next starts from the n that would have put this one there (never more,
+    at least half), and a frame at 1/32 of the limit or under halves n or doubles the frames."""
+    from neurok_core.dynamics.integrator import _next_step, _refined, _Step
+
+    def step(k, n, ratio):
+        return _Step(state=None, frames=k, substeps=n, residual=ratio * 1e-3, limit=1e-3)
+
+    assert _refined(step(1, 4, 1.5)) == math.ceil(4 * (1.5 / 0.3) ** 0.25) == 6
+    assert _refined(step(1, 4, 1.01)) == 6  # (1.01 / 0.3)^(1/4) = 1.35
+    assert _refined(step(1, 4, 100.0)) == 8  # at most twice
+    assert _refined(step(1, 1, 1.0001)) == 2  # at least one more
+    assert _next_step(step(1, 8, 0.3)) == (1, 8)
+    assert _next_step(step(1, 8, 0.9)) == (1, 8)  # never more
+    assert _next_step(step(1, 8, 0.05)) == (1, math.ceil(8 * (0.05 / 0.3) ** 0.25)) == (1, 6)
+    assert _next_step(step(1, 8, 0.032)) == (1, 5)
+    assert _next_step(step(1, 8, 0.01)) == (1, 4)  # under 1/32: half
+    assert _next_step(step(1, 1, 0.01)) == (2, 1)  # one step a frame: two frames a step
+    assert _next_step(step(2, 1, 0.01)) == (4, 1)
+    assert _next_step(step(2, 1, 0.5)) == (2, 1)

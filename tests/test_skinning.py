@@ -58,3 +58,25 @@ def test_a_frame_with_neighbours_turned_nearly_half_a_turn_apart_is_skinned_exac
     same = torch.where(motions[..., :1] < 0, -motions, motions)
     assert float((skinning._sparse(same[1:]) - want[1:]).abs().max()) > 1e-3
     torch.testing.assert_close(skinning._sparse(same[:1]), want[:1], rtol=1e-12, atol=1e-12)
+
+
+def test_a_pair_at_exactly_ninety_degrees_and_empty_batches_take_the_general_way():
+    """dq_skin gives a dot of exactly 0 the sign +1 whatever the hemispheres, which the sparse
+    product cannot know: such a frame is skinned the general way. No frames: no points."""
+    points, index, weights = _setup(n=200, q=20, seed=4)
+    skinning = DQSkinning(index, weights, points, 20)
+    motions = dq_from_raw(torch.zeros(1, 20, 8, dtype=torch.float64))  # identity everywhere
+    pivot = int(skinning.pivot[0])
+    other = int(next(i for i in index[0].tolist() if i != pivot))
+    motions[0, pivot, :4] = torch.tensor([0.0, 0.0, 0.0, 1.0], dtype=torch.float64)  # half turn
+    motions[0, other, :4] = torch.tensor([-1.0, 0.0, 0.0, 0.0], dtype=torch.float64)  # -identity
+    torch.testing.assert_close(skinning(motions), _reference(skinning, motions))
+    assert skinning(motions[:0]).shape == (0, 200, 3)
+
+
+def test_half_precision_is_skinned_the_general_way():
+    points, index, weights = _setup(n=100, q=10, seed=5)
+    skinning = DQSkinning(index, weights.bfloat16(), points.bfloat16(), 10)
+    assert skinning.sparse is None
+    motions = dq_from_raw(0.2 * torch.randn(2, 10, 8)).bfloat16()
+    torch.testing.assert_close(skinning(motions), _reference(skinning, motions))

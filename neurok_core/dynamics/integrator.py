@@ -542,7 +542,8 @@ class Integrator:
         return _State(q=s.q, qdot=s.qdot, work=s.work, kin=s.kin, motion=motion, model=s.model)
 
     def _advance(self, s: _State, frame: int, k: int, n: int, content: float) -> _Step:
-        """One accepted step from ``frame``, halving the step until the energy balance holds."""
+        """One accepted step from ``frame``, shortening the step (``_refined``; a multi-frame
+        step is halved) until the energy balance holds."""
         st = self.settings
         best, prev, reason = None, None, "nonfinite"
         e0 = self._energy(s)
@@ -552,6 +553,8 @@ class Integrator:
                 e1 = self._energy(new)
                 ref = max(content, abs(e1), abs(new.work), self.energy_floor)
                 res = abs((e1 - e0) - (new.work - s.work)) / ref
+                if not math.isfinite(res):
+                    raise _Failure("nonfinite")
                 if res > 0.5:
                     raise _Failure("energy")
                 step = _Step(new, k, n, res, k * self.frame_tolerance + self.noise / ref)

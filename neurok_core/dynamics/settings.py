@@ -33,7 +33,8 @@ class DynamicsSettings:
     damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
     max_substeps: integration steps per frame never exceed this.
     max_frames_per_step: longest RK4 step, in frames, where the motion is smooth and slow.
-    max_refinements: how many times a frame is retried with twice as many steps.
+    max_refinements: how many times a frame is retried with more steps (as many as its
+        energy-balance error asks for, at least one and at most twice as many as before).
     max_displacement: a point moving farther than this from its rest position is a blow-up.
     max_latent_excess: the latent farther than this (latent units) outside the prior ball, or
     max_coordinate: any |q_i| above this, is a blow-up.

@@ -140,7 +140,7 @@ def run_one(args) -> dict:
                 end_frame=min(12, args.frames - 1),
             ),
         )
-        if args.force > 0
+        if args.force > 0 and args.frames >= 2
         else (),
         pins=pins,
         frames=args.frames,

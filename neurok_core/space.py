@@ -61,7 +61,7 @@ class SpaceSettings:
     blend_neighbors: K nearest skinning points per vertex.
     max_dims: cap on kq; energy_fraction: share of the active-subspace spectrum to keep.
     subspace_samples: prior samples for the active-subspace estimate.
-    rest_steps: optimisation steps refining the rest latent.
+    rest_steps: optimisation steps refining the rest latent (0: the posterior mean of no motion).
     subspace: "gradient" (the paper's scalar surrogate) or "jacobian" (E[J^T J], the vector
         variant); seed: everything random in the space derives from it.
     """
@@ -83,6 +83,8 @@ class SpaceSettings:
         for name in ("dynamics_points", "skinning_points", "blend_neighbors", "max_dims"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SpaceSettings.{name} must be >= 1")
+        if self.rest_steps < 0:
+            raise ValueError("SpaceSettings.rest_steps must be >= 0")
 
 
 def _noop(*_args) -> None:
@@ -181,12 +183,14 @@ class KinematicSpace:
         opt = Adam(z, lr=0.05)
         steps = self.settings.rest_steps
         best, best_z = math.inf, z.detach().clone()
-        for step in range(steps):
+        for step in range(max(steps, 1)):  # (with no steps, one pass measures the start)
             opt.zero_grad()
             moved = model.deform(z[None], shape, points[None])[0]  # (P, 3)
             loss = ((moved - points) ** 2).sum()
             if float(loss.detach()) < best:
                 best, best_z = float(loss.detach()), z.detach().clone()
+            if steps == 0:
+                break
             loss.backward()
             opt.step()
             if step % 10 == 0:

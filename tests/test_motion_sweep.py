@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from neurok_core.sequence import save_sequence
 from training import motion_sweep
@@ -36,3 +37,15 @@ def test_a_drag_run_reports_its_miss_and_shape_score(tmp_path):
     assert record["run"] == "drag" and "error" not in record
     assert np.isfinite(record["miss"]) and record["miss"] >= 0
     assert np.isfinite(record["shape"]) and record["shape"] >= 0  # doors have part labels
+
+
+def test_space_settings_are_overridden_and_bad_ones_refused(tmp_path):
+    seq = all_families()["door"].generate(np.random.default_rng(0), 8)
+    save_sequence(seq, tmp_path / "data" / "door" / "door_00000.npz")
+    args = ["--data", str(tmp_path / "data"), "--runs", "drag", "--frames", "6"]
+    out = tmp_path / "sweep.json"
+    assert motion_sweep.main([*args, "--space", "rest_steps=0", "--out", str(out)]) == 0
+    (record,) = json.loads(out.read_text())["records"]
+    assert "error" not in record and np.isfinite(record["miss"])
+    with pytest.raises(SystemExit, match="--space 'rest_step=0'"):
+        motion_sweep.main([*args, "--space", "rest_step=0"])

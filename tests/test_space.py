@@ -126,3 +126,17 @@ def test_pinned_subspace_keeps_the_pins_still_or_falls_back(space, slab):
     # a tolerance nothing meets: no free direction, the space's own subspace stays
     view, report = pinned_subspace(space, pins, tolerance=1e-12)
     assert view is space and report["used"] is False
+
+
+def test_no_rest_steps_start_from_the_posterior_mean_and_more_steps_fit_better(model, slab):
+    import dataclasses
+
+    start = build_space(model, *slab, settings=dataclasses.replace(SETTINGS, rest_steps=0))
+    assert np.isfinite(start.rest_residual)
+    with torch.no_grad():  # q = 0 is still the input shape (the rest inverse corrects it)
+        v = start.decode_vertices(start.z_rest[None])[0].numpy()
+    np.testing.assert_allclose(v, slab[0], atol=1e-9)
+    space = build_space(model, *slab, settings=SETTINGS)
+    assert space.rest_residual < start.rest_residual
+    with pytest.raises(ValueError, match="rest_steps"):
+        SpaceSettings(rest_steps=-1)

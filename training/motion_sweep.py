@@ -2,7 +2,8 @@
 rigid (articulated) or unstretched (cloth) the generated motion stays.
 
     python -m training.motion_sweep --data DIR [--data DIR ...] [--checkpoint CKPT]
-        [--per-family N] [--runs drag] [--frames 24] [--setting NAME=VALUE ...] [--out JSON]
+        [--per-family N] [--runs drag] [--frames 24] [--setting NAME=VALUE ...]
+        [--space NAME=VALUE ...] [--out JSON]
 
 For the first ``--per-family`` sequences of every family folder, each run of ``--runs`` (the
 evaluation's standard conditions, ``eval_motion.standard_conditions``) is simulated with the
@@ -11,8 +12,10 @@ dragged point from its target at its frame, in object sizes), ``shape`` (the mea
 the part rigidity error for articulated sequences with part labels, of the edge strain for cloth,
 ``eval_motion.shape_scores``), or the simulator's error. ``--setting`` overrides
 ``DynamicsSettings`` fields (e.g. ``--setting drag_bias_cap=inf`` for drag hands that cancel
-all of the grabbed point's velocity term), so that numerical choices can be compared on the same
-sequences. Where ``evaluate`` takes one sequence per category, this covers every family.
+all of the grabbed point's velocity term) and ``--space`` those of ``SpaceSettings`` (e.g.
+``--space rest_steps=0`` to start from the posterior mean of no motion), so that numerical
+choices can be compared on the same sequences. Where ``evaluate`` takes one sequence per
+category, this covers every family.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ def sequences(folders: list[str], per_family: int) -> list[Path]:
     return out
 
 
-def sweep_one(engine, path: Path, runs: list[str], frames: int, settings) -> list[dict]:
+def sweep_one(
+    engine, path: Path, runs: list[str], frames: int, settings, space_settings=None
+) -> list[dict]:
     """The records of one sequence's runs."""
     from neurok_core.errors import NeuROKError
     from neurok_core.sequence import load_sequence
@@ -55,7 +60,7 @@ def sweep_one(engine, path: Path, runs: list[str], frames: int, settings) -> lis
     seq = load_sequence(path)
     rest = seq.vertices[0].astype(np.float64)
     size = float((rest.max(0) - rest.min(0)).max())
-    space = engine.space(rest, seq.faces, cache_dir=False)
+    space = engine.space(rest, seq.faces, settings=space_settings, cache_dir=False)
     conditions = standard_conditions(seq, frames)
     records = []
     for run in runs:
@@ -80,7 +85,7 @@ def sweep_one(engine, path: Path, runs: list[str], frames: int, settings) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .benchmarks.bench_simulate import parse_settings
+    from .benchmarks.bench_simulate import parse_fields, parse_settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", action="append", required=True, help="folder (repeatable)")
@@ -90,6 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=24)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a SpaceSettings field (how the kinematic space is built; repeatable)",
+    )
     parser.add_argument("--out", default=None, help="write the records as JSON")
     args = parser.parse_args(argv)
 
@@ -97,14 +109,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from neurok_core.api import NeuROK, default_checkpoint
     from neurok_core.dynamics.settings import DEFAULT_SETTINGS
+    from neurok_core.space import SpaceSettings
 
     torch.set_num_threads(args.threads)
     settings = dataclasses.replace(DEFAULT_SETTINGS, **parse_settings(args.setting))
+    space_settings = SpaceSettings(**parse_fields(SpaceSettings, args.space, "--space"))
     engine = NeuROK.load(args.checkpoint or default_checkpoint())
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     records: list[dict] = []
     for path in sequences(args.data, args.per_family):
-        for record in sweep_one(engine, path, runs, args.frames, settings):
+        for record in sweep_one(engine, path, runs, args.frames, settings, space_settings):
             records.append(record)
             value = record.get("error") or " ".join(
                 f"{k} {record[k]:.4f}" for k in ("miss", "shape") if k in record

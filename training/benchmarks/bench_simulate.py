@@ -77,19 +77,26 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, floa
 
 def parse_settings(items: list[str]) -> dict:
     """``NAME=VALUE`` strings as DynamicsSettings overrides (VALUE read as that field's type)."""
-    import dataclasses
-
     from neurok_core.dynamics.settings import DynamicsSettings
 
-    fields = {f.name: f for f in dataclasses.fields(DynamicsSettings)}
+    return parse_fields(DynamicsSettings, items, "--setting")
+
+
+def parse_fields(cls, items: list[str], option: str) -> dict:
+    """``NAME=VALUE`` strings as overrides of the dataclass ``cls``'s fields (VALUE read as the
+    type of that field's default); a bad one stops the command with a message naming
+    ``option``."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or name not in fields:
             raise SystemExit(
-                f"--setting {item!r}: expected NAME=VALUE, NAME one of {', '.join(fields)}"
+                f"{option} {item!r}: expected NAME=VALUE, NAME one of {', '.join(fields)}"
             )
-        kind = type(getattr(DynamicsSettings(), name))
+        kind = type(getattr(cls(), name))
         out[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
     return out
 

@@ -290,6 +290,56 @@ def test_prior_rigidity_measures_the_decoded_field_at_prior_samples():
     assert off["prior_rigidity"].item() == 0.0
 
 
+def _field_rigidity(field, rest, robust):
+    neighbors = knn_indices(rest, 8)
+    return rigidity_error(field, rest, dq_apply(field, rest), neighbors, robust=robust)[0]
+
+
+def test_robust_prior_rigidity_tells_a_hinge_from_a_crumple():
+    """The Charbonnier form sums sqrt(d^2 + c^2) - c over the neighbour misfits d. A field that
+    turns half a bar rigidly about a hinge and one whose points turn a little each at random,
+    scaled to the same squared-misfit sum, are equal under the squared form; the robust form
+    charges the crumple far more (its misfits are many and small, the hinge's few and large)."""
+    gen = torch.Generator().manual_seed(0)
+    rest = (torch.rand(1, 256, 3, generator=gen, dtype=torch.float64) - 0.5) * torch.tensor(
+        [1.0, 0.1, 0.02], dtype=torch.float64
+    )
+    x = rest[..., 0]
+    half = torch.tensor(0.25, dtype=torch.float64)  # 30 degrees about z through the origin
+    turn = torch.stack([half.cos(), 0 * half, 0 * half, half.sin()]).to(rest)
+    hinge = dq_from_rt(turn.expand(1, 256, 4), torch.zeros_like(rest))
+    identity = dq_from_rt(
+        torch.tensor([1.0, 0, 0, 0], dtype=rest.dtype).expand(1, 256, 4), 0 * rest
+    )
+    hinge = torch.where((x > 0)[..., None], hinge, identity)  # (1, 256, 8)
+
+    def crumple(scale):
+        axis = torch.randn(1, 256, 3, generator=torch.Generator().manual_seed(1), dtype=rest.dtype)
+        angle = scale * axis.norm(dim=-1, keepdim=True)
+        vector = torch.sin(angle / 2) * axis / axis.norm(dim=-1, keepdim=True)
+        return dq_from_rt(torch.cat([torch.cos(angle / 2), vector], -1), 0 * rest)
+
+    target = float(_field_rigidity(hinge, rest, 0.0))
+    low, high = 1e-4, 1.0  # the crumple's scale with the hinge's squared sum, by bisection
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        low, high = (
+            (mid, high) if float(_field_rigidity(crumple(mid), rest, 0.0)) < target else (low, mid)
+        )
+    crumpled = crumple(0.5 * (low + high))
+    assert float(_field_rigidity(crumpled, rest, 0.0)) == pytest.approx(target, rel=1e-6)
+    c = 0.002
+    assert float(_field_rigidity(crumpled, rest, c)) > 3.0 * float(_field_rigidity(hinge, rest, c))
+    # the formula, pair by pair
+    nb = knn_indices(rest, 8)[0]  # (P, K)
+    moved = dq_apply(crumpled[0][:, None, :], rest[0][nb])  # (P, K, 3) p's motion on j
+    d2 = ((moved - dq_apply(crumpled, rest)[0][nb]) ** 2).sum(-1)  # (P, K)
+    want = (torch.sqrt(d2 + c * c) - c).mean(-1).sum()
+    assert_close(_field_rigidity(crumpled, rest, c), want)
+    with pytest.raises(ValueError, match="prior_rigidity_robust"):
+        ModelConfig.preset("tiny", prior_rigidity_robust=-1.0)
+
+
 def test_loss_decreases_on_a_bending_bar():
     model = tiny_model(seed=1).train()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)

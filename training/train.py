@@ -266,6 +266,7 @@ LOSS_FIELDS = (
     "kl_weight",
     "rigidity_weight",
     "prior_rigidity_weight",
+    "prior_rigidity_robust",
     "rigidity_neighbors",
     "num_points",
 )

@@ -41,6 +41,11 @@ class ModelConfig:
         quaternions only. The sample's mean, mu_cond, takes this term's gradient too, so it
         may also move the prior toward latents that decode rigidly (the KL term holds it to
         the posteriors).
+    prior_rigidity_robust: 0: that term sums squared misfits d^2; c > 0: it sums the
+        Charbonnier penalty sqrt(d^2 + c^2) - c (c in normalised units), which grows like |d|
+        beyond c, so that a few neighbour pairs bent far apart (across a hinge or a crease) cost
+        little against many slightly crumpled ones: it asks for piecewise rigid fields rather
+        than for little motion.
     """
 
     width: int = 96
@@ -57,6 +62,7 @@ class ModelConfig:
     rigidity_neighbors: int = 8
     rigidity_weight: float = 1.0
     prior_rigidity_weight: float = 0.0
+    prior_rigidity_robust: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -86,7 +92,12 @@ class ModelConfig:
             raise ValueError(
                 f"ModelConfig.deformation must be one of {DEFORMATIONS}, got {self.deformation!r}"
             )
-        for name in ("kl_weight", "rigidity_weight", "prior_rigidity_weight"):
+        for name in (
+            "kl_weight",
+            "rigidity_weight",
+            "prior_rigidity_weight",
+            "prior_rigidity_robust",
+        ):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

@@ -131,7 +131,9 @@ class NeuROKModel(nn.Module):
             own = dq_apply(field, rest_points)  # (B, P, 3)
             if neighbors is None:
                 neighbors = knn_indices(rest_points, cfg.rigidity_neighbors or 8)
-            prior_rigidity = rigidity_error(field, rest_points, own, neighbors).mean()
+            prior_rigidity = rigidity_error(
+                field, rest_points, own, neighbors, robust=cfg.prior_rigidity_robust
+            ).mean()
         kl = gaussian_kl(mu, logvar, shape.mu_cond).mean()
         total = (
             recon

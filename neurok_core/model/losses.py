@@ -39,7 +39,12 @@ def squared_error_sum(predicted: Tensor, target: Tensor) -> Tensor:
 
 
 def rigidity_error(
-    dualquats: Tensor, rest_points: Tensor, deformed_points: Tensor, neighbors: Tensor
+    dualquats: Tensor,
+    rest_points: Tensor,
+    deformed_points: Tensor,
+    neighbors: Tensor,
+    *,
+    robust: float = 0.0,
 ) -> Tensor:
     """Local rigidity of a dual-quaternion field, per shape: (B,).
 
@@ -48,8 +53,13 @@ def rigidity_error(
     the rotation part of each dual quaternion match the local motion, which is what blending the
     K nearest sample points' dual quaternions onto mesh vertices relies on.
     dualquats: (B, P, 8) unit; rest_points, deformed_points: (B, P, 3); neighbors: (B, P, K).
+    robust: c > 0 sums the Charbonnier penalty sqrt(d^2 + c^2) - c of each misfit d instead of
+    d^2 (about d^2 / (2 c) below c, |d| beyond it).
     """
     rest_nb = gather_points(rest_points, neighbors)  # (B, P, K, 3)
     target_nb = gather_points(deformed_points, neighbors)  # (B, P, K, 3)
     moved = dq_apply(dualquats[..., None, :], rest_nb)  # (B, P, K, 3)
-    return ((moved - target_nb) ** 2).sum(-1).mean(-1).sum(-1)
+    misfit = ((moved - target_nb) ** 2).sum(-1)  # (B, P, K) d^2
+    if robust > 0:
+        misfit = torch.sqrt(misfit + robust * robust) - robust
+    return misfit.mean(-1).sum(-1)

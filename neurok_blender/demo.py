@@ -238,11 +238,17 @@ def motion_summary(example, frames: int) -> dict:
     moved = animated_points([obj], range(1, frames + 1)).reshape(frames, n, 3) - rest  # (T, N, 3)
     distance = np.linalg.norm(moved, axis=2)  # (T, N)
     free = np.setdiff1d(np.arange(n), pins)
+    # how far the free vertices are from moving as one rigid body (the laptop: its lid)
+    from neurok_core.metrics import rigid_fit_residual
+
+    unrigid = rigid_fit_residual(rest[free], (moved + rest)[:, free])  # (T,) metres
     return {
         "vertices": n,
         "max_pinned_motion": float(distance[:, pins].max()) if len(pins) else 0.0,
         "max_free_motion": float(distance[:, free].max()),
         "handle_motion_last": float(distance[-1, example.handle_vertex]),
+        "free_rigid_residual_max": float(unrigid.max()),
+        "free_rigid_residual_last": float(unrigid[-1]),
     }
 
 

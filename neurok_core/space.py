@@ -328,12 +328,11 @@ class KinematicSpace:
             points, inverse = torch.cat([points, track[0]]), torch.cat([inverse, track[1]])
         motion = self.point_motion(z, points, inverse)
         skin = motion[:, : self.skinning_points.shape[0]]
-        w = self.blend_weights[None]  # (1, N, K)
-        rest = self.rest_normalized[None]  # (1, N, 3)
         if self.dualquat:
             moved = self.skinning(skin)
-        else:
-            moved = rest + (w[..., None] * skin[:, self.blend_index]).sum(-2)
+        else:  # displacements blended with the weights (1, N, K, 1)
+            w = self.blend_weights[None, ..., None]
+            moved = self.rest_normalized[None] + (w * skin[:, self.blend_index]).sum(-2)
         verts = self.normalization.invert(moved)
         if track is None:
             return verts, None

@@ -162,12 +162,16 @@ class _Step:
 _AIM = 0.3
 
 
+def _aimed(step: _Step) -> int:
+    """Substeps per frame that would have put ``step``'s error (~ n^-4) at _AIM of its limit."""
+    return math.ceil(step.substeps * (step.residual / (_AIM * step.limit)) ** 0.25)
+
+
 def _refined(step: _Step) -> int:
     """Substeps per frame (k = 1) that bring a rejected step's error to _AIM of its limit: at
     least one more than it had, at most twice as many."""
     n = step.substeps
-    wanted = math.ceil(n * (step.residual / (_AIM * step.limit)) ** 0.25)
-    return min(max(wanted, n + 1), 2 * n)
+    return min(max(_aimed(step), n + 1), 2 * n)
 
 
 def _shrink(step: _Step, k: int, n: int) -> float:
@@ -183,8 +187,7 @@ def _next_step(step: _Step) -> tuple[int, int]:
     if step.residual >= step.limit / 32:  # RK4: twice the step, about 16x the error
         if n == 1:
             return k, 1
-        wanted = math.ceil(n * (max(step.residual, 0.0) / (_AIM * step.limit)) ** 0.25)
-        return 1, min(max(wanted, (n + 1) // 2), n)
+        return 1, min(max(_aimed(step), (n + 1) // 2), n)
     return (k, n // 2) if n > 1 else (2 * k, 1)
 
 

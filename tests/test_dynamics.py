@@ -260,6 +260,42 @@ def test_wrong_second_derivatives_are_refused():
     assert simulate(plain, cond, {}).num_frames == 3
 
 
+def test_a_strongly_curved_decoder_is_not_taken_for_wrong_derivatives():
+    """Central differences are off by O(step^2) on a strongly curved decoder: the check measures
+    a failing direction again with Richardson extrapolation, which brings a right derivative's
+    error down by orders of magnitude while a wrong one (fused layer_norm) stays refused."""
+    gen = torch.Generator().manual_seed(9)
+    rest = torch.rand(30, 3, generator=gen, dtype=F64)
+    w = torch.randn(2, 30, generator=gen, dtype=F64)
+    phase = torch.rand(30, generator=gen, dtype=F64) * 6.0
+    axis = torch.randn(30, 3, generator=gen, dtype=F64)
+
+    def decode(q):  # small, fast oscillations of each point: large third and fourth derivatives
+        return rest + 0.004 * torch.sin(40.0 * (q @ w) + phase)[:, None] * axis
+
+    curved = MechanicalSystem(decode, torch.ones(30, dtype=F64), 2, dtype=F64)
+    zero = torch.zeros(2, dtype=F64)
+    direction = torch.tensor([1.0, 0.4], dtype=F64)
+    plain = derivative_errors(curved, zero, direction)
+    richardson = derivative_errors(curved, zero, direction, extrapolate=True)
+    assert max(plain) > 0.02  # what the plain differences alone would refuse
+    assert max(richardson) < 0.2 * max(plain) and max(richardson) < 0.02
+    assert simulate(curved, SimulationConditions(frames=2), {}).num_frames == 2
+
+    w1 = torch.randn(2, 16, generator=gen, dtype=F64)
+    b1 = torch.randn(16, generator=gen, dtype=F64)
+    w2 = 0.1 * torch.randn(16, 90, generator=gen, dtype=F64)
+    fused = MechanicalSystem(
+        lambda q: rest + (torch.nn.functional.layer_norm(q @ w1 + b1, (16,)) @ w2).view(30, 3),
+        torch.ones(30, dtype=F64),
+        2,
+        dtype=F64,
+    )
+    assert derivative_errors(fused, zero, direction, extrapolate=True)[1] > 0.05
+    with pytest.raises(SimulationError, match="derivatives are wrong"):
+        simulate(fused, SimulationConditions(frames=2), {})
+
+
 def test_right_hand_side_solves_the_euler_lagrange_equations():
     """Plug q'' from equations_of_motion into d/dt dL/dq' - dL/dq computed by autograd."""
     system = mlp_system(points=25, kq=3, seed=3)

@@ -30,13 +30,19 @@ def check_derivatives(
     system: MechanicalSystem, tolerance: float = 0.02, directions: int = 3
 ) -> None:
     """Raise SimulationError if the decoder's first or second derivatives at rest disagree with
-    central differences by more than ``tolerance`` along a few fixed pseudo-random directions."""
+    central differences by more than ``tolerance`` along a few fixed pseudo-random directions.
+
+    A direction that fails is measured again with Richardson-extrapolated differences, so that
+    the differences' own truncation error on a strongly curved decoder is not taken for a wrong
+    derivative."""
     gen = torch.Generator().manual_seed(0)
     zero = torch.zeros(system.num_coords, dtype=torch.float64)
     first = second = 0.0
     for _ in range(directions):
         direction = torch.randn(system.num_coords, generator=gen, dtype=torch.float64)
         e1, e2 = derivative_errors(system, zero, direction)
+        if not (e1 <= tolerance and e2 <= tolerance):
+            e1, e2 = derivative_errors(system, zero, direction, extrapolate=True)
         first, second = max(first, e1), max(second, e2)
         if not (first <= tolerance and second <= tolerance):  # also catches NaN
             raise SimulationError(

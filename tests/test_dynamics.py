@@ -263,7 +263,8 @@ def test_wrong_second_derivatives_are_refused():
 def test_a_strongly_curved_decoder_is_not_taken_for_wrong_derivatives():
     """Central differences are off by O(step^2) on a strongly curved decoder: the check measures
     a failing direction again with Richardson extrapolation, which brings a right derivative's
-    error down by orders of magnitude while a wrong one (fused layer_norm) stays refused."""
+    error down by one to two orders of magnitude, while a wrong one (fused layer_norm) stays
+    refused."""
     gen = torch.Generator().manual_seed(9)
     rest = torch.rand(30, 3, generator=gen, dtype=F64)
     w = torch.randn(2, 30, generator=gen, dtype=F64)
@@ -271,15 +272,16 @@ def test_a_strongly_curved_decoder_is_not_taken_for_wrong_derivatives():
     axis = torch.randn(30, 3, generator=gen, dtype=F64)
 
     def decode(q):  # small, fast oscillations of each point: large third and fourth derivatives
-        return rest + 0.004 * torch.sin(40.0 * (q @ w) + phase)[:, None] * axis
+        return rest + 0.006 * torch.sin(40.0 * (q @ w) + phase)[:, None] * axis
 
     curved = MechanicalSystem(decode, torch.ones(30, dtype=F64), 2, dtype=F64)
     zero = torch.zeros(2, dtype=F64)
-    direction = torch.tensor([1.0, 0.4], dtype=F64)
-    plain = derivative_errors(curved, zero, direction)
-    richardson = derivative_errors(curved, zero, direction, extrapolate=True)
-    assert max(plain) > 0.02  # what the plain differences alone would refuse
-    assert max(richardson) < 0.2 * max(plain) and max(richardson) < 0.02
+    gen_directions = torch.Generator().manual_seed(0)  # those of check_derivatives
+    for direction in torch.randn(3, 2, generator=gen_directions, dtype=F64):
+        plain = derivative_errors(curved, zero, direction)
+        richardson = derivative_errors(curved, zero, direction, extrapolate=True)
+        assert max(plain) > 0.04  # what the plain differences alone would refuse
+        assert max(richardson) < 0.1 * max(plain) and max(richardson) < 0.005
     assert simulate(curved, SimulationConditions(frames=2), {}).num_frames == 2
 
     w1 = torch.randn(2, 16, generator=gen, dtype=F64)
@@ -291,7 +293,10 @@ def test_a_strongly_curved_decoder_is_not_taken_for_wrong_derivatives():
         2,
         dtype=F64,
     )
-    assert derivative_errors(fused, zero, direction, extrapolate=True)[1] > 0.05
+    assert (
+        derivative_errors(fused, zero, torch.tensor([1.0, 0.4], dtype=F64), extrapolate=True)[1]
+        > 0.05
+    )
     with pytest.raises(SimulationError, match="derivatives are wrong"):
         simulate(fused, SimulationConditions(frames=2), {})
 

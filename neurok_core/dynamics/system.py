@@ -178,7 +178,7 @@ def derivative_errors(
     norms over all points, with v scaled to unit length. The difference step (in q, within
     [1e-3, 0.1]) moves the points by up to 1e-2 object sizes (default), so that float32 rounding
     stays far below the differences however little the direction moves the object. Costs three
-    kinematics evaluations (two without the nested JVP).
+    kinematics evaluations (two without the nested JVP; five with ``extrapolate``).
 
     Central differences are off by O(step^2) where the decoder is strongly curved; with
     ``extrapolate`` they are Richardson-extrapolated from ``step`` and ``step / 2`` (error

@@ -64,6 +64,7 @@ def test_end_to_end_on_tiny_data(tiny_checkpoint, data, tmp_path, capsys):
     assert record["truth"] == pytest.approx(np.degrees(0.9), abs=1e-3)
     assert 0.0 <= record["in_subspace"] <= 1.0 + 1e-9 and record["error"] > 0
     assert record["prior_max"] >= record["prior_median"] >= 0
+    assert 0 <= record["field"] <= 180
     assert result["summary"]["hinge"]["sequences"] == 1 and len(result["skipped"]) == 1
     from neurok_core.api import NeuROK
     from neurok_core.dynamics.barrier import prior_radius

@@ -485,6 +485,25 @@ def nearest_neighbors(points: Any, queries: Any, k: int) -> tuple[np.ndarray, np
     return dist.reshape(len(qs), k), idx.reshape(len(qs), k).astype(np.int64)
 
 
+def vertex_islands(vertices: Any, faces: Any, *, weld: float = 1e-6) -> np.ndarray:
+    """Labels (N,) int64 of the mesh's islands: the connected components of its faces, with
+    vertices closer than ``weld`` x the bounding box's longest side counted as one (so a mesh
+    whose faces do not share vertices, as many exported files are, is not split into triangles).
+    A vertex in no face is an island of its own."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    v = np.asarray(_numpy(vertices), dtype=np.float64)
+    f = np.asarray(_numpy(faces), dtype=np.int64).reshape(-1, 3)
+    extent = float(np.ptp(v, axis=0).max()) if len(v) else 0.0
+    key = np.round(v / (weld * extent)) if extent > 0 else np.zeros_like(v)
+    welded = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)  # (N,)
+    m = int(welded.max()) + 1 if len(v) else 0
+    edges = welded[np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])]  # (3F, 2)
+    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(m, m))
+    return connected_components(graph, directed=False)[1].astype(np.int64)[welded]
+
+
 def farthest_point_subsample(points: Any, count: int, rng: np.random.Generator) -> np.ndarray:
     """Indices (count,) int64 of well-spread ``points`` (M, 3) by greedy farthest-point sampling.
 

@@ -24,9 +24,58 @@ import warnings
 
 import numpy as np
 import torch
+from scipy.spatial import cKDTree
 from torch import Tensor
 
 from .dualquat import _EPS, dq_skin
+from .geometry import nearest_neighbors
+
+
+def blend_neighbors(
+    points: np.ndarray,
+    point_islands: np.ndarray,
+    queries: np.ndarray,
+    query_islands: np.ndarray,
+    k: int,
+    clearance: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's ``k`` skinning points: (distances (Q, k), indices (Q, k) into ``points``).
+
+    points (M, 3) / queries (Q, 3) with their island labels (M,) / (Q,)
+    (:func:`~neurok_core.geometry.vertex_islands`). A query blends only points of its own island,
+    and of those, where the island has at least ``k`` of them, only points at least
+    ``clearance`` from every other island's points: the k nearest such. The learned field is
+    continuous, so near where two parts touch (a door in its frame) it mixes their motions, and
+    a vertex at a part's edge blended from there loses its part's motion; a point inside the part
+    carries it, and its dual quaternion, a rigid motion, moves the vertex with the part. So
+    clearance suits dual quaternions (0 for displacements, which do not carry over).
+    A query whose island has no point takes the k nearest of all (as does every query of a mesh
+    that is one island); an island with fewer than k points repeats its farthest one (so the
+    indices stay within the island).
+    """
+    dist, index = nearest_neighbors(points, queries, k)  # (Q, k) each: the fallback
+    if len(np.unique(point_islands)) < 2 and len(np.unique(query_islands)) < 2:
+        return dist, index
+    clear = np.ones(len(points), dtype=bool)
+    if clearance > 0:
+        pairs = cKDTree(points).query_pairs(clearance, output_type="ndarray")  # (E, 2)
+        mixed = pairs[point_islands[pairs[:, 0]] != point_islands[pairs[:, 1]]]
+        clear[mixed.reshape(-1)] = False
+    for island in np.unique(query_islands):
+        rows = np.flatnonzero(query_islands == island)
+        own = point_islands == island
+        candidates = np.flatnonzero(own & clear)
+        if len(candidates) < k:
+            candidates = np.flatnonzero(own)
+        if len(candidates) == 0:
+            continue
+        kk = min(k, len(candidates))
+        d, i = nearest_neighbors(points[candidates], queries[rows], kk)  # (R, kk)
+        if kk < k:
+            d = np.concatenate([d, np.repeat(d[:, -1:], k - kk, axis=1)], axis=1)
+            i = np.concatenate([i, np.repeat(i[:, -1:], k - kk, axis=1)], axis=1)
+        dist[rows], index[rows] = d, candidates[i]
+    return dist, index
 
 
 class DQSkinning:

@@ -43,10 +43,11 @@ from .geometry import (
     nearest_neighbors,
     sample_surface,
     validate_mesh,
+    vertex_islands,
 )
 from .model import NeuROKModel
 from .optim import Adam
-from .skinning import DQSkinning
+from .skinning import DQSkinning, blend_neighbors
 
 CACHE_VERSION = 2
 
@@ -58,7 +59,11 @@ class SpaceSettings:
     encoder_points: surface points fed to E_cond (None = the model's training count).
     dynamics_points: S, the points whose decoded positions carry the mass in the dynamics.
     skinning_points: points whose dual quaternions are blended onto the vertices.
-    blend_neighbors: K nearest skinning points per vertex.
+    blend_neighbors: K nearest skinning points per vertex, of its own island (loose part).
+    skin_clearance: with dual quaternions, a vertex blends only skinning points at least this far
+        (object sizes) from the mesh's other islands where its island has K of them (0: the
+        nearest; :func:`~neurok_core.skinning.blend_neighbors`). Off by default: it helps a model
+        whose field moves each part rigidly and hurts one whose field does not (README).
     max_dims: cap on kq; energy_fraction: share of the active-subspace spectrum to keep.
     subspace_samples: prior samples for the active-subspace estimate.
     rest_steps: optimisation steps refining the rest latent (0: the posterior mean of no motion).
@@ -70,6 +75,7 @@ class SpaceSettings:
     dynamics_points: int = 128
     skinning_points: int = 1024
     blend_neighbors: int = 4
+    skin_clearance: float = 0.0
     max_dims: int = 8
     energy_fraction: float = 0.99
     subspace_samples: int = 64
@@ -85,6 +91,8 @@ class SpaceSettings:
                 raise ValueError(f"SpaceSettings.{name} must be >= 1")
         if self.rest_steps < 0:
             raise ValueError("SpaceSettings.rest_steps must be >= 0")
+        if not self.skin_clearance >= 0:
+            raise ValueError("SpaceSettings.skin_clearance must be >= 0")
 
 
 def _noop(*_args) -> None:
@@ -138,9 +146,13 @@ class KinematicSpace:
         self.dynamics_points = self._tensor(pool_points[keep])  # (S, 3) normalised
         skin = sample_surface(self.vertices, self.faces, s.skinning_points, rng)
         skin_points = locate(rest_n, self.faces, skin)  # (Ks, 3)
-        # Vertices also get the exact skinning point at themselves when close: K nearest.
+        # Vertices blend the K nearest skinning points of their own island, inside it (away
+        # from the other islands) where it has enough of them.
         k = min(s.blend_neighbors, len(skin_points))
-        dist, idx = nearest_neighbors(skin_points, rest_n, k)  # (N, K) each
+        islands = vertex_islands(self.vertices, self.faces)  # (N,)
+        skin_islands = islands[np.asarray(self.faces)[skin.face_ids, 0]]  # (Ks,)
+        clearance = s.skin_clearance if self.dualquat else 0.0
+        dist, idx = blend_neighbors(skin_points, skin_islands, rest_n, islands, k, clearance)
         spacing = float(np.median(nearest_neighbors(skin_points, skin_points, 2)[0][:, 1]))
         weights = 1.0 / (dist + 0.5 * spacing + 1e-12) ** 2  # (N, K)
         weights /= weights.sum(axis=1, keepdims=True)

@@ -2,10 +2,12 @@
 
 import math
 
+import numpy as np
 import torch
 
 from neurok_core.dualquat import dq_from_raw, dq_normalize, dq_skin
-from neurok_core.skinning import DQSkinning
+from neurok_core.geometry import vertex_islands
+from neurok_core.skinning import DQSkinning, blend_neighbors
 
 
 def _setup(n=500, q=40, k=4, seed=0):
@@ -80,3 +82,48 @@ def test_half_precision_is_skinned_the_general_way():
     assert skinning.sparse is None
     motions = dq_from_raw(0.2 * torch.randn(2, 10, 8)).bfloat16()
     torch.testing.assert_close(skinning(motions), _reference(skinning, motions))
+
+
+def _grid(x0: float, n: int = 6) -> np.ndarray:
+    """(n*n, 3) points of a unit square in the plane z = 0, starting at x = x0."""
+    u = np.linspace(0.0, 1.0, n)
+    return np.array([(x0 + a, b, 0.0) for a in u for b in u])
+
+
+def test_vertices_blend_only_skinning_points_of_their_own_island():
+    """Two squares 0.05 apart: a vertex at the gap takes its own square's points, never the other
+    square's nearer ones; with a clearance it takes points inside its square, away from the gap;
+    a one-island mesh keeps the plain nearest points; an island without points falls back to all."""
+    points = np.concatenate([_grid(0.0), _grid(1.05)])  # (72, 3)
+    point_islands = np.repeat([0, 1], 36)
+    queries = np.array([[1.0, 0.5, 0.0], [1.05, 0.5, 0.0], [0.23, 0.31, 0.0], [5.0, 5.0, 0.0]])
+    query_islands = np.array([0, 1, 0, 2])  # island 2 has no skinning point
+    dist, index = blend_neighbors(points, point_islands, queries, query_islands, 4)
+    assert (point_islands[index[0]] == 0).all() and (point_islands[index[1]] == 1).all()
+    plain_d, plain_i = blend_neighbors(points, np.zeros(72, int), queries, np.zeros(4, int), 4)
+    assert (point_islands[plain_i[0]] == 1).any()  # the other square's points are nearer
+    np.testing.assert_array_equal(index[3], plain_i[3])  # no own point: the nearest of all
+    np.testing.assert_array_equal(index[2], plain_i[2])  # far from the gap: the same points
+    _, inside = blend_neighbors(points, point_islands, queries, query_islands, 4, clearance=0.3)
+    gap = np.abs(points[inside[:2], 0] - 1.025)  # distance of the chosen points from the gap
+    assert (point_islands[inside[0]] == 0).all() and (point_islands[inside[1]] == 1).all()
+    assert (gap >= 0.3 - 0.025 - 1e-9).all()
+    np.testing.assert_allclose(dist[0], np.sort(dist[0]))  # nearest first, as nearest_neighbors
+
+
+def test_an_island_with_fewer_points_than_k_repeats_its_own():
+    points = np.array([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0], [0.05, 0.0, 0.0]])
+    d, i = blend_neighbors(points, np.array([0, 0, 1]), points[:2], np.array([1, 1]), 3)
+    np.testing.assert_array_equal(i, [[2, 2, 2], [2, 2, 2]])
+
+
+def test_islands_are_connected_faces_with_coincident_vertices_welded():
+    square = np.array([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]], dtype=float)
+    two = np.concatenate([square, square + [3, 0, 0]])
+    faces = np.array([[0, 1, 2], [0, 2, 3], [4, 5, 6], [4, 6, 7]])
+    labels = vertex_islands(two, faces)
+    assert labels[0] == labels[3] != labels[4] == labels[7]
+    # the same square as a triangle soup (no shared vertex indices) is one island
+    soup = np.concatenate([square[[0, 1, 2]], square[[0, 2, 3]]])
+    assert len(np.unique(vertex_islands(soup, np.array([[0, 1, 2], [3, 4, 5]])))) == 1
+    assert len(np.unique(vertex_islands(np.concatenate([square, [[9, 9, 9]]]), faces[:2]))) == 2

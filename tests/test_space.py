@@ -140,3 +140,28 @@ def test_no_rest_steps_start_from_the_posterior_mean_and_more_steps_fit_better(m
     assert space.rest_residual < start.rest_residual
     with pytest.raises(ValueError, match="rest_steps"):
         SpaceSettings(rest_steps=-1)
+
+
+def test_vertices_are_skinned_from_their_own_loose_part(model):
+    """A lid hinged above a base as two loose parts: every vertex blends skinning points of its
+    own part only (with and without a clearance from the other part), and q = 0 is still
+    exactly the input shape."""
+    import dataclasses
+
+    base = trimesh.creation.box((0.4, 0.3, 0.04)).subdivide()
+    lid = trimesh.creation.box((0.4, 0.3, 0.02)).subdivide()
+    lid.apply_translation((0.0, 0.0, 0.035))  # 0.005 above the base
+    vertices = np.concatenate([base.vertices, lid.vertices])
+    faces = np.concatenate([base.faces, lid.faces + len(base.vertices)])
+    part = np.repeat([0, 1], [len(base.vertices), len(lid.vertices)])
+    for clearance in (0.0, 0.1):
+        settings = dataclasses.replace(SETTINGS, skin_clearance=clearance)
+        space = build_space(model, vertices, faces, settings=settings)
+        skin = space.normalization.invert(space.skinning_points.numpy())
+        skin_part = (skin[:, 2] > 0.0225).astype(int)  # above the gap: the lid's
+        assert (skin_part[space.blend_index.numpy()] == part[:, None]).all()
+        with torch.no_grad():
+            v = space.decode_vertices(space.z_rest[None])[0].numpy()
+        np.testing.assert_allclose(v, vertices, atol=1e-9)
+    with pytest.raises(ValueError, match="skin_clearance"):
+        SpaceSettings(skin_clearance=-0.1)

@@ -81,3 +81,28 @@ def test_no_articulated_sequence_is_a_clear_error(tiny_checkpoint, tmp_path, cap
     save_sequence(seq, tmp_path / "blob" / "blob_0.npz")
     assert main(["--data", str(tmp_path), "--checkpoint", str(tiny_checkpoint)]) == 2
     assert "no articulated sequence" in capsys.readouterr().err
+
+
+def test_a_part_too_small_for_the_field_and_space_settings(tiny_checkpoint, tmp_path, capsys):
+    """A moving part whose faces hold fewer than three E_VAE samples (the slab's end cap, a few
+    percent of its area, with 8 samples) has no field turn: the record says None, the table "-",
+    and the rest is still measured; --space reaches the kinematic space, a bad one is refused."""
+    v, f = slab()
+    frames = np.stack([bent(v, a) for a in np.linspace(0, 0.9, 4)]).astype(np.float32)
+    cap = (v[:, 0] > 0.199).astype(np.int32)
+    seq = Sequence4D(frames, f.astype(np.int32), cap, True, "articulated", "t", "cap_0")
+    save_sequence(seq, tmp_path / "data" / "cap" / "cap_0.npz")
+    out = tmp_path / "art.json"
+    args = ["--data", str(tmp_path / "data"), "--checkpoint", str(tiny_checkpoint), "--samples",
+            "4", "--points", "8", "--out", str(out)]  # fmt: skip
+    assert main(args + ["--space", "skin_clearance=0.05"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| cap"))
+    assert row.startswith("| cap | 1 | 52 | ") and row.split(" | ")[4] == "-"  # the field cell
+    result = json.loads(out.read_text())
+    (record,) = result["records"]
+    assert record["field"] is None and result["summary"]["cap"]["field"] is None
+    assert record["truth"] == pytest.approx(np.degrees(0.9), abs=1e-3)
+    assert np.isfinite(record["reconstructed"]) and result["space"] == ["skin_clearance=0.05"]
+    with pytest.raises(SystemExit):
+        main(args + ["--space", "skin_clearance=-1"])
+    assert "skin_clearance must be >= 0" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """How much of articulated objects' part motion a checkpoint captures.
 
     python -m training.articulation --data data/val --checkpoint neurok_core/weights/default
-        [--families door,laptop] [--per-family 3] [--samples 32] [--out articulation.json]
+        [--families door,laptop] [--per-family 3] [--samples 32] [--space skin_clearance=0.1]
+        [--out articulation.json]
 
 Chamfer distances average over the whole surface, so a model can score fairly well on them
 while its doors barely turn. This measures the turning itself, on every sequence with labelled
@@ -73,8 +74,11 @@ def moving_part(seq) -> np.ndarray | None:
     return labels == ids[int(np.argmax(reach))]
 
 
-def measure(engine, seq, *, samples: int, points: int, seed: int) -> dict | None:
-    """The record of one sequence (module docstring), or None when it has no moving part."""
+def measure(
+    engine, seq, *, samples: int, points: int, seed: int, space_settings=None
+) -> dict | None:
+    """The record of one sequence (module docstring), or None when it has no moving part
+    (``space_settings``: how the kinematic space is built, default ``SpaceSettings()``)."""
     import torch
 
     from neurok_core.dynamics.barrier import PriorBarrier
@@ -88,7 +92,7 @@ def measure(engine, seq, *, samples: int, points: int, seed: int) -> dict | None
     rest = seq.vertices[0].astype(np.float64)
     truth = rotation_angles(rest[part], seq.vertices[:, part])  # (T,)
     t = int(np.argmax(truth))
-    space = engine.space(rest, seq.faces, cache_dir=False)
+    space = engine.space(rest, seq.faces, settings=space_settings, cache_dir=False)
     model, norm = space.model, space.normalization
     # the same material points on both frames, as in training (barycentric samples)
     drawn = sample_surface(rest, seq.faces, points, np.random.default_rng(seed))
@@ -104,6 +108,7 @@ def measure(engine, seq, *, samples: int, points: int, seed: int) -> dict | None
     field_turn = None  # (a part too small to hold three samples)
     if on_part.sum() >= 3:
         field_turn = rotation_angle(pts0[0].double().cpu().numpy()[on_part], field[on_part])
+    with torch.no_grad():
         draws = space.mu_cond + torch.randn((samples, mu.shape[0]), generator=gen).to(**to)
         prior = space.decode_vertices(draws).double().cpu().numpy()  # (S, N, 3)
     dz = mu - space.z_rest
@@ -179,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=2048, help="surface samples for E_VAE")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument(
+        "--space",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a SpaceSettings field, e.g. skin_clearance=0.1 (repeatable)",
+    )
     parser.add_argument("--out", default=None, help="JSON file for every record")
     args = parser.parse_args(argv)
     if args.per_family < 1 or args.samples < 1 or args.points < 8:
@@ -189,12 +201,18 @@ def main(argv: list[str] | None = None) -> int:
     from neurok_core.api import NeuROK
     from neurok_core.errors import NeuROKError
     from neurok_core.sequence import load_sequence
+    from neurok_core.space import SpaceSettings
 
+    from .benchmarks.bench_simulate import parse_fields
     from .eval_ik import find_sequences
 
     if args.threads:
         torch.set_num_threads(args.threads)
     wanted = {f for f in args.families.split(",") if f}
+    try:
+        space_settings = SpaceSettings(**parse_fields(SpaceSettings, args.space, "--space"))
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     try:
         found = find_sequences(args.data)
         engine = NeuROK.load(args.checkpoint, device="cpu")
@@ -209,7 +227,14 @@ def main(argv: list[str] | None = None) -> int:
             seq = load_sequence(path)
             if seq.category != "articulated":
                 continue
-            record = measure(engine, seq, samples=args.samples, points=args.points, seed=args.seed)
+            record = measure(
+                engine,
+                seq,
+                samples=args.samples,
+                points=args.points,
+                seed=args.seed,
+                space_settings=space_settings,
+            )
         except NeuROKError as exc:
             print(f"skipped {path}: {exc}", file=sys.stderr)
             skipped.append(str(path))
@@ -233,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             "data": str(args.data),
             "samples": args.samples,
             "points": args.points,
+            "space": args.space,
             "seconds": round(time.perf_counter() - started, 1),
             "skipped": skipped,
             "summary": summary,

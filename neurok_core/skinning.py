@@ -61,14 +61,19 @@ def blend_neighbors(
         pairs = cKDTree(points).query_pairs(clearance, output_type="ndarray")  # (E, 2)
         mixed = pairs[point_islands[pairs[:, 0]] != point_islands[pairs[:, 1]]]
         clear[mixed.reshape(-1)] = False
-    for island in np.unique(query_islands):
-        rows = np.flatnonzero(query_islands == island)
-        own = point_islands == island
-        candidates = np.flatnonzero(own & clear)
+    # group by island once (sorting), so that a mesh of many loose parts costs O(N log N)
+    q_order = np.argsort(query_islands, kind="stable")
+    q_ids, q_start = np.unique(query_islands[q_order], return_index=True)
+    p_order = np.argsort(point_islands, kind="stable")
+    p_ids, p_start = np.unique(point_islands[p_order], return_index=True)
+    p_groups = dict(zip(p_ids.tolist(), np.split(p_order, p_start[1:]), strict=True))
+    for island, rows in zip(q_ids.tolist(), np.split(q_order, q_start[1:]), strict=True):
+        own = p_groups.get(island)
+        if own is None:
+            continue  # no skinning point on this island: the k nearest of all
+        candidates = own[clear[own]]
         if len(candidates) < k:
-            candidates = np.flatnonzero(own)
-        if len(candidates) == 0:
-            continue
+            candidates = own
         kk = min(k, len(candidates))
         d, i = nearest_neighbors(points[candidates], queries[rows], kk)  # (R, kk)
         if kk < k:

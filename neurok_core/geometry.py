@@ -497,7 +497,13 @@ def vertex_islands(vertices: Any, faces: Any, *, weld: float = 1e-6) -> np.ndarr
     f = np.asarray(_numpy(faces), dtype=np.int64).reshape(-1, 3)
     extent = float(np.ptp(v, axis=0).max()) if len(v) else 0.0
     key = np.round(v / (weld * extent)) if extent > 0 else np.zeros_like(v)
-    welded = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)  # (N,)
+    key = (key - key.min(axis=0)).astype(np.int64) if len(v) else key.astype(np.int64)
+    span = key.max(axis=0) + 1 if len(v) else np.ones(3, dtype=np.int64)
+    if float(np.prod(span.astype(np.float64))) < 2.0**62:  # one int64 per cell: a fast sort
+        flat = (key[:, 0] * span[1] + key[:, 1]) * span[2] + key[:, 2]
+        welded = np.unique(flat, return_inverse=True)[1].reshape(-1)  # (N,)
+    else:
+        welded = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
     m = int(welded.max()) + 1 if len(v) else 0
     edges = welded[np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])]  # (3F, 2)
     graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(m, m))

@@ -487,27 +487,25 @@ def nearest_neighbors(points: Any, queries: Any, k: int) -> tuple[np.ndarray, np
 
 def vertex_islands(vertices: Any, faces: Any, *, weld: float = 1e-6) -> np.ndarray:
     """Labels (N,) int64 of the mesh's islands: the connected components of its faces, with
-    vertices closer than ``weld`` x the bounding box's longest side counted as one (so a mesh
-    whose faces do not share vertices, as many exported files are, is not split into triangles).
-    A vertex in no face is an island of its own."""
+    vertices at most ``weld`` x the longest side of the faces' bounding box apart counted as one
+    (so a mesh whose faces do not share vertices, as many exported files are, is not split into
+    triangles, nor one whose seams carry float noise). A vertex in no face is an island of its
+    own unless it lies on another vertex. Parts that share coincident seam vertices (a lid whose
+    hinge edge duplicates the base's) are one island."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
     v = np.asarray(_numpy(vertices), dtype=np.float64)
     f = np.asarray(_numpy(faces), dtype=np.int64).reshape(-1, 3)
-    extent = float(np.ptp(v, axis=0).max()) if len(v) else 0.0
-    key = np.round(v / (weld * extent)) if extent > 0 else np.zeros_like(v)
-    key = (key - key.min(axis=0)).astype(np.int64) if len(v) else key.astype(np.int64)
-    span = key.max(axis=0) + 1 if len(v) else np.ones(3, dtype=np.int64)
-    if float(np.prod(span.astype(np.float64))) < 2.0**62:  # one int64 per cell: a fast sort
-        flat = (key[:, 0] * span[1] + key[:, 1]) * span[2] + key[:, 2]
-        welded = np.unique(flat, return_inverse=True)[1].reshape(-1)  # (N,)
-    else:
-        welded = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
-    m = int(welded.max()) + 1 if len(v) else 0
-    edges = welded[np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])]  # (3F, 2)
-    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(m, m))
-    return connected_components(graph, directed=False)[1].astype(np.int64)[welded]
+    n = len(v)
+    used = v[np.unique(f)] if len(f) else v  # a stray vertex does not widen the tolerance
+    extent = float(np.ptp(used, axis=0).max()) if len(used) else 0.0
+    close = np.empty((0, 2), dtype=np.int64)  # pairs of vertices to weld
+    if n:
+        close = cKDTree(v).query_pairs(weld * extent, output_type="ndarray").astype(np.int64)
+    edges = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]], close])  # (E, 2)
+    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    return connected_components(graph, directed=False)[1].astype(np.int64)
 
 
 def farthest_point_subsample(points: Any, count: int, rng: np.random.Generator) -> np.ndarray:

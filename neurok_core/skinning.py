@@ -57,10 +57,13 @@ def blend_neighbors(
     if len(np.unique(point_islands)) < 2 and len(np.unique(query_islands)) < 2:
         return dist, index
     clear = np.ones(len(points), dtype=bool)
-    if clearance > 0:
-        pairs = cKDTree(points).query_pairs(clearance, output_type="ndarray")  # (E, 2)
-        mixed = pairs[point_islands[pairs[:, 0]] != point_islands[pairs[:, 1]]]
-        clear[mixed.reshape(-1)] = False
+    if clearance > 0:  # each island's points against a tree of the other islands' points
+        for island in np.unique(point_islands):
+            own = point_islands == island
+            if own.all():
+                continue
+            gap, _ = cKDTree(points[~own]).query(points[own], k=1, distance_upper_bound=clearance)
+            clear[own] = ~(gap < clearance)  # (inf: none within reach)
     # group by island once (sorting), so that a mesh of many loose parts costs O(N log N)
     q_order = np.argsort(query_islands, kind="stable")
     q_ids, q_start = np.unique(query_islands[q_order], return_index=True)

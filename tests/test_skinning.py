@@ -127,3 +127,11 @@ def test_islands_are_connected_faces_with_coincident_vertices_welded():
     soup = np.concatenate([square[[0, 1, 2]], square[[0, 2, 3]]])
     assert len(np.unique(vertex_islands(soup, np.array([[0, 1, 2], [3, 4, 5]])))) == 1
     assert len(np.unique(vertex_islands(np.concatenate([square, [[9, 9, 9]]]), faces[:2]))) == 2
+    # copies 2e-13 apart on either side of a multiple of the tolerance still weld
+    shifted = square + [0.5e-6, 0.0, 0.0]
+    noisy = np.concatenate([shifted[[0, 1, 2]] - [1e-13, 0, 0], shifted[[0, 2, 3]] + [1e-13, 0, 0]])
+    assert len(np.unique(vertex_islands(noisy, np.array([[0, 1, 2], [3, 4, 5]])))) == 1
+    # copies 5e-5 apart do not, and a stray vertex far away does not widen the tolerance
+    apart = np.concatenate([square[[0, 1, 2]], square[[0, 2, 3]] + 5e-5, [[1e6, 0, 0]]])
+    labels = vertex_islands(apart, np.array([[0, 1, 2], [3, 4, 5]]))
+    assert len(np.unique(labels)) == 3 and labels[0] != labels[3]

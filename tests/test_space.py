@@ -144,9 +144,12 @@ def test_no_rest_steps_start_from_the_posterior_mean_and_more_steps_fit_better(m
 
 def test_vertices_are_skinned_from_their_own_loose_part(model):
     """A lid hinged above a base as two loose parts: every vertex blends skinning points of its
-    own part only (with and without a clearance from the other part), and q = 0 is still
-    exactly the input shape."""
+    own part only; with a clearance, only points at least that far from the other part (in the
+    normalised frame), which changes some vertices' blends; q = 0 is still exactly the input
+    shape either way."""
     import dataclasses
+
+    from scipy.spatial import cKDTree
 
     base = trimesh.creation.box((0.4, 0.3, 0.04)).subdivide()
     lid = trimesh.creation.box((0.4, 0.3, 0.02)).subdivide()
@@ -154,14 +157,21 @@ def test_vertices_are_skinned_from_their_own_loose_part(model):
     vertices = np.concatenate([base.vertices, lid.vertices])
     faces = np.concatenate([base.faces, lid.faces + len(base.vertices)])
     part = np.repeat([0, 1], [len(base.vertices), len(lid.vertices)])
-    for clearance in (0.0, 0.1):
+    blends = {}
+    for clearance in (0.0, 0.05):
         settings = dataclasses.replace(SETTINGS, skin_clearance=clearance)
         space = build_space(model, vertices, faces, settings=settings)
         skin = space.normalization.invert(space.skinning_points.numpy())
         skin_part = (skin[:, 2] > 0.0225).astype(int)  # above the gap: the lid's
-        assert (skin_part[space.blend_index.numpy()] == part[:, None]).all()
+        index = blends[clearance] = space.blend_index.numpy()
+        assert (skin_part[index] == part[:, None]).all()
+        normalised = space.skinning_points.numpy()
+        for p in (0, 1):  # each chosen point's distance from the other part's points
+            gap, _ = cKDTree(normalised[skin_part != p]).query(normalised[index[part == p]])
+            assert (gap >= clearance).all()
         with torch.no_grad():
             v = space.decode_vertices(space.z_rest[None])[0].numpy()
         np.testing.assert_allclose(v, vertices, atol=1e-9)
+    assert (blends[0.0] != blends[0.05]).any(axis=1).mean() > 0.2  # the gap's vertices
     with pytest.raises(ValueError, match="skin_clearance"):
         SpaceSettings(skin_clearance=-0.1)

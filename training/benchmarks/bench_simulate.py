@@ -82,6 +82,15 @@ def parse_settings(items: list[str]) -> dict:
     return parse_fields(DynamicsSettings, items, "--setting")
 
 
+def _number_or_text(value: str):
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
 def parse_fields(cls, items: list[str], option: str) -> dict:
     """``NAME=VALUE`` strings as overrides of the dataclass ``cls``'s fields (VALUE read as the
     type of that field's default); a bad one stops the command with a message naming
@@ -96,8 +105,13 @@ def parse_fields(cls, items: list[str], option: str) -> dict:
             raise SystemExit(
                 f"{option} {item!r}: expected NAME=VALUE, NAME one of {', '.join(fields)}"
             )
-        kind = type(getattr(cls(), name))
-        out[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+        default = getattr(cls(), name)
+        if default is None:  # an optional field: none, a number or a word
+            out[name] = None if value.lower() == "none" else _number_or_text(value)
+        elif isinstance(default, bool):
+            out[name] = value.lower() in ("1", "true", "yes")
+        else:
+            out[name] = type(default)(value)
     return out
 
 

@@ -93,8 +93,8 @@ def _number_or_text(value: str):
 
 def parse_fields(cls, items: list[str], option: str) -> dict:
     """``NAME=VALUE`` strings as overrides of the dataclass ``cls``'s fields (VALUE read as the
-    type of that field's default); a bad one stops the command with a message naming
-    ``option``."""
+    type of that field's default; for a field whose default is None, ``none``, an int, a float
+    or else the text); an unknown name stops the command with a message naming ``option``."""
     import dataclasses
 
     fields = {f.name: f for f in dataclasses.fields(cls)}

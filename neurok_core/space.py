@@ -46,6 +46,7 @@ from .geometry import (
     vertex_islands,
 )
 from .model import NeuROKModel
+from .model.bones import blend_bones
 from .optim import Adam
 from .skinning import DQSkinning, blend_neighbors
 
@@ -183,6 +184,8 @@ class KinematicSpace:
             self.covariance = self._subspace_covariance(on_progress)
             self.W, self.spectrum = self.active_subspace(self.covariance)
         with torch.no_grad():
+            if self.skinned:  # each bone's rest correction B_b(z_rest)^-1
+                self.bone_rest_inverse = dq_conj(self.model.bones(self.z_rest[None], self.shape)[0])
             self.rest_inverse_skin = self._rest_inverse(self.skinning_points)
             self.rest_inverse_dyn = self._rest_inverse(self.dynamics_points)
 
@@ -274,14 +277,29 @@ class KinematicSpace:
         return view
 
     def _rest_inverse(self, points: Tensor) -> Tensor:
-        """Per-point inverse of the rest decoding: (Q, 8) DQs, or (Q, 3) displacements."""
+        """What each point needs to decode its corrected motion (its "binding"): the inverse of
+        its rest decoding, (Q, 8) DQs or (Q, 3) displacements; with a skinned decoder its
+        skinning weights (Q, nb) (the rest correction is then per bone)."""
+        if self.skinned:
+            return self.model.skin_weights(self.shape, points[None])[0]
         out = self.model.decode(self.z_rest[None], self.shape, points[None])[0]
         return dq_conj(out) if self.dualquat else -out
 
     # ------------------------------------------------------------------ decoding
     @property
     def dualquat(self) -> bool:
-        return self.model.config.deformation == "dualquat"
+        """Whether every point moves rigidly (a unit DQ): the field or the skinned decoder."""
+        return self.model.config.rigid_motions
+
+    @property
+    def skinned(self) -> bool:
+        """Whether the decoder blends bone motions (design section 10)."""
+        return self.model.config.deformation == "skinned"
+
+    def bone_motions(self, z: Tensor) -> Tensor:
+        """Corrected bone motions B_b(z) B_b(z_rest)^-1 (B, nb, 8) of a skinned space: the
+        identity at z_rest."""
+        return dq_mul(self.model.bones(z, self.shape), self.bone_rest_inverse[None])
 
     @property
     def reduced_dims(self) -> int:
@@ -298,7 +316,10 @@ class KinematicSpace:
 
     def point_motion(self, z: Tensor, points: Tensor, rest_inverse: Tensor) -> Tensor:
         """Corrected per-point motions D(z) o D(z_rest)^-1 at ``points`` (Q, 3) for z (B, k):
-        (B, Q, 8) DQs, or (B, Q, 3) displacements."""
+        (B, Q, 8) DQs, or (B, Q, 3) displacements; skinned: the blend of the corrected bone
+        motions with the points' weights (``rest_inverse`` (Q, nb))."""
+        if self.skinned:
+            return blend_bones(self.bone_motions(z), rest_inverse[None])  # (B, Q, 8)
         out = self.model.decode(z, self.shape, points[None])  # (B, Q, 8|3)
         if self.dualquat:
             return dq_mul(out, rest_inverse[None])

@@ -25,6 +25,8 @@ def _model(deformation: str):
     with torch.no_grad():  # a decoder that moves things (a fresh one decodes to the identity)
         m.decoder.head.weight.normal_(0.0, 0.1)
         m.decoder.head.bias.normal_(0.0, 0.02)
+        if deformation == "skinned":  # skinning weights modulated by the rest shape too
+            m.decoder.skin.to_point.weight.normal_(0.0, 0.5)
     return m.eval()
 
 
@@ -34,7 +36,7 @@ def slab():
     return np.asarray(mesh.vertices), np.asarray(mesh.faces)
 
 
-@pytest.fixture(scope="module", params=["dualquat", "displacement"])
+@pytest.fixture(scope="module", params=["skinned", "dualquat", "displacement"])
 def space(request, slab):
     return build_space(_model(request.param), *slab, settings=SETTINGS)
 

@@ -58,11 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", required=True, help="folder of training sequences (.npz)")
     p.add_argument("--val", help="folder of validation sequences (mean rmse is logged)")
     p.add_argument("--out", required=True, help="run folder (checkpoint, logs, resume state)")
-    p.add_argument("--preset", default="default", help="model preset (tiny, default)")
+    p.add_argument("--preset", default="default", help="model preset (tiny, default, skinned)")
     p.add_argument(
         "--deformation",
-        choices=("dualquat", "displacement"),
-        help="override the preset's deformation (displacement = ablation)",
+        choices=("skinned", "dualquat", "displacement"),
+        help="override the preset's deformation (dualquat = the per-point field, "
+        "displacement = the ablation)",
     )
     p.add_argument(
         "--override",
@@ -385,7 +386,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     # the rigidity term's neighbourhoods: built by the loader workers on the CPU, by the model
     # (cdist + topk, fast there) on a GPU
-    use_neighbors = config.rigidity_neighbors if config.deformation == "dualquat" else 0
+    use_neighbors = config.rigidity_neighbors if config.rigid_motions else 0
     use_neighbors = use_neighbors if device.type == "cpu" else 0
     train_set = PairDataset(
         args.data,
@@ -503,7 +504,7 @@ def main(argv: list[str] | None = None) -> dict:
         unit="step",
         dynamic_ncols=True,
     )
-    logged = ("loss", "recon", "rigidity", "prior_rigidity", "kl", "rmse")
+    logged = ("loss", "recon", "rigidity", "prior_rigidity", "kl", "skin_entropy", "rmse")
     sums = [0.0] * (len(logged) + 2)  # the logged terms, grad norm, steps
     interval_start, interval_samples = time.perf_counter(), 0
     start = time.perf_counter()

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-DEFORMATIONS = ("dualquat", "displacement")
+DEFORMATIONS = ("dualquat", "displacement", "skinned")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,8 +27,16 @@ class ModelConfig:
     fourier_frequencies: F, octaves of the positional embedding (frequencies 2^i pi, i < F).
     ff_mult: hidden width of the feed-forward layers as a multiple of ``width``.
     num_points: P, surface points per shape in training (and the default sample count).
-    deformation: ``"dualquat"`` (per-point rigid motion, the method) or ``"displacement"``
-        (per-point offset, the "no dual quaternions" ablation).
+    deformation: ``"skinned"`` (the part-aware space of design section 10: ``bones`` rigid
+        motions blended onto the points by rest-shape skinning weights), ``"dualquat"`` (a
+        per-point rigid motion field, the paper's decoder) or ``"displacement"`` (per-point
+        offset, the "no dual quaternions" ablation).
+    bones: B, the skinned decoder's bones, at farthest-point centres of the rest samples.
+    bone_layers: self-attention blocks among the bone tokens (skinned).
+    bone_sigma: initial width (normalised units) of the Gaussian proximity term of the
+        skinning weights; it is learned.
+    skin_entropy_weight: weight of the skinning weights' entropy summed over the points (a
+        sharpness term: 0 leaves the blend as wide as the data asks).
     kl_weight: lambda of the loss (0.01 in the paper).
     rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
         carry onto their deformed positions (0 disables the rigidity term).
@@ -58,6 +66,10 @@ class ModelConfig:
     ff_mult: int = 4
     num_points: int = 384
     deformation: str = "dualquat"
+    bones: int = 32
+    bone_layers: int = 1
+    bone_sigma: float = 0.08
+    skin_entropy_weight: float = 0.0
     kl_weight: float = 0.01
     rigidity_neighbors: int = 8
     rigidity_weight: float = 1.0
@@ -73,12 +85,13 @@ class ModelConfig:
             "fourier_frequencies",
             "ff_mult",
             "num_points",
+            "bones",
         )
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("encoder_layers", "decoder_layers", "rigidity_neighbors"):
+        for name in ("encoder_layers", "decoder_layers", "rigidity_neighbors", "bone_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(
@@ -97,6 +110,8 @@ class ModelConfig:
             "rigidity_weight",
             "prior_rigidity_weight",
             "prior_rigidity_robust",
+            "skin_entropy_weight",
+            "bone_sigma",
         ):
             value = getattr(self, name)
             if (
@@ -106,8 +121,14 @@ class ModelConfig:
                 or value < 0
             ):
                 raise ValueError(f"ModelConfig.{name} must be a finite number >= 0, got {value!r}")
-        if self.prior_rigidity_weight > 0 and self.deformation != "dualquat":
-            raise ValueError("ModelConfig.prior_rigidity_weight needs deformation 'dualquat'")
+        if self.prior_rigidity_weight > 0 and not self.rigid_motions:
+            raise ValueError("ModelConfig.prior_rigidity_weight needs dual quaternions")
+        if not self.bone_sigma > 0:
+            raise ValueError(f"ModelConfig.bone_sigma must be > 0, got {self.bone_sigma!r}")
+        if self.deformation == "skinned" and self.bones > self.num_points:
+            raise ValueError(
+                f"ModelConfig.bones ({self.bones}) must not exceed num_points ({self.num_points})"
+            )
         if self.prior_rigidity_weight > 0 and self.num_points <= 8 and not self.rigidity_neighbors:
             raise ValueError("ModelConfig.prior_rigidity_weight needs more than 8 points")
         if self.rigidity_neighbors >= self.num_points:
@@ -121,9 +142,14 @@ class ModelConfig:
         return self.width // self.heads
 
     @property
+    def rigid_motions(self) -> bool:
+        """Whether the decoder gives each point a rigid motion (a unit dual quaternion)."""
+        return self.deformation in ("dualquat", "skinned")
+
+    @property
     def output_dim(self) -> int:
         """Channels of the decoder's per-point output: 8 (dual quaternion) or 3 (displacement)."""
-        return 8 if self.deformation == "dualquat" else 3
+        return 8 if self.rigid_motions else 3
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
@@ -164,7 +190,10 @@ PRESETS: dict[str, ModelConfig] = {
         ff_mult=2,
         num_points=128,
         rigidity_neighbors=4,
+        bones=8,
     ),
     # Trainable on a 2-core CPU in about an hour (see training/benchmarks/bench_model.py).
     "default": ModelConfig(),
+    # The part-aware kinematic space (design section 10) at the default width.
+    "skinned": ModelConfig(deformation="skinned", skin_entropy_weight=0.005),
 }

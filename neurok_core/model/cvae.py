@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ..dualquat import dq_apply, dq_from_raw
+from .bones import SkinnedDecoder, blend_bones, farthest_point_centers, skin_entropy
 from .config import ModelConfig
 from .layers import gaussian_kl, reparameterize, standard_normal
 from .losses import knn_indices, rigidity_error, squared_error_sum
@@ -35,12 +36,25 @@ class NeuROKModel(nn.Module):
         self.config = config
         self.shape_encoder = ShapeEncoder(config)
         self.posterior_encoder = PosteriorEncoder(config)
-        self.decoder = DeformationDecoder(config)
+        self.decoder = (
+            SkinnedDecoder(config)
+            if config.deformation == "skinned"
+            else DeformationDecoder(config)
+        )
 
     # ------------------------------------------------------------------ encoders
+    @property
+    def skinned(self) -> bool:
+        """Whether the decoder blends bone motions (design section 10)."""
+        return self.config.deformation == "skinned"
+
     def encode_shape(self, rest_points: Tensor) -> ShapeCode:
-        """E_cond: rest_points (B, P, 3) -> ShapeCode(tokens (B, T, C), mu_cond (B, k))."""
-        return self.shape_encoder(rest_points)
+        """E_cond: rest_points (B, P, 3) -> ShapeCode(tokens (B, T, C), mu_cond (B, k)), with
+        the bone centres (B, nb, 3) of a skinned decoder."""
+        code = self.shape_encoder(rest_points)
+        if self.skinned:
+            code = code._replace(centers=farthest_point_centers(rest_points, self.config.bones))
+        return code
 
     def encode_posterior(
         self, rest_points: Tensor, deformed_points: Tensor, shape: ShapeCode
@@ -58,13 +72,23 @@ class NeuROKModel(nn.Module):
 
         Leading dims broadcast: a code with B = 1 decodes a batch of z.
         """
+        if self.skinned:
+            return self.decoder(z, shape.tokens, shape.centers, query_points)  # (B, Q, 8)
         raw = self.decoder(z, shape.tokens, query_points)  # (B, Q, output_dim)
         return dq_from_raw(raw) if self.config.deformation == "dualquat" else raw
+
+    def bones(self, z: Tensor, shape: ShapeCode) -> Tensor:
+        """A skinned decoder's world-frame bone motions (B, nb, 8) in the state z (B, k)."""
+        return self.decoder.bones(z, shape.tokens, shape.centers)
+
+    def skin_weights(self, shape: ShapeCode, query_points: Tensor) -> Tensor:
+        """A skinned decoder's skinning weights (B, Q, nb) at query_points (B, Q, 3)."""
+        return self.decoder.weights(shape.tokens, shape.centers, query_points)
 
     def deform(self, z: Tensor, shape: ShapeCode, query_points: Tensor) -> Tensor:
         """Deformed positions (B, Q, 3) of ``query_points`` (B, Q, 3) in the state ``z`` (B, k)."""
         out = self.decode(z, shape, query_points)
-        if self.config.deformation == "dualquat":
+        if self.config.rigid_motions:
             return dq_apply(out, query_points)
         return query_points + out
 
@@ -100,26 +124,34 @@ class NeuROKModel(nn.Module):
             rigidity = mean_b sum_p 1/K sum_{j in N(p)} |dq_p(x0_j) - x_j|^2  (dual quaternions)
             prior_rigidity = the same with x_j = dq'_j(x0_j), dq' = F(z') at z' ~ p (training only)
             kl       = mean_b 1/2 sum_j (sigma_j^2 + (mu_post_j - mu_cond_j)^2 - 1 - log sigma_j^2)
+            entropy  = mean_b -sum_p sum_b w_pb log w_pb      (skinned decoder only)
             loss     = recon + rigidity_weight * rigidity + kl_weight * kl
                        + prior_rigidity_weight * prior_rigidity
+                       + skin_entropy_weight * entropy
 
         The reconstruction is summed over the points (the squared 2-norm of the deformation
         field, as the paper writes it), not averaged: averaging made the posterior collapse.
         Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``prior_rigidity``, ``kl``,
-        and ``rmse`` (root mean squared per-point error, for logging).
+        ``skin_entropy`` and ``rmse`` (root mean squared per-point error, for logging).
         """
         cfg = self.config
         shape = self.encode_shape(rest_points)
         mu, logvar = self.encode_posterior(rest_points, deformed_points, shape)  # (B, k) each
         z = reparameterize(mu, logvar, generator=generator) if sample else mu  # (B, k)
-        out = self.decode(z, shape, rest_points)  # (B, P, 8) or (B, P, 3)
-        if cfg.deformation == "dualquat":
+        entropy = mu.new_zeros(())
+        if self.skinned:
+            weights = self.skin_weights(shape, rest_points)  # (B, P, nb)
+            entropy = skin_entropy(weights).mean()
+            out = blend_bones(self.bones(z, shape), weights)  # (B, P, 8)
+        else:
+            out = self.decode(z, shape, rest_points)  # (B, P, 8) or (B, P, 3)
+        if cfg.rigid_motions:
             predicted = dq_apply(out, rest_points)  # (B, P, 3)
         else:
             predicted = rest_points + out
         recon = squared_error_sum(predicted, deformed_points).mean()
         rigidity = recon.new_zeros(())
-        if cfg.deformation == "dualquat" and cfg.rigidity_neighbors > 0:
+        if cfg.rigid_motions and cfg.rigidity_neighbors > 0:
             if neighbors is None:
                 neighbors = knn_indices(rest_points, cfg.rigidity_neighbors)  # (B, P, K)
             rigidity = rigidity_error(out, rest_points, deformed_points, neighbors).mean()
@@ -127,7 +159,10 @@ class NeuROKModel(nn.Module):
         if sample and cfg.prior_rigidity_weight > 0:  # (dual quaternions: ModelConfig)
             # the field's own rigidity at a prior sample: its points' motions are the targets
             z_prior = shape.mu_cond + standard_normal(mu, mu.shape, generator)  # (B, k)
-            field = self.decode(z_prior, shape, rest_points)  # (B, P, 8)
+            if self.skinned:
+                field = blend_bones(self.bones(z_prior, shape), weights)  # (B, P, 8)
+            else:
+                field = self.decode(z_prior, shape, rest_points)  # (B, P, 8)
             own = dq_apply(field, rest_points)  # (B, P, 3)
             if neighbors is None:
                 neighbors = knn_indices(rest_points, cfg.rigidity_neighbors or 8)
@@ -140,6 +175,7 @@ class NeuROKModel(nn.Module):
             + cfg.rigidity_weight * rigidity
             + cfg.prior_rigidity_weight * prior_rigidity
             + cfg.kl_weight * kl
+            + cfg.skin_entropy_weight * entropy
         )
         rmse = torch.sqrt(recon.detach() / rest_points.shape[-2])
         return {
@@ -148,6 +184,7 @@ class NeuROKModel(nn.Module):
             "rigidity": rigidity,
             "prior_rigidity": prior_rigidity,
             "kl": kl,
+            "skin_entropy": entropy,
             "rmse": rmse,
         }
 

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..dualquat import _EPS, dq_apply, dq_identity, dq_mul
+from .bones import SkinnedDecoder, about_centers
 from .layers import Attention, CrossAttentionBlock, FeedForward, LayerNorm, SelfAttentionBlock
 from .networks import DeformationDecoder
 
@@ -348,6 +349,34 @@ def decoder_field(
     return linear(layer_norm(x, decoder.norm_out), decoder.head)
 
 
+def bone_field(decoder: SkinnedDecoder, tokens: Jet, embedded: Tensor, queries: Tensor) -> Jet:
+    """:meth:`SkinnedDecoder.bone_raw` on jets from :func:`field_queries`' constants at the bone
+    centres: tokens (T, C) jet -> raw bone output (nb, 8) jet."""
+    x = cross_block(decoder.cross, embedded, tokens, queries=queries)  # (nb, C)
+    for block in decoder.bone_layers:
+        x = self_block(block, x)
+    return linear(layer_norm(x, decoder.norm_out), decoder.head)
+
+
+def bone_world_maps(centers: Tensor, rest_inverse: Tensor) -> Tensor:
+    """The constant linear maps A (nb, 8, 8), row convention ``n @ A_b``, that take a bone's
+    motion about its centre n to its corrected world motion ``T(c) n T(-c) B_b(z_rest)^-1``
+    (dual-quaternion products by constants are linear). centers: (nb, 3); rest_inverse: (nb, 8)."""
+    eye = torch.eye(8, dtype=centers.dtype, device=centers.device)  # rows e_j
+    images = dq_mul(about_centers(eye[:, None], centers[None]), rest_inverse[None])  # (8, nb, 8)
+    return images.transpose(0, 1).contiguous()  # (nb, 8 in, 8 out)
+
+
+def blend_bone_jets(bones: Jet, weights: Tensor, pivot: Tensor) -> Jet:
+    """:func:`bones.blend_bones` on jets: DLB of bone DQs (nb, 8) with constant weights (S, nb),
+    each bone brought to the hemisphere of the point's pivot bone (its heaviest; the signs are
+    piecewise constant, so they come from the value), then normalised -> (S, 8)."""
+    real = bones.value[:, :4]  # (nb, 4)
+    dots = real[pivot] @ real.T  # (S, nb)
+    signed = torch.where(dots < 0, -weights, weights)
+    return dq_normalize(structural(bones, lambda t: signed @ t))
+
+
 # --------------------------------------------------------------------------------------------
 # Dual quaternions (neurok_core.dualquat) on jets
 # --------------------------------------------------------------------------------------------
@@ -452,11 +481,21 @@ class DecoderKinematics:
         norm = space.normalization
         center = points.new_tensor(norm.center.tolist())
         with torch.no_grad():
-            self.embedded, self.queries = field_queries(decoder, points)  # (S, C), (h, S, d)
-            if space.dualquat:
+            if space.skinned:  # the network runs at the bones; the points only blend them
+                centers = space.shape.centers[0]  # (nb, 3)
+                self.embedded, self.queries = field_queries(decoder, centers)  # (nb, C), ...
+                self.bone_maps = bone_world_maps(centers, space.bone_rest_inverse)
+                self.weights, self.pivot = rest_inverse, rest_inverse.argmax(-1)  # (S, nb), (S,)
+                identity = torch.zeros_like(points[:, :1]).expand(-1, 8).clone()
+                identity[:, 0] = 1.0
+                self.form = motion_quadratic_form(points, identity) / norm.scale
+                self.offset = points / norm.scale + center  # (S, 3) world
+            elif space.dualquat:
+                self.embedded, self.queries = field_queries(decoder, points)  # (S, C), (h, S, d)
                 self.form = motion_quadratic_form(points, rest_inverse) / norm.scale
                 self.offset = points / norm.scale + center  # (S, 3) world
             else:
+                self.embedded, self.queries = field_queries(decoder, points)
                 self.form = None
                 self.offset = (points + rest_inverse) / norm.scale + center
 
@@ -500,6 +539,10 @@ class DecoderKinematics:
         iu, ju = torch.triu_indices(kq, kq, offset=1, device=q.device)
         return torch.cat((eye, eye[iu] + eye[ju]))
 
+    def _to_world(self, t: Tensor) -> Tensor:
+        """Bone DQs about their centres (..., nb, 8) -> corrected world motions (row maps)."""
+        return (t[..., None, :] @ self.bone_maps)[..., 0, :]
+
     def hessian_tokens(self, q: Tensor) -> Tensor:
         """The first part of :meth:`hessian`'s pass alone: the latent tokens' jets (T, C),
         which do not depend on the tracked points (what that part costs)."""
@@ -515,6 +558,11 @@ class DecoderKinematics:
         space, decoder = self.space, self.space.model.decoder
         with torch.no_grad():
             tokens = self._tokens(q, v)
+            if space.skinned:
+                raw = bone_field(decoder, tokens, self.embedded, self.queries)  # (nb, 8)
+                bones = structural(dq_from_raw(raw), self._to_world)  # (nb, 8) world
+                moved = quadratic(blend_bone_jets(bones, self.weights, self.pivot), self.form)
+                return moved.value + self.offset, moved.tangents.permute(1, 2, 0), moved.second
             raw = decoder_field(decoder, tokens, self.embedded, self.queries)  # (S, 8 | 3)
             if self.form is not None:
                 moved = quadratic(dq_from_raw(raw), self.form)  # (S, 3), world units

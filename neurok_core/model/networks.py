@@ -28,10 +28,13 @@ class ShapeCode(NamedTuple):
 
     tokens: (B, T, C) shape tokens that condition E_VAE and D.
     mu_cond: (B, k) mean of the prior p(z | M0) = N(mu_cond, I).
+    centers: (B, nb, 3) the bone centres of a skinned decoder (farthest-point samples of the
+        rest points), None otherwise.
     """
 
     tokens: Tensor
     mu_cond: Tensor
+    centers: Tensor | None = None
 
 
 def _blocks(config: ModelConfig, count: int) -> nn.ModuleList:

@@ -2,10 +2,11 @@
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
         [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
-        [--repeat R]
+        [--repeat R] [--random --preset NAME]
 
-Without ``--checkpoint`` it uses the bundled default model when present, else a "default"-preset
-network with random weights (its decoder head perturbed so that it moves; the cost is the same).
+Without ``--checkpoint`` it uses the bundled default model when present, else (or with
+``--random``) a network of ``--preset`` (default "default") with random weights (its decoder head
+perturbed so that it moves; the cost is the same as a trained one's).
 Each mesh is a flat sheet with ~N vertices; the conditions are gravity, a pin set on one end
 and a force pulse at the other (``--force`` N for half a second, default 20; ``--damping``
 1/s, default 0). Prints seconds per stage and the peak resident memory of the
@@ -129,7 +130,9 @@ def run_one(args) -> dict:
 
     t0 = time.perf_counter()
     ckpt = args.checkpoint or (
-        default_checkpoint() if (default_checkpoint() / "config.json").is_file() else None
+        default_checkpoint()
+        if not args.random and (default_checkpoint() / "config.json").is_file()
+        else None
     )
     if ckpt is not None:
         engine = NeuROK.load(ckpt, device=args.device)
@@ -139,12 +142,12 @@ def run_one(args) -> dict:
         from neurok_core.model import build_model
 
         torch.manual_seed(0)
-        model = build_model("default")
+        model = build_model(args.preset)
         with torch.no_grad():
             model.decoder.head.weight.normal_(0.0, 0.05)
         model = model.to(select_device(args.device))
-        engine = NeuROK(model, {}, select_device(args.device), checkpoint="random-default")
-        source = "random default-preset weights"
+        engine = NeuROK(model, {}, select_device(args.device), checkpoint=f"random-{args.preset}")
+        source = f"random {args.preset}-preset weights"
     t_load = time.perf_counter()
     vertices, faces = mesh_with(args.size)
     space = engine.space(vertices, faces, cache_dir=False)
@@ -208,6 +211,16 @@ def run_one(args) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default=None)
+    parser.add_argument(
+        "--preset",
+        default="default",
+        help="with --random: the preset of the random-weight network (e.g. skinned)",
+    )
+    parser.add_argument(
+        "--random",
+        action="store_true",
+        help="a network with random weights of --preset instead of the bundled model",
+    )
     parser.add_argument("--vertices", type=int, nargs="+", default=[20000, 100000])
     parser.add_argument("--frames", type=int, default=120)
     parser.add_argument(
@@ -270,6 +283,8 @@ def main(argv=None) -> int:
         ]
         if args.checkpoint:
             cmd += ["--checkpoint", args.checkpoint]
+        if args.random:
+            cmd += ["--random", "--preset", args.preset]
         if exact:
             cmd.append("--exact")
         for item in args.setting:

@@ -1,0 +1,190 @@
+"""The part-aware (skinned) decoder: bone placement, rest-shape skinning weights, the bone blend,
+its kinematic space, checkpoints and a two-part fit whose hinge turns rigidly."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+from test_model import hinge_bar
+from torch.testing import assert_close
+
+from neurok_core.checkpoint import load_checkpoint, save_checkpoint
+from neurok_core.dualquat import dq_apply, dq_from_rt
+from neurok_core.metrics import best_rotations, rigid_fit_residual
+from neurok_core.model import ModelConfig, NeuROKModel
+from neurok_core.model.bones import about_centers, blend_bones, farthest_point_centers
+from neurok_core.space import SpaceSettings, build_space
+
+D = torch.float64
+
+
+def skinned_model(seed: int = 0, *, dtype=torch.float32, randomize: bool = False, **overrides):
+    torch.manual_seed(seed)
+    model = NeuROKModel(ModelConfig.preset("tiny", deformation="skinned", **overrides)).to(dtype)
+    if randomize:  # the bone head and the weights' modulation start at zero
+        with torch.no_grad():
+            model.decoder.head.weight.normal_(0.0, 0.2)
+            model.decoder.head.bias.normal_(0.0, 0.05)
+            model.decoder.skin.to_point.weight.normal_(0.0, 0.5)
+    return model.eval()
+
+
+def test_farthest_point_centers_are_deterministic_and_greedy():
+    gen = torch.Generator().manual_seed(0)
+    pts = torch.rand(2, 200, 3, generator=gen)
+    centers = farthest_point_centers(pts, 12)
+    assert centers.shape == (2, 12, 3)
+    assert_close(centers, farthest_point_centers(pts.clone(), 12), rtol=0, atol=0)
+    for b in range(2):  # a plain greedy reference
+        p = pts[b]
+        chosen = [int(((p - p.mean(0)) ** 2).sum(-1).argmax())]
+        for _ in range(11):
+            d = torch.cdist(p, p[chosen]).min(-1).values
+            chosen.append(int(d.argmax()))
+        assert_close(centers[b], p[chosen], rtol=0, atol=0)
+    # spread: no two centres closer than a random pick's typical nearest pair
+    gaps = torch.cdist(centers[0], centers[0]) + 10 * torch.eye(12)
+    assert float(gaps.min()) > 0.2
+    with pytest.raises(ValueError, match="bones"):
+        farthest_point_centers(pts[:, :5], 6)
+
+
+def test_motion_about_a_centre_keeps_the_centre_fixed():
+    angle = torch.tensor(0.7)
+    rot = torch.stack([torch.cos(angle / 2), 0 * angle, 0 * angle, torch.sin(angle / 2)])
+    motion = dq_from_rt(rot, torch.tensor([0.0, 0.0, 0.0]))[None]  # (1, 8) about the origin
+    c = torch.tensor([[0.3, -0.2, 0.1]])
+    world = about_centers(motion, c)
+    assert_close(dq_apply(world, c), c)
+    p = torch.tensor([[0.3 + 1.0, -0.2, 0.1]])  # one unit along x from the centre
+    expected = c + torch.tensor([[math.cos(0.7), math.sin(0.7), 0.0]])
+    assert_close(dq_apply(world, p), expected)
+
+
+def test_untrained_skinned_decoder_is_the_identity_with_gaussian_weights():
+    model = skinned_model()
+    rest = torch.rand(2, 64, 3) - 0.5
+    shape = model.encode_shape(rest)
+    assert shape.centers.shape == (2, model.config.bones, 3)
+    z = 3.0 * torch.randn(2, model.config.latent_dim)
+    query = torch.rand(2, 30, 3) - 0.5
+    assert_close(model.deform(z, shape, query), query)
+    weights = model.skin_weights(shape, query)  # (2, 30, nb)
+    assert_close(weights.sum(-1), torch.ones(2, 30))
+    d2 = ((query[:, :, None] - shape.centers[:, None]) ** 2).sum(-1)
+    sigma = model.config.bone_sigma
+    assert_close(weights, torch.softmax(-d2 / (2 * sigma**2), -1))
+
+
+def test_points_of_one_bone_move_rigidly_and_the_decoder_differentiates():
+    model = skinned_model(dtype=D, randomize=True)
+    rest = torch.rand(1, 64, 3, dtype=D) - 0.5
+    shape = model.encode_shape(rest)
+    z = torch.randn(3, model.config.latent_dim, dtype=D)
+    bones = model.bones(z, shape)  # (3, nb, 8)
+    one_hot = torch.zeros(1, 40, model.config.bones, dtype=D)
+    one_hot[..., 2] = 1.0
+    query = torch.rand(1, 40, 3, dtype=D) - 0.5
+    moved = dq_apply(blend_bones(bones, one_hot), query).detach()  # (3, 40, 3)
+    for b in range(3):  # one bone: exactly rigid
+        residual = rigid_fit_residual(query[0].numpy(), moved[b : b + 1].numpy())
+        assert float(residual[0]) < 1e-10
+        assert float((moved[b] - query[0]).abs().max()) > 1e-3
+
+    # first and second directional derivatives against differences (float64)
+    def deform(latent):
+        return model.deform(latent, shape, query)
+
+    v = torch.randn_like(z)
+    with torch.no_grad():
+        _, first = torch.func.jvp(deform, (z,), (v,))
+        h = 1e-5
+        assert_close(first, (deform(z + h * v) - deform(z - h * v)) / (2 * h), rtol=1e-6, atol=1e-8)
+
+        def directional(latent):
+            return torch.func.jvp(deform, (latent,), (v,))[1]
+
+        _, second = torch.func.jvp(directional, (z,), (v,))
+        h2 = 1e-4
+        fd = (directional(z + h2 * v) - directional(z - h2 * v)) / (2 * h2)
+        assert_close(second, fd, rtol=1e-6, atol=1e-8)
+    assert_close(torch.func.jacfwd(deform)(z), torch.func.jacrev(deform)(z))
+
+
+@pytest.fixture(scope="module")
+def skinned_space():
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide().subdivide()
+    settings = SpaceSettings(
+        dynamics_points=48, skinning_points=256, subspace_samples=16, rest_steps=20
+    )
+    model = skinned_model(dtype=D, randomize=True)
+    return build_space(model, mesh.vertices, mesh.faces, settings=settings), mesh
+
+
+def test_skinned_space_rests_exactly_and_moves_by_bones(skinned_space):
+    space, mesh = skinned_space
+    rest = space.decode_vertices(space.z_rest[None])[0]
+    assert_close(rest, torch.as_tensor(mesh.vertices, dtype=D), rtol=0, atol=1e-12)
+    assert_close(
+        space.bone_motions(space.z_rest[None])[0, :, 0],
+        torch.ones(space.model.config.bones, dtype=D),
+    )
+    assert space.rest_inverse_skin.shape == (256, space.model.config.bones)  # weights
+    q = torch.full((1, space.reduced_dims), 0.5, dtype=D)
+    moved = space.decode_vertices(space.latent(q))[0]
+    assert float((moved - rest).abs().max()) > 1e-3  # the subspace moves the mesh
+    # the per-point motion is the blend of the corrected bones with the points' weights
+    pts, weights = space.dynamics_points, space.rest_inverse_dyn
+    z = space.latent(q)
+    expected = dq_apply(blend_bones(space.bone_motions(z), weights[None]), pts[None])
+    assert_close(space.deform_points(z, pts, weights), expected)
+
+
+def test_skinned_checkpoint_round_trip(tmp_path):
+    model = skinned_model(randomize=True)
+    path = save_checkpoint(model, tmp_path / "ckpt", training={"steps": 1})
+    loaded, _ = load_checkpoint(path)
+    assert loaded.config == model.config and loaded.skinned
+    rest = torch.rand(1, 64, 3) - 0.5
+    z = torch.randn(2, model.config.latent_dim)
+    with torch.no_grad():
+        a = model.deform(z, model.encode_shape(rest), rest)
+        b = loaded.deform(z, loaded.encode_shape(rest), rest)
+    assert_close(a, b, rtol=0, atol=0)
+
+
+def _turn_degrees(rotation: np.ndarray) -> float:
+    return math.degrees(math.acos(np.clip((np.trace(rotation) - 1) / 2, -1, 1)))
+
+
+def test_two_part_fit_gives_sharp_weights_and_a_rigid_hinge():
+    """A bar whose half x > 0 swings about a hinge: after a short fit the skinning weights are
+    nearly one-hot and the swung half turns most of the way (160 steps: about 80%), rigidly."""
+    torch.set_num_threads(1)
+    model = skinned_model(seed=0, skin_entropy_weight=0.01).train()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(14)
+    for step in range(160):
+        rest, deformed = hinge_bar(16, model.config.num_points, 100 + step)
+        opt.zero_grad()
+        model.loss(rest, deformed, generator=gen)["loss"].backward()
+        opt.step()
+    model.eval()
+    rest, deformed = hinge_bar(6, model.config.num_points, 7)
+    with torch.no_grad():
+        shape = model.encode_shape(rest)
+        mu, _ = model.encode_posterior(rest, deformed, shape)
+        pred = model.deform(mu, shape, rest).numpy()
+        sharpness = float(model.skin_weights(shape, rest).max(-1).values.mean())
+    assert sharpness > 0.95, sharpness
+    for b in range(6):
+        x, p, d = rest[b].numpy(), pred[b], deformed[b].numpy()
+        swung = x[:, 0] > 0.1  # away from the hinge's own blend
+        truth = _turn_degrees(best_rotations(x[swung], d[swung][None])[0])
+        turn = _turn_degrees(best_rotations(x[swung], p[swung][None])[0])
+        assert 0.7 * truth < turn < 1.15 * truth, (turn, truth)
+        motion = float(np.sqrt(((d[swung] - x[swung]) ** 2).sum(-1).mean()))
+        residual = float(rigid_fit_residual(x[swung], p[swung][None])[0])
+        assert residual < 0.05 * motion + 0.005, (residual, motion)

@@ -107,6 +107,12 @@ def build_system(
         dtype=space.dtype,
         device=space.device,
         kinematics=kinematics,
+        point_groups=torch.cat(
+            [
+                torch.as_tensor(space.dynamics_islands, dtype=torch.int64),
+                torch.full((len(anchors),), -1, dtype=torch.int64),
+            ]
+        ),
     )
     return system, rows
 

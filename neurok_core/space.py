@@ -146,12 +146,14 @@ class KinematicSpace:
         keep = farthest_point_subsample(pool_points, s.dynamics_points, rng)
         self.dynamics_points = self._tensor(pool_points[keep])  # (S, 3) normalised
         skin = sample_surface(self.vertices, self.faces, s.skinning_points, rng)
+        islands = vertex_islands(self.vertices, self.faces)  # (N,) loose part of each vertex
+        faces = np.asarray(self.faces)
+        self.dynamics_islands = islands[faces[pool.face_ids[keep], 0]]  # (S,)
         skin_points = locate(rest_n, self.faces, skin)  # (Ks, 3)
         # Vertices blend the K nearest skinning points of their own island, inside it (away
         # from the other islands) where it has enough of them.
         k = min(s.blend_neighbors, len(skin_points))
-        islands = vertex_islands(self.vertices, self.faces)  # (N,)
-        skin_islands = islands[np.asarray(self.faces)[skin.face_ids, 0]]  # (Ks,)
+        skin_islands = islands[faces[skin.face_ids, 0]]  # (Ks,)
         clearance = s.skin_clearance if self.dualquat else 0.0
         dist, idx = blend_neighbors(skin_points, skin_islands, rest_n, islands, k, clearance)
         spacing = float(np.median(nearest_neighbors(skin_points, skin_points, 2)[0][:, 1]))

@@ -1,5 +1,5 @@
 """The NumPy right-hand side (neurok_core.dynamics.fastrhs) against the PyTorch one
-(lagrangian.equations_of_motion), every load switched on."""
+(lagrangian.equations_of_motion), every load switched on (the shape-keeping springs too)."""
 
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ from neurok_core.dynamics.drag import DragHandle
 from neurok_core.dynamics.fastrhs import NumpyDynamics
 from neurok_core.dynamics.lagrangian import equations_of_motion, state_energies
 from neurok_core.dynamics.loads import Loads, PinSet, TimedForces
+from neurok_core.dynamics.shapekeep import build_edge_springs, neighbour_pairs
 from neurok_core.dynamics.system import PointKinematics
 
 F64 = dict(dtype=torch.float64)
@@ -46,6 +47,11 @@ def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> L
             free_basis=torch.linalg.qr(torch.randn(kq, kq - 1, generator=gen, **F64))[0],
         )
     masses = torch.rand(s, generator=gen, **F64) + 0.1
+    pairs = torch.as_tensor(neighbour_pairs(rest.numpy(), (torch.arange(s) % 2).numpy(), 3))
+    jac0 = torch.randn(s, 3, kq, generator=gen, **F64)
+    springs = build_edge_springs(
+        pairs, rest, masses, jac0, torch.einsum("s,sik,sil->kl", masses, jac0, jac0), 2.0
+    )
     return Loads(
         masses=masses,
         rest_points=rest,
@@ -60,6 +66,7 @@ def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> L
         barrier=PriorBarrier(latent_rest, basis, mean, radius, strength=5.0, damping_ratio=0.5),
         ridge=1e-3,
         energy_scale=1.0,
+        springs=springs,
     )
 
 

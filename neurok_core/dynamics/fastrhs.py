@@ -20,6 +20,7 @@ from scipy.linalg.lapack import dpotrf, dpotrs
 from .barrier import stop_damping
 from .drag import DragHandle, DragPath, hand_acceleration
 from .loads import Loads
+from .shapekeep import numpy_energy_and_forces
 
 
 def as_float64(t: torch.Tensor) -> np.ndarray:
@@ -62,6 +63,7 @@ class NumpyDynamics:
                 b.strength,
                 b.damping_ratio,
             )
+        self.springs = None if loads.springs is None else loads.springs.as_numpy()
         self._applied: dict[int, np.ndarray] = {}
         self._ridge = None  # ridge * I, made at the first call (kq)
 
@@ -128,6 +130,8 @@ class NumpyDynamics:
             rows, rest, k, _ = self.pins
             dp = x[rows] - rest
             v += 0.5 * k * float((dp * dp).sum())
+        if self.springs is not None:
+            v += numpy_energy_and_forces(self.springs, x)[0]
         if barrier_energy is None and self.barrier is not None:
             barrier_energy = self.barrier_terms(q)[0]
         return v + (barrier_energy or 0.0)
@@ -182,6 +186,8 @@ class NumpyDynamics:
         point = m * (self.gravity - bias) + applied
         if self.ws2:
             point = point - (self.ws2 * m) * dx
+        if self.springs is not None:
+            point = point + numpy_energy_and_forces(self.springs, x)[1]
         gq = metric @ qdot
         q_track = jf.T @ point.reshape(-1) - self.damping * gq
         power = self._passive_power(applied, vel, qdot, gq)

@@ -438,8 +438,9 @@ class Integrator:
         if loads.pins is not None:
             damped.append(loads.pins.omega)
         damped += [h.omega for h in self.drags if h.active(frame)]
+        springs = 0.0 if loads.springs is None else loads.springs.omega
         return max(
-            self.dt * loads.stiffness_omega / st.oscillation_step,
+            self.dt * max(loads.stiffness_omega, springs) / st.oscillation_step,
             self.dt * max(damped) / st.damped_step,
         )
 

@@ -79,6 +79,8 @@ def potential_energy(
     if loads.pins is not None and loads.pins.stiffness > 0:
         dp = kin.x[loads.pins.rows] - loads.pins.rest  # (P, 3)
         v += 0.5 * loads.pins.stiffness * float((dp * dp).sum())
+    if loads.springs is not None:
+        v += loads.springs.energy_and_forces(kin.x)[0]
     if barrier_energy is not None:
         v += barrier_energy
     elif loads.barrier is not None:
@@ -146,6 +148,8 @@ def equations_of_motion(
 
     applied = loads.applied_forces(frame)  # (S, 3)
     conservative = m.unsqueeze(1) * (loads.gravity - loads.stiffness_omega**2 * dx)  # (S, 3)
+    if loads.springs is not None:
+        conservative = conservative + loads.springs.energy_and_forces(kin.x)[1]
     q_track = (jac.T @ (conservative + applied).reshape(-1)).to(**_CPU)  # (kq,)
     q_track = q_track - coriolis(kin, m) - loads.damping * (metric @ qdot)
     power = _passive_power(loads, applied, vel, qdot, metric)

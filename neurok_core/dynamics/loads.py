@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -19,6 +20,7 @@ from .conditions import Anchor, SimulationConditions
 from .drag import DragHandle
 from .linalg import null_directions
 from .settings import DynamicsSettings
+from .shapekeep import EdgeSprings, build_edge_springs, neighbour_pairs
 from .system import MechanicalSystem, PointKinematics, object_size
 
 
@@ -58,7 +60,8 @@ class Loads:
     gravity: (3,) m/s^2; stiffness_omega: 2 pi * stiffness (rad/s); damping: 1/s;
     forces / winds: TimedForces (wind rows are unused: spread over the masses);
     pins: PinSet or None; barrier: PriorBarrier or None; ridge: added to the metric (kg m^2);
-    energy_scale: J, the size of the energies this problem can reach (tolerances, barrier).
+    energy_scale: J, the size of the energies this problem can reach (tolerances, barrier);
+    springs: the shape-keeping springs (``shapekeep.EdgeSprings``) or None.
     """
 
     masses: Tensor
@@ -74,6 +77,7 @@ class Loads:
     barrier: PriorBarrier | None
     ridge: float
     energy_scale: float
+    springs: EdgeSprings | None = None
 
     def applied_forces(self, frame: int) -> Tensor:
         """(S, 3) non-conservative applied point forces (forces + wind) on step ``frame``
@@ -182,9 +186,38 @@ def build_loads(
         barrier=barrier,
         ridge=ridge,
         energy_scale=scale,
+        springs=_springs(system, rest, masses, jac0, g0 + ridge * torch.eye(kq), settings),
     )
     pins = _pin_set(system, cond, anchor_rows, rest, loads, g0 + ridge * torch.eye(kq), settings)
     return Loads(**{**loads.__dict__, "pins": pins})
+
+
+def _springs(
+    system: MechanicalSystem,
+    rest: PointKinematics,
+    masses: Tensor,
+    jac0: Tensor,
+    metric: Tensor,
+    settings: DynamicsSettings,
+) -> EdgeSprings | None:
+    """The shape-keeping springs between each mass row and its nearest mass rows of one group."""
+    if settings.shape_keeping_hz <= 0:
+        return None
+    heavy = (system.point_weights > 0).cpu().numpy()
+    groups = np.zeros(system.num_points, dtype=np.int64)
+    if system.point_groups is not None:
+        groups = system.point_groups.cpu().numpy().astype(np.int64)
+    rows = np.flatnonzero(heavy & (groups >= 0))
+    x = rest.x.detach().cpu().double().numpy()
+    pairs = rows[neighbour_pairs(x[rows], groups[rows], settings.shape_keeping_neighbors)]
+    return build_edge_springs(
+        torch.as_tensor(pairs.reshape(-1, 2)),
+        rest.x.detach(),
+        masses,
+        jac0.reshape(system.num_points, 3, -1),
+        metric,
+        settings.shape_keeping_hz,
+    )
 
 
 def _pin_set(

@@ -54,6 +54,10 @@ class DynamicsSettings:
         the work and shows as drift in undamped runs.
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
         differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
+    shape_keeping_hz: frequency of the shape-keeping springs between neighbouring mass points of
+        one loose part (``shapekeep``): stretching and crumpling the surface cost energy, isometric
+        motions do not (0: off).
+    shape_keeping_neighbors: springs per point (its nearest neighbours).
     energy_floor: the energy-balance error of a step is measured relative to the largest energy
         seen so far, but never less than this fraction of the problem's energy scale (a start
         from rest has no energy to compare with).
@@ -87,6 +91,8 @@ class DynamicsSettings:
     local_max_frames: int = 8
     local_reuse: float = 0.5
     local_energy_match: bool = True
+    shape_keeping_hz: float = 0.0
+    shape_keeping_neighbors: int = 6
 
 
 DEFAULT_SETTINGS = DynamicsSettings()

@@ -56,6 +56,8 @@ class MechanicalSystem:
     kinematics: optional faster replacement of the automatic derivatives,
         (q, qdot) -> (x (S, 3), J (S, 3, kq), D^2x[qdot, qdot] (S, 3)); it must agree with
         ``point_kinematics`` on ``decode_points`` (e.g. hand-derived for an analytic decoder).
+    point_groups: optional (S,) int64 loose part of each row (-1: none); the shape-keeping
+        springs (``shapekeep``) join only rows with mass of one group. None: one group.
     """
 
     decode_points: Callable[[Tensor], Tensor]
@@ -65,6 +67,7 @@ class MechanicalSystem:
     dtype: torch.dtype = torch.float32
     device: torch.device | str = "cpu"
     kinematics: Callable[[Tensor, Tensor], tuple[Tensor, Tensor, Tensor]] | None = None
+    point_groups: Tensor | None = None
 
     def __post_init__(self):
         w = self.point_weights
@@ -253,4 +256,5 @@ def restrict(system: MechanicalSystem, basis: Tensor) -> MechanicalSystem:
         dtype=system.dtype,
         device=system.device,
         kinematics=kinematics,
+        point_groups=system.point_groups,
     )

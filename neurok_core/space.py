@@ -51,6 +51,7 @@ from .optim import Adam
 from .skinning import DQSkinning, blend_neighbors
 
 CACHE_VERSION = 2
+BONES_PER_VERTEX = 8  # a skinned space's vertices blend their 8 heaviest bones
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,8 @@ class SpaceSettings:
     rest_steps: optimisation steps refining the rest latent (0: the posterior mean of no motion).
     subspace: "gradient" (the paper's scalar surrogate) or "jacobian" (E[J^T J], the vector
         variant); seed: everything random in the space derives from it.
+    bones_by_part: with a skinned decoder, a point blends only the bones placed on its own
+        loose part of the mesh (where that part has any), so separate parts never share a bone.
     """
 
     encoder_points: int | None = None
@@ -83,6 +86,7 @@ class SpaceSettings:
     rest_steps: int = 60
     subspace: str = "gradient"
     seed: int = 0
+    bones_by_part: bool = True
 
     def __post_init__(self):
         if self.subspace not in ("gradient", "jacobian"):
@@ -139,6 +143,10 @@ class KinematicSpace:
         enc_count = s.encoder_points or self.model.config.num_points
         enc_samples = sample_surface(self.vertices, self.faces, enc_count, rng)
         encoder_points = self._tensor(locate(rest_n, self.faces, enc_samples))  # (P, 3)
+        islands = vertex_islands(self.vertices, self.faces)  # (N,) loose part of each vertex
+        faces = np.asarray(self.faces)
+        self.vertex_islands = islands
+        enc_islands = islands[faces[enc_samples.face_ids, 0]]  # (P,)
 
         # Dynamics points: well spread area-uniform samples (equal masses).
         pool = sample_surface(self.vertices, self.faces, 8 * s.dynamics_points, rng)
@@ -146,8 +154,6 @@ class KinematicSpace:
         keep = farthest_point_subsample(pool_points, s.dynamics_points, rng)
         self.dynamics_points = self._tensor(pool_points[keep])  # (S, 3) normalised
         skin = sample_surface(self.vertices, self.faces, s.skinning_points, rng)
-        islands = vertex_islands(self.vertices, self.faces)  # (N,) loose part of each vertex
-        faces = np.asarray(self.faces)
         self.dynamics_islands = islands[faces[pool.face_ids[keep], 0]]  # (S,)
         skin_points = locate(rest_n, self.faces, skin)  # (Ks, 3)
         # Vertices blend the K nearest skinning points of their own island, inside it (away
@@ -171,6 +177,10 @@ class KinematicSpace:
             on_status("encode", "encoding the shape")
             self.shape = self.model.encode_shape(encoder_points[None])  # tokens (1, T, C)
         self.mu_cond = self.shape.mu_cond[0]  # (k,)
+        self.bone_islands = None
+        if self.skinned:  # each bone centre is one of the encoder points
+            nearest = torch.cdist(self.shape.centers[0], encoder_points).argmin(dim=1)
+            self.bone_islands = enc_islands[nearest.cpu().numpy()]  # (nb,)
 
         self.rest_residual = float("nan")
         if state is not None:
@@ -188,8 +198,23 @@ class KinematicSpace:
         with torch.no_grad():
             if self.skinned:  # each bone's rest correction B_b(z_rest)^-1
                 self.bone_rest_inverse = dq_conj(self.model.bones(self.z_rest[None], self.shape)[0])
-            self.rest_inverse_skin = self._rest_inverse(self.skinning_points)
-            self.rest_inverse_dyn = self._rest_inverse(self.dynamics_points)
+            self.rest_inverse_skin = self._rest_inverse(self.skinning_points, skin_islands)
+            self.rest_inverse_dyn = self._rest_inverse(self.dynamics_points, self.dynamics_islands)
+            if self.skinned:
+                self._bind_vertices_to_bones()
+
+    def _bind_vertices_to_bones(self) -> None:
+        """A skinned space's vertex weights over the bones: each vertex's blend of its skinning
+        points' weights (so a vertex still draws only on its own loose part), its
+        ``BONES_PER_VERTEX`` heaviest bones kept and renormalised. Every frame then skins the
+        vertices from the B bone motions directly (one sparse product), and these weights are
+        the vertex groups of a rig."""
+        mixed = (self.blend_weights[..., None] * self.rest_inverse_skin[self.blend_index]).sum(1)
+        k = min(BONES_PER_VERTEX, mixed.shape[1])
+        weights, index = mixed.topk(k, dim=1)  # (N, k) each
+        weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1e-30)
+        self.vertex_bones, self.vertex_bone_weights = index, weights
+        self.bone_skinning = DQSkinning(index, weights, self.rest_normalized, mixed.shape[1])
 
     def _rest_latent(self, points: Tensor, on_progress) -> Tensor:
         """z_rest = argmin_z sum_p |F(z)(p) - p|^2, from the posterior mean of no motion."""
@@ -278,12 +303,26 @@ class KinematicSpace:
         view.W, view.spectrum = W.to(self.dtype), spectrum.to(self.dtype)
         return view
 
-    def _rest_inverse(self, points: Tensor) -> Tensor:
+    def _rest_inverse(self, points: Tensor, islands: np.ndarray | None = None) -> Tensor:
         """What each point needs to decode its corrected motion (its "binding"): the inverse of
         its rest decoding, (Q, 8) DQs or (Q, 3) displacements; with a skinned decoder its
-        skinning weights (Q, nb) (the rest correction is then per bone)."""
+        skinning weights (Q, nb) (the rest correction is then per bone), over the bones of its
+        own loose part (``islands`` (Q,); None: that of its nearest vertex) with
+        ``bones_by_part``."""
         if self.skinned:
-            return self.model.skin_weights(self.shape, points[None])[0]
+            decoder = self.model.decoder
+            logits = decoder.skin.logits(points[None], self.shape.centers, self.shape.tokens)[0]
+            if self.settings.bones_by_part:
+                if islands is None:
+                    rest = self.rest_normalized.cpu().numpy()
+                    _, nearest = nearest_neighbors(rest, points.cpu().numpy(), 1)
+                    islands = self.vertex_islands[nearest[:, 0]]
+                own = torch.as_tensor(
+                    np.asarray(islands)[:, None] == self.bone_islands[None], device=self.device
+                )  # (Q, nb)
+                own |= ~own.any(dim=1, keepdim=True)  # a part without a bone: all of them
+                logits = logits.masked_fill(~own, float("-inf"))
+            return torch.softmax(logits, dim=-1)
         out = self.model.decode(self.z_rest[None], self.shape, points[None])[0]
         return dq_conj(out) if self.dualquat else -out
 
@@ -358,6 +397,13 @@ class KinematicSpace:
         return self._decode(z, (points, rest_inverse))
 
     def _decode(self, z: Tensor, track: tuple[Tensor, Tensor] | None):
+        if self.skinned:  # from the bones directly
+            bones = self.bone_motions(z)  # (B, nb, 8)
+            verts = self.normalization.invert(self.bone_skinning(bones))
+            if track is None:
+                return verts, None
+            moved = dq_apply(blend_bones(bones, track[1][None]), track[0][None])
+            return verts, self.normalization.invert(moved)
         points, inverse = self.skinning_points, self.rest_inverse_skin
         if track is not None:
             points, inverse = torch.cat([points, track[0]]), torch.cat([inverse, track[1]])

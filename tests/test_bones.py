@@ -1,12 +1,14 @@
 """The part-aware (skinned) decoder: bone placement, rest-shape skinning weights, the bone blend,
 its kinematic space, checkpoints and a two-part fit whose hinge turns rigidly."""
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 import trimesh
+from scipy.spatial import cKDTree
 from test_model import hinge_bar
 from torch.testing import assert_close
 
@@ -188,3 +190,44 @@ def test_two_part_fit_gives_sharp_weights_and_a_rigid_hinge():
         motion = float(np.sqrt(((d[swung] - x[swung]) ** 2).sum(-1).mean()))
         residual = float(rigid_fit_residual(x[swung], p[swung][None])[0])
         assert residual < 0.05 * motion + 0.005, (residual, motion)
+
+
+def test_separate_parts_never_share_a_bone():
+    """Two boxes 2 cm apart: every point and vertex blends bones of its own box only (with
+    ``bones_by_part``), and the vertices follow their bones' blend exactly."""
+    a = trimesh.creation.box((0.3, 0.2, 0.05)).subdivide()
+    b = a.copy()
+    b.apply_translation((0.32, 0.0, 0.0))
+    mesh = trimesh.util.concatenate([a, b])
+    settings = SpaceSettings(dynamics_points=48, skinning_points=256, subspace_samples=8)
+    space = build_space(
+        skinned_model(dtype=D, randomize=True), mesh.vertices, mesh.faces, settings=settings
+    )
+    assert set(space.bone_islands.tolist()) == {0, 1}
+    for weights, islands in (
+        (space.rest_inverse_dyn, space.dynamics_islands),
+        (space.rest_inverse_skin, None),
+    ):
+        if islands is None:  # the skinning points' islands: their nearest vertex's
+            _, near = cKDTree(space.rest_normalized.numpy()).query(space.skinning_points.numpy())
+            islands = space.vertex_islands[near]
+        other = islands[:, None] != space.bone_islands[None]
+        assert float(weights.numpy()[other].max()) == 0.0
+    vertex_bone_islands = space.bone_islands[space.vertex_bones.numpy()]  # (N, k)
+    heavy = space.vertex_bone_weights.numpy() > 0
+    assert (vertex_bone_islands == space.vertex_islands[:, None])[heavy].all()
+    z = space.latent(torch.full((1, space.reduced_dims), 0.4, dtype=D))
+    bones = space.bone_motions(z)[0]  # (nb, 8)
+    dense = torch.zeros(len(mesh.vertices), space.model.config.bones, dtype=D)
+    dense.scatter_(1, space.vertex_bones, space.vertex_bone_weights)
+    rest = space.rest_normalized
+    expected = space.normalization.invert(dq_apply(blend_bones(bones[None], dense[None]), rest))
+    assert_close(space.decode_vertices(z), expected)
+    without = build_space(
+        space.model,
+        mesh.vertices,
+        mesh.faces,
+        settings=dataclasses.replace(settings, bones_by_part=False),
+    )
+    leak = without.dynamics_islands[:, None] != without.bone_islands[None]
+    assert float(without.rest_inverse_dyn.numpy()[leak].max()) > 1e-6  # the rule holds them apart

@@ -138,9 +138,9 @@ def _time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_simulation(space, conditions: SimulationConditions, timeout: float):
+def run_simulation(space, conditions: SimulationConditions, timeout: float, settings=None):
     """(SimulationResult of the frames made, or None; JSON info: seconds, frames, timed_out,
-    decoder evaluations or the error)."""
+    decoder evaluations or the error). settings: the DynamicsSettings (None: the defaults)."""
     started = time.perf_counter()
     frames: list[np.ndarray] = []
     energy: list[float] = []
@@ -153,7 +153,8 @@ def run_simulation(space, conditions: SimulationConditions, timeout: float):
     info: dict[str, Any] = {}
     try:
         with _time_limit(timeout + 1.0):  # the per-frame check comes first when it can
-            done = simulate(space, conditions, on_frame=on_frame)
+            extra = {} if settings is None else {"settings": settings}
+            done = simulate(space, conditions, on_frame=on_frame, **extra)
         info["decoder_evaluations"] = done.info["decoder_evaluations"]
         info["timed_out"] = bool(done.info["cancelled"])
     except _OutOfTime:

@@ -1,0 +1,324 @@
+"""The meshes of the plausibility scenes (design section 10): objects an artist would try first.
+
+Every scene mesh is built here from numpy grids (and trimesh's icosphere), not taken from the
+training data generator. Units are metres, Z is up, sizes are those of the real objects. Solid
+parts are closed, outward-oriented triangle meshes (positive signed volume); a cloth is one open
+sheet. Each mesh carries
+
+- ``parts`` (N,) int32: the rigid part of each vertex (articulated objects), -1 where a part
+  label means nothing (cloth, elastic, rope);
+- ``pins`` (P,) int64: the vertex indices the scene holds at rest;
+- ``landmarks``: named vertices the conditions grab (a lid's top edge, a handle, a corner);
+- ``hinge`` (articulated objects with a revolute joint): the hinge line and, for lids, the unit
+  directions from the hinge along the lid and along the base, whose angle is the opening.
+
+Shapes: vertices (N, 3) float64 metres, faces (F, 3) int64.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import trimesh
+
+EDGE = 0.03  # default target edge length of the solid parts, metres
+
+
+@dataclass(frozen=True)
+class Hinge:
+    """A revolute joint: the line ``point + s axis`` (metres; unit axis). For lids, ``lid`` and
+    ``base`` are the unit directions (perpendicular to the axis) from the hinge along the moving
+    part and along the fixed one at rest; the opening is the angle between them."""
+
+    point: tuple[float, float, float]
+    axis: tuple[float, float, float]
+    moving_part: int
+    fixed_part: int
+    lid: tuple[float, float, float] | None = None
+    base: tuple[float, float, float] | None = None
+
+
+@dataclass(frozen=True)
+class SceneMesh:
+    """A scene's object: vertices (N, 3) float64 m, faces (F, 3) int64, parts (N,) int32
+    (-1: unlabelled), pins (P,) int64 vertex indices, ``closed`` (every island watertight),
+    ``category`` (articulated, cloth, elastic, continuum), named ``landmarks`` (vertex indices)
+    and the ``hinge`` of a revolute part (or None)."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    parts: np.ndarray
+    pins: np.ndarray
+    closed: bool
+    category: str
+    landmarks: dict[str, int] = field(default_factory=dict)
+    hinge: Hinge | None = None
+
+    @property
+    def size(self) -> float:
+        """L, the longest side of the rest bounding box (metres)."""
+        return float((self.vertices.max(0) - self.vertices.min(0)).max())
+
+
+# --------------------------------------------------------------------------------------------
+# Primitives
+
+
+def _grid_faces(rows: int, cols: int, offset: int = 0, flip: bool = False) -> np.ndarray:
+    """Two triangles per cell of a (rows+1) x (cols+1) vertex grid stored row-major; the
+    triangles turn counter-clockwise in (row, col) (flip: clockwise). Returns (2 rows cols, 3)."""
+    idx = offset + np.arange((rows + 1) * (cols + 1)).reshape(rows + 1, cols + 1)
+    a, b = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel()
+    c, d = idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()
+    tri = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])  # (2 R C, 3)
+    return tri[:, ::-1].copy() if flip else tri
+
+
+def _weld(vertices: np.ndarray, faces: np.ndarray, tol: float = 1e-9) -> tuple:
+    """Merge vertices closer than ``tol`` (shared grid borders) -> (vertices, faces)."""
+    key = np.round(vertices / tol).astype(np.int64)  # (N, 3)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # keep the first occurrence's order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return vertices[first[order]], rank[inverse.reshape(-1)][faces]
+
+
+def _segments(length: float, edge: float) -> int:
+    return max(1, int(math.ceil(length / edge - 1e-9)))
+
+
+def grid_box(extents, centre=(0.0, 0.0, 0.0), edge: float = EDGE) -> tuple:
+    """A closed axis-aligned box with every face gridded at about ``edge`` metres.
+
+    extents: (3,) side lengths; centre: (3,). Faces point outward: on the face x_a = +h_a the
+    grid runs along the next two axes (b, c) = (a+1, a+2) mod 3 so that e_b x e_c = +e_a.
+    Returns (vertices (N, 3), faces (F, 3)).
+    """
+    half = 0.5 * np.asarray(extents, dtype=np.float64)
+    counts = [_segments(2 * h, edge) for h in half]
+    verts, faces, n = [], [], 0
+    for a in range(3):
+        b, c = (a + 1) % 3, (a + 2) % 3
+        u = np.linspace(-half[b], half[b], counts[b] + 1)
+        v = np.linspace(-half[c], half[c], counts[c] + 1)
+        uu, vv = np.meshgrid(u, v, indexing="ij")  # (nb+1, nc+1)
+        for sign in (1.0, -1.0):
+            p = np.zeros((uu.size, 3))
+            p[:, a], p[:, b], p[:, c] = sign * half[a], uu.ravel(), vv.ravel()
+            verts.append(p)
+            faces.append(_grid_faces(counts[b], counts[c], n, flip=sign < 0))
+            n += len(p)
+    v, f = _weld(np.concatenate(verts), np.concatenate(faces))
+    return v + np.asarray(centre, dtype=np.float64), f
+
+
+def sheet(width: float, height: float, edge: float) -> tuple:
+    """An open rectangular sheet in the XZ plane, x in [0, width], z in [0, height], y = 0.
+    Returns (vertices (R*C, 3) row-major with rows along z, faces (F, 3), (rows, cols))."""
+    rows, cols = _segments(height, edge) + 1, _segments(width, edge) + 1
+    x, z = np.meshgrid(np.linspace(0, width, cols), np.linspace(0, height, rows), indexing="xy")
+    v = np.stack([x.ravel(), np.zeros(x.size), z.ravel()], 1)  # (R C, 3)
+    return v, _grid_faces(rows - 1, cols - 1), (rows, cols)
+
+
+def tube(radius: float, length: float, edge: float, sides: int = 10) -> tuple:
+    """A closed cylinder along +Z from z = 0 to ``length`` with rings every ~``edge`` metres and
+    a centre vertex on each cap. Returns (vertices (N, 3), faces (F, 3))."""
+    rings = _segments(length, edge) + 1
+    t = 2 * math.pi * np.arange(sides) / sides
+    z = np.linspace(0.0, length, rings)
+    ring = np.stack([radius * np.cos(t), radius * np.sin(t)], 1)  # (S, 2)
+    side = np.concatenate([np.column_stack([ring, np.full(sides, zi)]) for zi in z])  # (R S, 3)
+    idx = np.arange(rings * sides).reshape(rings, sides)
+    a, b = idx[:-1], np.roll(idx[:-1], -1, axis=1)
+    c, d = np.roll(idx[1:], -1, axis=1), idx[1:]
+    walls = np.concatenate([np.stack([a, b, c], -1), np.stack([a, c, d], -1)], 0).reshape(-1, 3)
+    bottom, top = len(side), len(side) + 1
+    lo, hi = idx[0], idx[-1]
+    caps = np.concatenate(
+        [
+            np.stack([np.full(sides, bottom), np.roll(lo, -1), lo], 1),
+            np.stack([np.full(sides, top), hi, np.roll(hi, -1)], 1),
+        ]
+    )
+    v = np.concatenate([side, [[0.0, 0.0, 0.0], [0.0, 0.0, length]]])
+    return v, np.concatenate([walls, caps]).astype(np.int64)
+
+
+def rotation(axis, angle: float) -> np.ndarray:
+    """(3, 3) rotation by ``angle`` radians about the unit ``axis`` (right hand)."""
+    return trimesh.transformations.rotation_matrix(angle, axis)[:3, :3]
+
+
+def _assemble(pieces) -> tuple:
+    """Concatenate (vertices, faces, part) pieces -> (vertices, faces, parts)."""
+    verts, faces, parts, n = [], [], [], 0
+    for v, f, part in pieces:
+        verts.append(v)
+        faces.append(f + n)
+        parts.append(np.full(len(v), part, dtype=np.int32))
+        n += len(v)
+    return np.concatenate(verts), np.concatenate(faces).astype(np.int64), np.concatenate(parts)
+
+
+def nearest_vertex(vertices: np.ndarray, point, mask: np.ndarray | None = None) -> int:
+    """Index of the vertex nearest ``point`` (3,), among ``mask`` (N,) bool when given."""
+    d = np.linalg.norm(vertices - np.asarray(point, dtype=np.float64), axis=1)
+    if mask is not None:
+        d = np.where(mask, d, np.inf)
+    return int(np.argmin(d))
+
+
+# --------------------------------------------------------------------------------------------
+# Articulated objects
+
+
+def _hinged_lid(base_extents, lid_extents, opening_deg: float, edge: float) -> tuple:
+    """A base box on the floor (part 0) and a lid slab (part 1) hinged at the base's back top
+    edge (y = +depth/2, z = height), opened by ``opening_deg`` from lying on the base.
+
+    The closed lid covers the base; opening turns it by -opening about +X through the hinge, so
+    its direction from the hinge goes from -Y to (-cos a, sin a) in (y, z).
+    """
+    bx, by, bz = base_extents
+    lx, ly, lz = lid_extents
+    base_v, base_f = grid_box(base_extents, (0.0, 0.0, bz / 2), edge)
+    lid_v, lid_f = grid_box(lid_extents, (0.0, by / 2 - ly / 2, bz + lz / 2), edge)
+    hinge = np.array([0.0, by / 2, bz])
+    a = math.radians(opening_deg)
+    lid_v = (lid_v - hinge) @ rotation([1, 0, 0], -a).T + hinge
+    v, f, parts = _assemble([(base_v, base_f, 0), (lid_v, lid_f, 1)])
+    lid_dir = (0.0, -math.cos(a), math.sin(a))
+    h = Hinge(tuple(hinge), (1.0, 0.0, 0.0), 1, 0, lid=lid_dir, base=(0.0, -1.0, 0.0))
+    far = hinge + ly * np.asarray(lid_dir)  # the middle of the lid's free edge
+    landmarks = {"lid_edge": nearest_vertex(v, far, parts == 1)}
+    return v, f, parts, h, landmarks
+
+
+def laptop(edge: float = 0.02, opening_deg: float = 105.0) -> SceneMesh:
+    """A 32 x 22 cm laptop: a 1.5 cm base and a 0.7 cm lid open by ``opening_deg``; the base's
+    vertices are pinned; landmark ``lid_edge`` = the middle of the lid's top edge."""
+    v, f, parts, hinge, marks = _hinged_lid(
+        (0.32, 0.22, 0.015), (0.32, 0.22, 0.007), opening_deg, edge
+    )
+    return SceneMesh(v, f, parts, np.flatnonzero(parts == 0), True, "articulated", marks, hinge)
+
+
+def chest(edge: float = 0.05, opening_deg: float = 70.0) -> SceneMesh:
+    """An 80 x 45 x 45 cm chest body with a 5 cm lid hinged at its back top edge, open by
+    ``opening_deg``; the body is pinned; ``lid_edge`` = the middle of the lid's front edge."""
+    v, f, parts, hinge, marks = _hinged_lid((0.8, 0.45, 0.45), (0.8, 0.45, 0.05), opening_deg, edge)
+    return SceneMesh(v, f, parts, np.flatnonzero(parts == 0), True, "articulated", marks, hinge)
+
+
+def door(edge: float = 0.06) -> SceneMesh:
+    """A 90 x 4 x 200 cm door panel (part 1) beside a 5 x 6 cm jamb post (part 0, pinned) on its
+    hinge side (x = 0), 5 mm apart; the hinge is the vertical line at the door's hinge edge.
+    ``handle`` = the vertex on the door's -Y face nearest a handle 80 cm from the hinge, 1 m up."""
+    jamb_v, jamb_f = grid_box((0.05, 0.06, 2.0), (-0.025, 0.0, 1.0), edge)  # x <= 0
+    door_v, door_f = grid_box((0.9, 0.04, 2.0), (0.455, 0.0, 1.0), edge)  # x >= 0.005
+    v, f, parts = _assemble([(jamb_v, jamb_f, 0), (door_v, door_f, 1)])
+    handle = nearest_vertex(v, (0.805, -0.02, 1.0), parts == 1)
+    hinge = Hinge((0.005, 0.0, 0.0), (0.0, 0.0, 1.0), 1, 0)
+    pins = np.flatnonzero(parts == 0)
+    return SceneMesh(v, f, parts, pins, True, "articulated", {"handle": handle}, hinge)
+
+
+def drawer(edge: float = 0.04) -> SceneMesh:
+    """A 50 x 45 x 25 cm cabinet (part 0, pinned; five 2 cm panels, open at the front, -Y) and
+    a drawer (part 1, 41.5 cm deep: a 44 x 40 x 18 cm box sunk 5 mm into a 48 x 2 x 21 cm front
+    plate that rests against the cabinet's front edges). ``handle`` = the middle of the drawer
+    front's outer face."""
+    w, d, h, t = 0.5, 0.45, 0.25, 0.02
+    panels = [
+        ((w, d, t), (0.0, 0.0, t / 2)),  # bottom
+        ((w, d, t), (0.0, 0.0, h - t / 2)),  # top
+        ((t, d, h - 2 * t), (-w / 2 + t / 2, 0.0, h / 2)),  # left
+        ((t, d, h - 2 * t), (w / 2 - t / 2, 0.0, h / 2)),  # right
+        ((w - 2 * t, t, h - 2 * t), (0.0, d / 2 - t / 2, h / 2)),  # back
+    ]
+    pieces = [(*grid_box(e, c, edge), 0) for e, c in panels]
+    front_y = -d / 2 - t / 2
+    pieces.append((*grid_box((0.44, 0.40, 0.18), (0.0, -d / 2 - 0.005 + 0.20, h / 2), edge), 1))
+    pieces.append((*grid_box((0.48, t, 0.21), (0.0, front_y, h / 2), edge), 1))
+    v, f, parts = _assemble(pieces)
+    handle = nearest_vertex(v, (0.0, front_y - t / 2, h / 2), parts == 1)
+    pins = np.flatnonzero(parts == 0)
+    return SceneMesh(v, f, parts, pins, True, "articulated", {"handle": handle})
+
+
+# --------------------------------------------------------------------------------------------
+# Cloth, elastic volumes, rope
+
+
+def _unlabelled(v, f, pins, closed: bool, category: str, landmarks: dict) -> SceneMesh:
+    """A scene mesh whose vertices carry no part label (-1): cloth, elastic, rope."""
+    pins = np.asarray(pins, dtype=np.int64)
+    return SceneMesh(v, f, np.full(len(v), -1, dtype=np.int32), pins, closed, category, landmarks)
+
+
+def flag(edge: float = 0.04) -> SceneMesh:
+    """A 1.0 x 0.6 m flag in the XZ plane between 1.4 m and 2.0 m up, pinned along its pole edge
+    (x = 0). ``corner`` = the free bottom corner (x = 1, z = 1.4)."""
+    v, f, _ = sheet(1.0, 0.6, edge)
+    v[:, 2] += 1.4
+    pins = np.flatnonzero(np.isclose(v[:, 0], 0.0))
+    corner = nearest_vertex(v, (1.0, 0.0, 1.4))
+    return _unlabelled(v, f, pins, False, "cloth", {"corner": corner})
+
+
+def curtain(edge: float = 0.05) -> SceneMesh:
+    """A 1.2 m wide, 1.6 m long curtain in the XZ plane hanging from a rail 2.2 m up (its top
+    edge pinned). ``middle`` = the vertex at its centre."""
+    v, f, _ = sheet(1.2, 1.6, edge)
+    v[:, 0] -= 0.6
+    v[:, 2] += 0.6
+    pins = np.flatnonzero(np.isclose(v[:, 2], 2.2))
+    middle = nearest_vertex(v, (0.0, 0.0, 1.4))
+    return _unlabelled(v, f, pins, False, "cloth", {"middle": middle})
+
+
+def jelly_beam(edge: float = 0.025) -> SceneMesh:
+    """A 60 x 10 x 10 cm closed beam along +X, 1 m up, gridded every ~``edge`` so it can bend;
+    the vertices of its end face x = 0 are pinned (a cantilever). ``tip`` = the middle of the
+    free end's top edge."""
+    v, f = grid_box((0.6, 0.1, 0.1), (0.3, 0.0, 1.0), edge)
+    pins = np.flatnonzero(np.isclose(v[:, 0], 0.0))
+    tip = nearest_vertex(v, (0.6, 0.0, 1.05))
+    return _unlabelled(v, f, pins, True, "elastic", {"tip": tip})
+
+
+def ball(radius: float = 0.1, subdivisions: int = 3) -> SceneMesh:
+    """An icosphere ball of ``radius`` metres centred 1 m up (642 vertices at 3 subdivisions);
+    nothing pinned. ``top`` = its highest vertex."""
+    sphere = trimesh.creation.icosphere(subdivisions=subdivisions, radius=radius)
+    v = np.asarray(sphere.vertices, dtype=np.float64) + [0.0, 0.0, 1.0]
+    f = np.asarray(sphere.faces, dtype=np.int64)
+    return _unlabelled(v, f, (), True, "elastic", {"top": int(np.argmax(v[:, 2]))})
+
+
+def rope(length: float = 1.0, radius: float = 0.01, edge: float = 0.02) -> SceneMesh:
+    """A closed 2 cm thick tube rope of ``length`` hanging from 2 m up: its top cap and top ring
+    pinned. ``end`` = the centre of its bottom cap."""
+    v, f = tube(radius, length, edge)
+    v = v + [0.0, 0.0, 2.0 - length]
+    pins = np.flatnonzero(np.isclose(v[:, 2], 2.0))
+    end = nearest_vertex(v, (0.0, 0.0, 2.0 - length))
+    return _unlabelled(v, f, pins, True, "continuum", {"end": end})
+
+
+BUILDERS = {
+    "laptop": laptop,
+    "chest": chest,
+    "door": door,
+    "drawer": drawer,
+    "flag": flag,
+    "curtain": curtain,
+    "jelly_beam": jelly_beam,
+    "ball": ball,
+    "rope": rope,
+}
+"""Scene name -> builder of its mesh (default resolution)."""

@@ -1,0 +1,205 @@
+"""Scores of one simulated object in a plausibility scene (design sections 6 and 10).
+
+Every length is divided by L, the longest side of the rest bounding box, so scores compare across
+object sizes. Inputs: rest (N, 3) metres (frame 0), frames (T, N, 3) metres, faces (F, 3), parts
+(N,) int (-1: no label), pins (P,) vertex indices. The rigid fits, edge strain, energy drift and
+drag alignment are those of :mod:`neurok_core.metrics`; this module adds what the scenes need
+beyond them: motion extent, per-part residuals, the turn of a hinged part and the opening of a lid,
+the volume ratio of a closed mesh and the drift of pinned vertices.
+
+:func:`score_motion` computes every score that applies to an object; the demo reports the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neurok_core.metrics import (
+    best_rotations,
+    drag_alignment,
+    edge_strain,
+    energy_drift,
+    rigid_fit_residual,
+)
+
+from .scene_meshes import Hinge
+
+
+def object_size(rest: np.ndarray) -> float:
+    """L = the longest side of the rest bounding box (metres)."""
+    x = np.asarray(rest, dtype=np.float64)
+    return float((x.max(0) - x.min(0)).max())
+
+
+def displacements(rest: np.ndarray, frames: np.ndarray) -> np.ndarray:
+    """|x_t(v) - x_0(v)| (T, N) metres."""
+    x0 = np.asarray(rest, dtype=np.float64)
+    return np.linalg.norm(np.asarray(frames, dtype=np.float64) - x0, axis=-1)
+
+
+def motion_extent(rest: np.ndarray, frames: np.ndarray, pins=()) -> float:
+    """max over frames and free (unpinned) vertices of |x_t - x_0| / L."""
+    d = displacements(rest, frames)  # (T, N)
+    free = np.ones(d.shape[1], dtype=bool)
+    free[np.asarray(pins, dtype=np.int64)] = False
+    return float(d[:, free].max() / object_size(rest)) if free.any() else 0.0
+
+
+def pinned_drift(rest: np.ndarray, frames: np.ndarray, pins) -> float:
+    """max over frames and pinned vertices of |x_t - x_0| / L (0 without pins)."""
+    pins = np.asarray(pins, dtype=np.int64)
+    if len(pins) == 0:
+        return 0.0
+    return float(displacements(rest, frames)[:, pins].max() / object_size(rest))
+
+
+def part_residuals(rest: np.ndarray, frames: np.ndarray, parts) -> dict[int, np.ndarray]:
+    """Part label -> (T,) RMS residual of the part's best rigid fit from frame 0 to frame t, / L
+    (``rigid_fit_residual``: min over R in SO(3), t of sqrt(mean_i |R x_i + t - y_i|^2))."""
+    x0 = np.asarray(rest, dtype=np.float64)
+    x = np.asarray(frames, dtype=np.float64)
+    labels = np.asarray(parts).reshape(-1)
+    size = object_size(x0)
+    return {
+        int(p): rigid_fit_residual(x0[labels == p], x[:, labels == p]) / size
+        for p in np.unique(labels[labels >= 0])
+    }
+
+
+def rotation_angles(rotations: np.ndarray) -> np.ndarray:
+    """Angles (T,) in degrees of rotation matrices (T, 3, 3): theta = acos((tr R - 1) / 2)."""
+    cos = (np.trace(rotations, axis1=1, axis2=2) - 1.0) / 2.0  # (T,)
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def rotation_axes(rotations: np.ndarray) -> np.ndarray:
+    """Unit axes (T, 3) of rotation matrices (T, 3, 3), from the skew part
+    (R32 - R23, R13 - R31, R21 - R12) / (2 sin theta); zero where theta ~ 0."""
+    r = rotations
+    w = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], 1)
+    n = np.linalg.norm(w, axis=1, keepdims=True)  # (T, 1) = 2 sin theta
+    return np.divide(w, n, out=np.zeros_like(w), where=n > 1e-9)
+
+
+def part_rotations(rest: np.ndarray, frames: np.ndarray, parts, part: int) -> np.ndarray:
+    """(T, 3, 3) rotations of the best rigid fits of ``part`` from frame 0 to each frame."""
+    sel = np.asarray(parts).reshape(-1) == part
+    x = np.asarray(frames, dtype=np.float64)[:, sel]  # (T, n, 3)
+    return best_rotations(np.asarray(rest, dtype=np.float64)[sel], x)
+
+
+def opening_angles(rest: np.ndarray, frames: np.ndarray, parts, hinge: Hinge) -> np.ndarray:
+    """The lid's opening (T,) in degrees: the angle between R_lid(t) d_lid and R_base(t) d_base,
+    the rest directions from the hinge along the lid and along the base (``Hinge.lid``,
+    ``Hinge.base``) carried by each part's best-fit rotation. It falls as the lid closes."""
+    r_lid = part_rotations(rest, frames, parts, hinge.moving_part)  # (T, 3, 3)
+    r_base = part_rotations(rest, frames, parts, hinge.fixed_part)  # (T, 3, 3)
+    lid = r_lid @ np.asarray(hinge.lid, dtype=np.float64)  # (T, 3)
+    base = r_base @ np.asarray(hinge.base, dtype=np.float64)  # (T, 3)
+    cos = (lid * base).sum(1) / (np.linalg.norm(lid, axis=1) * np.linalg.norm(base, axis=1))
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def turn_scores(rest: np.ndarray, frames: np.ndarray, parts, hinge: Hinge) -> dict[str, Any]:
+    """The hinged part's turn: degrees of its best-fit rotation (max over frames and final), how
+    well the rotation axis at the largest turn lines up with the hinge (|cos|, 1 = about the
+    hinge), and for a lid the opening (rest, min, final) and the closing (rest opening minus
+    opening: max over frames, final), ``toward_base`` when it closes at all (closing > 0.5 deg
+    at the frame of the largest turn)."""
+    rot = part_rotations(rest, frames, parts, hinge.moving_part)  # (T, 3, 3)
+    turn = rotation_angles(rot)  # (T,)
+    k = int(np.argmax(turn))
+    axis = rotation_axes(rot[k : k + 1])[0]
+    out: dict[str, Any] = {
+        "turn_max_deg": float(turn[k]),
+        "turn_final_deg": float(turn[-1]),
+        "turn_axis_cos": float(abs(axis @ np.asarray(hinge.axis, dtype=np.float64))),
+    }
+    if hinge.lid is not None and hinge.base is not None:
+        opening = opening_angles(rest, frames, parts, hinge)  # (T,)
+        closing = opening[0] - opening  # (T,)
+        out.update(
+            opening_rest_deg=float(opening[0]),
+            opening_min_deg=float(opening.min()),
+            opening_final_deg=float(opening[-1]),
+            closing_max_deg=float(closing.max()),
+            closing_final_deg=float(closing[-1]),
+            toward_base=bool(closing[k] > 0.5),
+        )
+    return out
+
+
+def signed_volumes(frames: np.ndarray, faces) -> np.ndarray:
+    """Signed volume (T,) of a triangle mesh in each frame (T, N, 3):
+    V = 1/6 sum_f x_a . (x_b x x_c) (divergence theorem; > 0 for outward-facing triangles)."""
+    x = np.asarray(frames, dtype=np.float64)
+    f = np.asarray(faces, dtype=np.int64)
+    a, b, c = x[:, f[:, 0]], x[:, f[:, 1]], x[:, f[:, 2]]  # (T, F, 3) each
+    return np.einsum("tfi,tfi->t", a, np.cross(b, c)) / 6.0
+
+
+def volume_ratios(rest: np.ndarray, frames: np.ndarray, faces) -> np.ndarray:
+    """V_t / V_0 (T,) of a closed mesh (``signed_volumes``)."""
+    v0 = signed_volumes(np.asarray(rest)[None], faces)[0]
+    if not abs(v0) > 0.0:
+        raise ValueError("the rest mesh encloses no volume; volume ratios need a closed mesh")
+    return signed_volumes(frames, faces) / v0
+
+
+def _over_frames(values: np.ndarray) -> dict[str, float]:
+    """Mean and max over frames 1.. (frame 0 is the rest, where the errors are 0)."""
+    v = np.asarray(values, dtype=np.float64)[1:]
+    return {"mean": float(v.mean()), "max": float(v.max())} if len(v) else {"mean": 0.0, "max": 0.0}
+
+
+def score_motion(
+    rest: np.ndarray,
+    frames: np.ndarray,
+    faces,
+    parts=None,
+    pins=(),
+    *,
+    strain: bool = False,
+    volume: bool = False,
+    hinge: Hinge | None = None,
+    drag: tuple[int, Any, int] | None = None,
+    energy=None,
+) -> dict[str, Any]:
+    """Every score of one simulated object that applies to it (module docstring).
+
+    Always: ``motion`` (largest free-vertex displacement / L) and, with pins, ``pinned_drift``.
+    With part labels >= 0: ``part_residual`` (worst part's max over frames) and
+    ``part_residuals`` (per part: max). ``strain``: ``edge_strain`` mean and max over frames of
+    the mean |l/l0 - 1|. ``volume``: ``volume_ratio`` min and max of V_t / V_0. ``hinge``: the
+    :func:`turn_scores`. ``drag`` = (vertex, target (3,), frame): ``drag_miss`` |x_frame -
+    target| / L (None if the run ended before that frame). ``energy`` (T,): ``energy_drift``.
+    """
+    rest = np.asarray(rest, dtype=np.float64)
+    frames = np.asarray(frames, dtype=np.float64)
+    size = object_size(rest)
+    out: dict[str, Any] = {"frames": int(len(frames)), "motion": motion_extent(rest, frames, pins)}
+    if len(pins):
+        out["pinned_drift"] = pinned_drift(rest, frames, pins)
+    if parts is not None and (np.asarray(parts) >= 0).any():
+        per_part = {p: float(r.max()) for p, r in part_residuals(rest, frames, parts).items()}
+        out["part_residual"] = max(per_part.values())
+        out["part_residuals"] = {str(p): r for p, r in per_part.items()}
+    if strain:
+        out["edge_strain"] = _over_frames(edge_strain(rest, frames, faces))
+    if volume:
+        ratio = volume_ratios(rest, frames, faces)
+        out["volume_ratio"] = {"min": float(ratio.min()), "max": float(ratio.max())}
+    if hinge is not None:
+        out.update(turn_scores(rest, frames, parts, hinge))
+    if drag is not None:
+        vertex, target, frame = drag
+        reached = frame < len(frames)
+        out["drag_miss"] = (
+            drag_alignment(frames[:, vertex], target, frame, size) if reached else None
+        )
+        out["drag_distance"] = float(np.linalg.norm(np.subtract(target, rest[vertex])) / size)
+    if energy is not None:
+        out["energy_drift"] = energy_drift(energy)
+    return out

@@ -249,7 +249,28 @@ def motion_summary(example, frames: int) -> dict:
         "handle_motion_last": float(distance[-1, example.handle_vertex]),
         "free_rigid_residual_max": float(unrigid.max()),
         "free_rigid_residual_last": float(unrigid[-1]),
+        "scene_scores": scene_scores(example, rest, moved + rest, pins),
     }
+
+
+def scene_scores(example, rest, frames, pins) -> dict:
+    """The plausibility benchmark's scores of a demo object (``training.scene_metrics``; lengths
+    in object sizes): the laptop as two parts (the pinned base, the free lid) with the lid's
+    turn in degrees, the flag as cloth (edge strain)."""
+    import numpy as np
+
+    from training.scene_metrics import part_rotations, rotation_angles, score_motion
+
+    faces = [tuple(p.vertices) for p in example.obj.data.polygons]
+    tris = np.array([(f[0], f[i], f[i + 1]) for f in faces for i in range(1, len(f) - 1)])
+    if example.category == "articulated":
+        parts = np.ones(len(rest), dtype=np.int64)
+        parts[pins] = 0
+        scores = score_motion(rest, frames, tris, parts, pins)
+        turn = rotation_angles(part_rotations(rest, frames, parts, 1))  # (T,) the lid's
+        scores.update(lid_turn_max_deg=float(turn.max()), lid_turn_final_deg=float(turn[-1]))
+        return scores
+    return score_motion(rest, frames, tris, None, pins, strain=True)
 
 
 def parse_args(argv):

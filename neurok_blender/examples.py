@@ -25,6 +25,7 @@ class Example:
     pin_group: str
     handle_vertex: int  # where the force arrow or drag handle goes
     direction: tuple[float, float, float] = (0.0, 0.0, 1.0)  # unit: the natural push there
+    category: str = "articulated"  # how it is scored: rigid parts (pinned / free) or "cloth"
 
 
 def box_surface(nx: int, ny: int, nz: int) -> tuple[np.ndarray, list[tuple[int, ...]]]:
@@ -197,7 +198,7 @@ def flag(
     obj.data.polygons.foreach_set("use_smooth", [True] * len(faces))
     _pin_group(obj, "Pole", range(nv + 1))  # i_u = 0
     corner = nu * (nv + 1)  # i_u = nu, i_v = 0: the free bottom corner
-    return Example(obj, "Pole", corner)
+    return Example(obj, "Pole", corner, category="cloth")
 
 
 def _prop(name: str, bm: bmesh.types.BMesh, rgba, *, smooth: bool = False) -> bpy.types.Object:

@@ -49,6 +49,12 @@ def test_demo_end_to_end(tmp_path, tiny_checkpoint):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["simulations"]["Laptop"]["baked_as"] == "SHAPE_KEYS"
     assert summary["simulations"]["Flag"]["baked_as"] == "POINT_CACHE"
+    # each object's plausibility scores (the scenes benchmark's), consistent with its motion
+    lid, cloth = (summary["motion"][n]["scene_scores"] for n in ("Laptop", "Flag"))
+    assert lid["frames"] == FRAMES and lid["pinned_drift"] < 1e-3
+    assert {"part_residual", "lid_turn_max_deg", "motion"} <= set(lid)
+    assert cloth["edge_strain"]["max"] >= cloth["edge_strain"]["mean"] >= 0
+    assert lid["motion"] > 0 and cloth["motion"] > 0  # both move (object sizes)
     # the temporary Blender user folder and the engine's job folders are gone
     assert not any((tmp_path / "tmpdir").glob("neurok-*")), list((tmp_path / "tmpdir").iterdir())
 

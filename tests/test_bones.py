@@ -231,3 +231,39 @@ def test_separate_parts_never_share_a_bone():
     )
     leak = without.dynamics_islands[:, None] != without.bone_islands[None]
     assert float(without.rest_inverse_dyn.numpy()[leak].max()) > 1e-6  # the rule holds them apart
+
+
+def test_part_inconsistency_measures_weights_shared_within_each_part():
+    from neurok_core.model.bones import part_inconsistency
+
+    w = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.8]]])  # (1, 4, 2)
+    parts = torch.tensor([[0, 0, 1, -1]])
+    # part 0: mean (0.5, 0.5), each point off by 0.5 in both weights: 2 x 0.5; part 1: one point
+    assert_close(part_inconsistency(w, parts), torch.tensor([1.0]))
+    shared = torch.tensor([[[0.3, 0.7], [0.3, 0.7], [0.9, 0.1], [0.0, 1.0]]])
+    assert_close(part_inconsistency(shared, parts), torch.tensor([0.0]))
+    assert_close(part_inconsistency(w, torch.full((1, 4), -1)), torch.tensor([0.0]))
+
+
+def test_the_part_term_makes_a_labelled_part_share_its_weights():
+    """The hinge bar with its two halves labelled: with the part term the swung half's points
+    share their weights (so it moves by one rigid motion), far more than without."""
+    from neurok_core.model.bones import part_inconsistency
+
+    torch.set_num_threads(1)
+    spread = {}
+    for weight in (0.0, 1.0):
+        model = skinned_model(seed=0, skin_part_weight=weight).train()
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        gen = torch.Generator().manual_seed(14)
+        for step in range(60):
+            rest, deformed = hinge_bar(16, model.config.num_points, 100 + step)
+            parts = (rest[..., 0] > 0).long()  # (B, P)
+            opt.zero_grad()
+            model.loss(rest, deformed, parts=parts, generator=gen)["loss"].backward()
+            opt.step()
+        rest, _ = hinge_bar(4, model.config.num_points, 7)
+        with torch.no_grad():
+            weights = model.skin_weights(model.encode_shape(rest), rest)
+        spread[weight] = float(part_inconsistency(weights, (rest[..., 0] > 0).long()).mean())
+    assert spread[1.0] < 0.3 * spread[0.0], spread

@@ -35,6 +35,7 @@ from neurok_core.geometry import Normalization, SurfaceSamples, face_areas, loca
 from neurok_core.sequence import load_sequence
 
 MANIFEST = "manifest.json"
+RIGID_PART_CATEGORIES = ("articulated", "multibody")  # whose part labels are rigid bodies
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,10 +103,11 @@ class _Loaded:
     area_cdf: np.ndarray
     normalization: Normalization
     hull: np.ndarray
+    face_parts: np.ndarray  # (F,) int64 rigid part of each face, -1 where none
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.vertices, self.faces, self.area_cdf, self.hull)
+        arrays = (self.vertices, self.faces, self.area_cdf, self.hull, self.face_parts)
         return sum(a.nbytes for a in arrays)
 
 
@@ -178,7 +180,9 @@ class PairDataset(torch.utils.data.Dataset):
     """(M0, M_t) point pairs of a folder of 4D sequences; ``dataset[key]`` for any key >= 0.
 
     Returns a dict of tensors: ``rest`` (P, 3) float32 and ``deformed`` (P, 3) float32 (point p
-    of M_t is where point p of M0 went), and ``neighbors`` (P, K) int64, the K nearest other rest
+    of M_t is where point p of M0 went), ``parts`` (P,) int64 the rigid part of each point (its
+    face's first vertex's label in articulated and multibody sequences; -1 elsewhere), and
+    ``neighbors`` (P, K) int64, the K nearest other rest
     points of each point, when ``neighbors=K > 0`` (the model's rigidity term; computing it here
     moves the work into the loader workers).
 
@@ -235,7 +239,11 @@ class PairDataset(torch.utils.data.Dataset):
         if not cdf[-1] > 0.0:
             raise SequenceError(f"{self.entries[index].path}: the rest mesh has zero area")
         rest = seq.vertices[0].astype(np.float64)  # (N, 3)
-        item = _Loaded(seq.vertices, faces, cdf, Normalization.from_vertices(rest), _hull(rest))
+        face_parts = np.full(len(faces), -1, dtype=np.int64)
+        if seq.category in RIGID_PART_CATEGORIES:  # parts are rigid bodies there
+            face_parts = seq.parts.astype(np.int64)[faces[:, 0]]
+        norm = Normalization.from_vertices(rest)
+        item = _Loaded(seq.vertices, faces, cdf, norm, _hull(rest), face_parts)
         self._cache[index] = item
         self._cached_bytes += item.nbytes
         while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
@@ -271,6 +279,7 @@ class PairDataset(torch.utils.data.Dataset):
         item = {
             "rest": torch.from_numpy(rest.astype(np.float32)),
             "deformed": torch.from_numpy(deformed.astype(np.float32)),
+            "parts": torch.from_numpy(seq.face_parts[samples.face_ids]),  # (P,) -1: none
         }
         if self.neighbors:
             item["neighbors"] = torch.from_numpy(nearest_others(rest, self.neighbors))

@@ -504,7 +504,16 @@ def main(argv: list[str] | None = None) -> dict:
         unit="step",
         dynamic_ncols=True,
     )
-    logged = ("loss", "recon", "rigidity", "prior_rigidity", "kl", "skin_entropy", "rmse")
+    logged = (
+        "loss",
+        "recon",
+        "rigidity",
+        "prior_rigidity",
+        "kl",
+        "skin_entropy",
+        "skin_parts",
+        "rmse",
+    )
     sums = [0.0] * (len(logged) + 2)  # the logged terms, grad norm, steps
     interval_start, interval_samples = time.perf_counter(), 0
     start = time.perf_counter()
@@ -628,11 +637,14 @@ def main(argv: list[str] | None = None) -> dict:
             neighbors = batch.get("neighbors")
             if neighbors is not None:
                 neighbors = neighbors.to(device, non_blocking=True)  # (B, P, K)
+            parts = batch.get("parts")
+            if parts is not None:
+                parts = parts.to(device, non_blocking=True)  # (B, P)
             lr = learning_rate(args, step, progress)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast():
-                out = ddp_model(rest, deformed, neighbors=neighbors)
+                out = ddp_model(rest, deformed, neighbors=neighbors, parts=parts)
             out["loss"].backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 model.parameters(), args.grad_clip if args.grad_clip > 0 else math.inf

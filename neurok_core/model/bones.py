@@ -67,6 +67,22 @@ def about_centers(motions: Tensor, centers: Tensor) -> Tensor:
     return dq_mul(dq_mul(translation_dq(centers), motions), translation_dq(-centers))
 
 
+def part_inconsistency(weights: Tensor, parts: Tensor) -> Tensor:
+    """How far the points of each labelled part are from sharing one weight vector, per shape:
+    ``sum_p |w_p - mean_{q in part(p)} w_q|^2`` over the labelled points (parts >= 0), (B,).
+    A part whose points share their weights moves by one blended rigid motion.
+    weights: (B, P, nb); parts: (B, P) int64, -1 for unlabelled points."""
+    labelled = parts >= 0  # (B, P)
+    ids = torch.where(labelled, parts, 0)
+    num = int(ids.max()) + 1 if ids.numel() else 1
+    mask = labelled.to(weights.dtype)[..., None]  # (B, P, 1)
+    onehot = torch.nn.functional.one_hot(ids, num).to(weights.dtype) * mask  # (B, P, G)
+    sums = onehot.transpose(1, 2) @ weights  # (B, G, nb)
+    counts = onehot.sum(1)[..., None].clamp_min(1.0)  # (B, G, 1)
+    means = onehot @ (sums / counts)  # (B, P, nb): each point's part mean
+    return (((weights - means) ** 2).sum(-1) * mask[..., 0]).sum(-1)
+
+
 def skin_entropy(weights: Tensor) -> Tensor:
     """Entropy of skinning weights (..., Q, nb) summed over the points: (...)."""
     return -(weights * torch.log(weights.clamp_min(1e-12))).sum(dim=(-1, -2))

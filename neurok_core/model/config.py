@@ -37,6 +37,9 @@ class ModelConfig:
         skinning weights; it is learned.
     skin_entropy_weight: weight of the skinning weights' entropy summed over the points (a
         sharpness term: 0 leaves the blend as wide as the data asks).
+    skin_part_weight: weight of the part-consistency term: the points of one labelled rigid part
+        should share one weight vector, so that the part moves by one blended rigid motion
+        (rigid by construction); training pairs without labels do not take it.
     kl_weight: lambda of the loss (0.01 in the paper).
     rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
         carry onto their deformed positions (0 disables the rigidity term).
@@ -70,6 +73,7 @@ class ModelConfig:
     bone_layers: int = 1
     bone_sigma: float = 0.08
     skin_entropy_weight: float = 0.0
+    skin_part_weight: float = 0.0
     kl_weight: float = 0.01
     rigidity_neighbors: int = 8
     rigidity_weight: float = 1.0
@@ -111,6 +115,7 @@ class ModelConfig:
             "prior_rigidity_weight",
             "prior_rigidity_robust",
             "skin_entropy_weight",
+            "skin_part_weight",
             "bone_sigma",
         ):
             value = getattr(self, name)

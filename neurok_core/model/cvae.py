@@ -10,7 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from ..dualquat import dq_apply, dq_from_raw
-from .bones import SkinnedDecoder, blend_bones, farthest_point_centers, skin_entropy
+from .bones import (
+    SkinnedDecoder,
+    blend_bones,
+    farthest_point_centers,
+    part_inconsistency,
+    skin_entropy,
+)
 from .config import ModelConfig
 from .layers import gaussian_kl, reparameterize, standard_normal
 from .losses import knn_indices, rigidity_error, squared_error_sum
@@ -107,6 +113,7 @@ class NeuROKModel(nn.Module):
         deformed_points: Tensor,
         *,
         neighbors: Tensor | None = None,
+        parts: Tensor | None = None,
         sample: bool = True,
         generator: torch.Generator | None = None,
     ) -> dict[str, Tensor]:
@@ -115,6 +122,8 @@ class NeuROKModel(nn.Module):
         rest_points, deformed_points: (B, P, 3) (point p of M_t is where point p of M0 went).
         neighbors: (B, P, K) indices of each point's K nearest other rest points, for the
         rigidity term (computed here with ``torch.cdist`` + ``topk`` when None).
+        parts: (B, P) int64 rigid part of each point (-1: none), for the skinned decoder's
+        part-consistency term (none when None).
         sample: draw z from the posterior (training) or take its mean (validation).
 
         With ``x_p`` the true and ``y_p = F(z)(x0_p)`` the predicted deformed points,
@@ -125,23 +134,28 @@ class NeuROKModel(nn.Module):
             prior_rigidity = the same with x_j = dq'_j(x0_j), dq' = F(z') at z' ~ p (training only)
             kl       = mean_b 1/2 sum_j (sigma_j^2 + (mu_post_j - mu_cond_j)^2 - 1 - log sigma_j^2)
             entropy  = mean_b -sum_p sum_b w_pb log w_pb      (skinned decoder only)
+            parts    = mean_b sum_p |w_p - mean_{part(p)} w|^2 (skinned, labelled points)
             loss     = recon + rigidity_weight * rigidity + kl_weight * kl
                        + prior_rigidity_weight * prior_rigidity
-                       + skin_entropy_weight * entropy
+                       + skin_entropy_weight * entropy + skin_part_weight * parts
 
         The reconstruction is summed over the points (the squared 2-norm of the deformation
         field, as the paper writes it), not averaged: averaging made the posterior collapse.
         Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``prior_rigidity``, ``kl``,
-        ``skin_entropy`` and ``rmse`` (root mean squared per-point error, for logging).
+        ``skin_entropy``, ``skin_parts`` and ``rmse`` (root mean squared per-point error, for
+        logging).
         """
         cfg = self.config
         shape = self.encode_shape(rest_points)
         mu, logvar = self.encode_posterior(rest_points, deformed_points, shape)  # (B, k) each
         z = reparameterize(mu, logvar, generator=generator) if sample else mu  # (B, k)
         entropy = mu.new_zeros(())
+        part_term = mu.new_zeros(())
         if self.skinned:
             weights = self.skin_weights(shape, rest_points)  # (B, P, nb)
             entropy = skin_entropy(weights).mean()
+            if parts is not None and cfg.skin_part_weight > 0:
+                part_term = part_inconsistency(weights, parts).mean()
             out = blend_bones(self.bones(z, shape), weights)  # (B, P, 8)
         else:
             out = self.decode(z, shape, rest_points)  # (B, P, 8) or (B, P, 3)
@@ -176,6 +190,7 @@ class NeuROKModel(nn.Module):
             + cfg.prior_rigidity_weight * prior_rigidity
             + cfg.kl_weight * kl
             + cfg.skin_entropy_weight * entropy
+            + cfg.skin_part_weight * part_term
         )
         rmse = torch.sqrt(recon.detach() / rest_points.shape[-2])
         return {
@@ -185,6 +200,7 @@ class NeuROKModel(nn.Module):
             "prior_rigidity": prior_rigidity,
             "kl": kl,
             "skin_entropy": entropy,
+            "skin_parts": part_term,
             "rmse": rmse,
         }
 

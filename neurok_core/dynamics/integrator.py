@@ -551,6 +551,7 @@ class Integrator:
         st = self.settings
         best, prev, reason = None, None, "nonfinite"
         e0 = self._energy(s)
+        refreshed = self.local is None  # the local model may be re-expanded once (below)
         for attempt in range(st.max_refinements + 1):
             try:
                 new = self._steps(s, frame, k, n)
@@ -566,6 +567,13 @@ class Integrator:
                 # a refinement that did not cut the error to within 4x of what RK4 should
                 # ((h'/h)^4) is not fighting truncation error (e.g. the local model's): keep it
                 stalled = prev is not None and res > 4.0 * prev.residual * _shrink(prev, k, n) ** 4
+                if stalled and not refreshed and res > step.limit:
+                    # not truncation error: the local model's own. Re-expand it here (its
+                    # energy jump is booked as work) and take the step again, once.
+                    refreshed = True
+                    s = self._local_model(s, frame, frame * self.dt, force=True)
+                    e0, best, prev = self._energy(s), None, None
+                    continue
                 if res <= step.limit or stalled or last:
                     return replace(step, rows=self._fill(s, step, frame))
                 best, prev = step, step

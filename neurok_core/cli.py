@@ -46,6 +46,15 @@ def _floats(text: str, count: int, what: str) -> list[float]:
     return values
 
 
+def _number(text: str, what: str, kind=float):
+    """``kind(text)`` or a ConditionError that names the option and the expected value."""
+    try:
+        return kind(text)
+    except ValueError:
+        noun = "a whole number" if kind is int else "a number"
+        raise ConditionError(f"{what}: expected {noun}, got {text!r}") from None
+
+
 def _anchor(text: str, what: str) -> dict:
     """``12`` (a vertex index) or ``x,y,z`` (a point) -> Anchor fields."""
     if "," in text:
@@ -65,11 +74,11 @@ def parse_force(text: str):
         raise ConditionError(f"--force {text!r}: use ANCHOR:DX,DY,DZ:STRENGTH[:START-END]")
     kwargs = _anchor(parts[0], "--force anchor")
     kwargs["direction"] = tuple(_floats(parts[1], 3, "--force direction"))
-    kwargs["strength"] = float(parts[2])
+    kwargs["strength"] = _number(parts[2], "--force strength (newtons)")
     if len(parts) == 4:
         start, _, end = parts[3].partition("-")
-        kwargs["start_frame"] = int(start)
-        kwargs["end_frame"] = int(end) if end else None
+        kwargs["start_frame"] = _number(start, "--force start frame (START-END)", int)
+        kwargs["end_frame"] = _number(end, "--force end frame (START-END)", int) if end else None
     return Force(**kwargs)
 
 
@@ -82,9 +91,9 @@ def parse_drag(text: str):
         raise ConditionError(f"--drag {text!r}: use ANCHOR:X,Y,Z:FRAME[:START]")
     kwargs = _anchor(parts[0], "--drag anchor")
     kwargs["target"] = tuple(_floats(parts[1], 3, "--drag target"))
-    kwargs["frame"] = int(parts[2])
+    kwargs["frame"] = _number(parts[2], "--drag frame", int)
     if len(parts) == 4:
-        kwargs["start_frame"] = int(parts[3])
+        kwargs["start_frame"] = _number(parts[3], "--drag start frame", int)
     return Drag(**kwargs)
 
 
@@ -112,7 +121,12 @@ def build_conditions(args, vertices: np.ndarray):
             raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
         base = SimulationConditions.from_dict(base).__dict__.copy()
     pins = set(base.get("pins", ()))
-    pins.update(int(v) for spec in args.pin for v in spec.split(",") if v.strip())
+    pins.update(
+        _number(v.strip(), "--pin (vertex indices V1,V2,...)", int)
+        for spec in args.pin
+        for v in spec.split(",")
+        if v.strip()
+    )
     if args.pin_below is not None:
         pins.update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
     fields = dict(base)
@@ -136,6 +150,24 @@ def build_conditions(args, vertices: np.ndarray):
     return SimulationConditions(**fields)
 
 
+RESULT_SUFFIXES = (".npz", ".pc2")
+MESH_SUFFIXES = (".obj", ".ply", ".stl", ".glb", ".off")
+
+
+def check_output(path: str, suffixes: tuple[str, ...], what: str) -> Path:
+    """The output path, refused before any work if its folder is missing or its extension is
+    not one of ``suffixes`` (so a long run never ends in a file it cannot write)."""
+    out = Path(path)
+    if out.suffix.lower() not in suffixes:
+        raise ConditionError(
+            f"--out {path}: {what} must end in {' or '.join(suffixes)},"
+            f" not {out.suffix or '(no extension)'}"
+        )
+    if not out.parent.is_dir():
+        raise ConditionError(f"--out {path}: the folder {out.parent} does not exist; create it")
+    return out
+
+
 def cmd_simulate(args) -> int:
     from tqdm import tqdm
 
@@ -143,6 +175,7 @@ def cmd_simulate(args) -> int:
     from .pc2 import write_pc2
     from .results import save_result
 
+    out = check_output(args.out, RESULT_SUFFIXES, "a simulation result")
     vertices, faces = read_mesh(args.mesh)
     conditions = build_conditions(args, vertices)
     conditions.validate(len(vertices))
@@ -168,7 +201,6 @@ def cmd_simulate(args) -> int:
         settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=False)
     result = engine.simulate(space, conditions, on_frame=on_frame, settings=settings)
     bar.close()
-    out = Path(args.out)
     if out.suffix.lower() == ".pc2":
         write_pc2(out, result.positions)
     else:
@@ -188,6 +220,7 @@ def cmd_ik(args) -> int:
     from .geometry import sample_surface_points
     from .ik import IKSettings
 
+    out = check_output(args.out, MESH_SUFFIXES, "the fitted mesh")
     vertices, faces = read_mesh(args.rest)
     target_v, target_f = read_mesh(args.target)
     engine = NeuROK.load(args.checkpoint, device=args.device)
@@ -197,7 +230,7 @@ def cmd_ik(args) -> int:
     fit = engine.inverse_kinematics(
         space, target, settings=IKSettings(steps=args.steps, restarts=args.restarts)
     )
-    trimesh.Trimesh(fit.vertices, faces, process=False).export(args.out)
+    trimesh.Trimesh(fit.vertices, faces, process=False).export(out)
     print(f"wrote {args.out}: chamfer (normalised, squared) {fit.loss:.3g}")
     return 0
 
@@ -260,7 +293,21 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _negative_anchors(argv: list[str]) -> list[str]:
+    """``--force -1:...`` as ``--force=-1:...``: argparse takes a value that starts with a dash
+    for an option, but a condition's spec never is one (it holds a ':')."""
+    out, take = [], False
+    for item in argv:
+        if take and item.startswith("-") and ":" in item:
+            out[-1] = f"{out[-1]}={item}"
+        else:
+            out.append(item)
+        take = item in ("--force", "--drag", "--velocity")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = _negative_anchors(list(sys.argv[1:] if argv is None else argv))
     args = make_parser().parse_args(argv)
     try:
         return args.run(args)

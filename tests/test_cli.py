@@ -42,3 +42,49 @@ def test_simulate_local_and_exact(tmp_path, capsys):
     assert motion > 1e-3
     assert np.abs(local.positions - exact.positions).max() < 0.05 * motion + 1e-6
     np.testing.assert_allclose(read_pc2(tmp_path / "local.pc2").frames, local.positions, atol=1e-6)
+
+
+BAD_SIMULATE = [
+    (["--force", "0:0,0,1:abc"], "--force strength (newtons): expected a number, got 'abc'"),
+    (["--force", "0:0,0,1:5:x-y"], "--force start frame (START-END): expected a whole number"),
+    (["--drag", "0:0,0,1:z"], "--drag frame: expected a whole number, got 'z'"),
+    (["--pin", "abc"], "--pin (vertex indices V1,V2,...): expected a whole number, got 'abc'"),
+    (["--force", "-1:0,0,1:5"], "vertex must be >= 0, got -1"),  # not taken for an option
+    (["--frames", "-5"], "frames must be between 1 and 100000, got -5"),
+    (["--frames", "0"], "frames must be between 1 and 100000, got 0"),
+]
+
+
+def test_simulate_refuses_bad_arguments_with_messages(tmp_path):
+    """Each bad argument gives one line naming it (no traceback), before any work: the mesh
+    file does not even exist here, and the checkpoint is never loaded."""
+    import subprocess
+    import sys
+
+    mesh = trimesh.creation.box()
+    mesh.export(tmp_path / "box.obj")
+    base = [sys.executable, "-m", "neurok_core.cli", "simulate", str(tmp_path / "box.obj")]
+    cases = [(extra + ["--out", str(tmp_path / "a.npz")], want) for extra, want in BAD_SIMULATE]
+    cases += [
+        (["--out", str(tmp_path / "missing" / "a.npz")], "does not exist; create it"),
+        (["--out", str(tmp_path / "a.txt")], "must end in .npz or .pc2, not .txt"),
+    ]
+    for extra, want in cases:
+        proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert want in proc.stderr and "Traceback" not in proc.stderr, (extra, proc.stderr)
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "a.txt").exists()
+
+
+def test_ik_checks_its_output_before_fitting(tmp_path, capsys):
+    mesh = trimesh.creation.box()
+    mesh.export(tmp_path / "box.obj")
+    box = str(tmp_path / "box.obj")
+    # a checkpoint that does not exist: the output is refused before it would be loaded
+    for out, want in (
+        (tmp_path / "missing" / "fit.obj", "does not exist"),
+        (tmp_path / "fit.xyz", "must end in .obj"),
+    ):
+        args = ["ik", box, box, "--out", str(out), "--checkpoint", str(tmp_path / "none")]
+        assert main(args) == 2
+        assert want in capsys.readouterr().err

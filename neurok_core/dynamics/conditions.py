@@ -303,6 +303,11 @@ class SimulationConditions:
         s(self, "damping", _number(self.damping, "damping (1/s)", low=0, low_open=False))
         s(self, "fps", _number(self.fps, "fps", low=0, low_open=True))
         s(self, "tolerance", _number(self.tolerance, "tolerance", low=0, low_open=True, high=0.1))
+        if isinstance(self.frames, int | float) and not isinstance(self.frames, bool):
+            if self.frames < 1:  # one rule, one message (negative or zero)
+                raise ConditionError(
+                    f"frames must be between 1 and {MAX_FRAMES}, got {self.frames}"
+                )
         frames = _index(self.frames, "frames")
         if not 1 <= frames <= MAX_FRAMES:
             raise ConditionError(f"frames must be between 1 and {MAX_FRAMES}, got {frames}")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checkpoint import checkpoint_info, load_checkpoint
+from .checkpoint import checkpoint_info, load_checkpoint, verify_weights
 from .device import describe_device, select_device
 from .errors import CheckpointError
 from .ik import IKResult, IKSettings, inverse_kinematics
@@ -135,10 +135,12 @@ class NeuROK:
 
 
 def checkpoint_summary(checkpoint: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The JSON side of a checkpoint without loading its weights."""
+    """The JSON side of a checkpoint without loading its weights (whose presence and checksum
+    are checked, as loading them would: a truncated file is an error here too)."""
     path = Path(checkpoint) if checkpoint else default_checkpoint()
     started = time.perf_counter()
     info = checkpoint_info(path)
+    verify_weights(path, info)
     info["path"] = str(path)
     info["read_seconds"] = round(time.perf_counter() - started, 4)
     return info

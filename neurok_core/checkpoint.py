@@ -200,6 +200,24 @@ def _describe(names: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def verify_weights(directory: str | os.PathLike, info: dict[str, Any]) -> Path:
+    """The weights file of a checkpoint, refused when missing or when it does not match the
+    checksum its ``config.json`` records (``info``, from :func:`checkpoint_info`)."""
+    root = _checkpoint_dir(directory)
+    weights = root / WEIGHTS_FILE
+    if not weights.is_file():
+        raise CheckpointError(
+            f"{weights} is missing; copy the whole checkpoint folder again or re-save it"
+        )
+    expected_sha = info.get("weights_sha256")
+    if expected_sha is not None and _sha256(weights) != expected_sha:
+        raise CheckpointError(
+            f"{weights} does not match the checksum in {root / CONFIG_FILE} (the file is "
+            "truncated, corrupt or from another checkpoint); copy or re-save the checkpoint"
+        )
+    return weights
+
+
 def load_checkpoint(
     directory: str | os.PathLike, *, device: str | torch.device = "cpu"
 ) -> tuple[NeuROKModel, dict[str, Any]]:
@@ -210,12 +228,8 @@ def load_checkpoint(
     """
     info = checkpoint_info(directory)
     root = _checkpoint_dir(directory)
-    weights = root / WEIGHTS_FILE
     config_path = root / CONFIG_FILE
-    if not weights.is_file():
-        raise CheckpointError(
-            f"{weights} is missing; copy the whole checkpoint folder again or re-save it"
-        )
+    weights = verify_weights(directory, info)
     try:
         config = ModelConfig.from_dict(info["model"])
     except (TypeError, ValueError) as exc:
@@ -223,12 +237,6 @@ def load_checkpoint(
             f"the model config in {config_path} is invalid: {exc}; update NeuROK or re-save "
             "the checkpoint"
         ) from exc
-    expected_sha = info.get("weights_sha256")
-    if expected_sha is not None and _sha256(weights) != expected_sha:
-        raise CheckpointError(
-            f"{weights} does not match the checksum in {config_path} (the file is truncated, "
-            "corrupt or from another checkpoint); copy or re-save the checkpoint"
-        )
     try:
         tensors = load_file(str(weights), device="cpu")
     except Exception as exc:  # safetensors raises its own error types for bad files

@@ -31,6 +31,16 @@ def read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
         raise MeshError(f"{path}: no such mesh file")
     try:
         mesh = trimesh.load(p, process=False, force="mesh")
+        if len(mesh.vertices) == 0:  # a point cloud comes back empty as a mesh: say so
+            raw = trimesh.load(p, process=False)
+            count = len(getattr(raw, "vertices", ()))
+            if count:
+                raise MeshError(
+                    f"{path}: {count} vertices but no faces; a point cloud cannot be simulated, "
+                    "export the mesh with its faces"
+                )
+    except MeshError:
+        raise
     except Exception as exc:  # noqa: BLE001  (trimesh raises many kinds on bad files)
         raise MeshError(f"{path}: cannot read the mesh ({exc})") from None
     return np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces, dtype=np.int64)

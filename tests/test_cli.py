@@ -88,3 +88,24 @@ def test_ik_checks_its_output_before_fitting(tmp_path, capsys):
         args = ["ik", box, box, "--out", str(out), "--checkpoint", str(tmp_path / "none")]
         assert main(args) == 2
         assert want in capsys.readouterr().err
+
+
+def test_point_clouds_and_truncated_weights_say_what_is_wrong(tmp_path, capsys):
+    import shutil
+
+    from neurok_core.api import default_checkpoint
+
+    cloud = tmp_path / "points.ply"
+    cloud.write_text(
+        "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+        "property float z\nend_header\n0 0 0\n1 0 0\n0 1 0\n"
+    )
+    assert main(["simulate", str(cloud), "--out", str(tmp_path / "a.npz")]) == 2
+    assert "3 vertices but no faces" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    shutil.copytree(default_checkpoint(), broken)
+    with open(broken / "model.safetensors", "r+b") as fh:
+        fh.truncate(1000)
+    assert main(["info", "--checkpoint", str(broken)]) == 2
+    assert "does not match the checksum" in capsys.readouterr().err
+    assert main(["info"]) == 0  # the intact bundled one is described

@@ -335,7 +335,7 @@ def checkpoint(tmp_path_factory):
 def test_the_benchmark_writes_its_table_json_and_contact_sheet(checkpoint, tmp_path, capsys):
     out = tmp_path / "out"
     args = ["--out", str(out), "--checkpoint", str(checkpoint), "--scenes", "laptop,curtain"]
-    args += ["--frames", "5", "--undamped-fps", "1", "--timeout", "30", "--threads", "1"]
+    args += ["--frames", "5", "--undamped-fps", "1", "--timeout", "300", "--threads", "1"]
     assert main(args) == 0
     printed = capsys.readouterr().out
     first = [line.split()[0] for line in printed.splitlines() if line.strip()]

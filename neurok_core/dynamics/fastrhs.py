@@ -119,8 +119,15 @@ class NumpyDynamics:
         a = self.sqrt_m3 * jac.reshape(-1, kq)  # M^1/2 J, G = A^T A
         return a.T @ a + self._ridge
 
-    def potential(self, x: np.ndarray, q: np.ndarray, barrier_energy: float | None = None):
-        """V(q) in joules (``lagrangian.potential_energy``)."""
+    def potential(
+        self,
+        x: np.ndarray,
+        q: np.ndarray,
+        barrier_energy: float | None = None,
+        spring_energy: float | None = None,
+    ):
+        """V(q) in joules (``lagrangian.potential_energy``); the barrier's and the springs'
+        energies when already known."""
         dx = x - self.rest
         m = self.m
         v = -float(m @ (dx @ self.gravity))
@@ -131,7 +138,9 @@ class NumpyDynamics:
             dp = x[rows] - rest
             v += 0.5 * k * float((dp * dp).sum())
         if self.springs is not None:
-            v += numpy_energy_and_forces(self.springs, x)[0]
+            if spring_energy is None:
+                spring_energy = numpy_energy_and_forces(self.springs, x)[0]
+            v += spring_energy
         if barrier_energy is None and self.barrier is not None:
             barrier_energy = self.barrier_terms(q)[0]
         return v + (barrier_energy or 0.0)
@@ -186,8 +195,10 @@ class NumpyDynamics:
         point = m * (self.gravity - bias) + applied
         if self.ws2:
             point = point - (self.ws2 * m) * dx
+        spring_energy = None
         if self.springs is not None:
-            point = point + numpy_energy_and_forces(self.springs, x)[1]
+            spring_energy, spring_forces = numpy_energy_and_forces(self.springs, x)
+            point = point + spring_forces
         gq = metric @ qdot
         q_track = jf.T @ point.reshape(-1) - self.damping * gq
         power = self._passive_power(applied, vel, qdot, gq)
@@ -236,4 +247,4 @@ class NumpyDynamics:
             qddot = qddot + extra
             power += float(qdot @ (metric @ extra))
         kinetic = 0.5 * float(qdot @ gq)
-        return qddot, power, kinetic, self.potential(x, q, barrier_energy)
+        return qddot, power, kinetic, self.potential(x, q, barrier_energy, spring_energy)

@@ -69,9 +69,13 @@ def coriolis(kin: PointKinematics, masses: Tensor) -> Tensor:
 
 
 def potential_energy(
-    kin: PointKinematics, loads: Loads, q: Tensor, barrier_energy: float | None = None
+    kin: PointKinematics,
+    loads: Loads,
+    q: Tensor,
+    barrier_energy: float | None = None,
+    spring_energy: float | None = None,
 ) -> float:
-    """V(q) in joules (zero at rest); ``barrier_energy`` when already known."""
+    """V(q) in joules (zero at rest); the barrier's and the springs' energies when known."""
     dx = kin.x - loads.rest_points  # (S, 3)
     m = loads.masses
     v = -float((m * (dx @ loads.gravity)).sum())
@@ -80,7 +84,9 @@ def potential_energy(
         dp = kin.x[loads.pins.rows] - loads.pins.rest  # (P, 3)
         v += 0.5 * loads.pins.stiffness * float((dp * dp).sum())
     if loads.springs is not None:
-        v += loads.springs.energy_and_forces(kin.x)[0]
+        if spring_energy is None:
+            spring_energy = loads.springs.energy_and_forces(kin.x)[0]
+        v += spring_energy
     if barrier_energy is not None:
         v += barrier_energy
     elif loads.barrier is not None:
@@ -148,8 +154,10 @@ def equations_of_motion(
 
     applied = loads.applied_forces(frame)  # (S, 3)
     conservative = m.unsqueeze(1) * (loads.gravity - loads.stiffness_omega**2 * dx)  # (S, 3)
+    spring_energy = None
     if loads.springs is not None:
-        conservative = conservative + loads.springs.energy_and_forces(kin.x)[1]
+        spring_energy, spring_forces = loads.springs.energy_and_forces(kin.x)
+        conservative = conservative + spring_forces
     q_track = (jac.T @ (conservative + applied).reshape(-1)).to(**_CPU)  # (kq,)
     q_track = q_track - coriolis(kin, m) - loads.damping * (metric @ qdot)
     power = _passive_power(loads, applied, vel, qdot, metric)
@@ -194,5 +202,5 @@ def equations_of_motion(
         qddot=qddot,
         power=power,
         kinetic=kinetic,
-        potential=potential_energy(kin, loads, q, barrier_energy),
+        potential=potential_energy(kin, loads, q, barrier_energy, spring_energy),
     )

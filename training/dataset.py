@@ -31,7 +31,13 @@ import torch
 from scipy.spatial import ConvexHull, QhullError, cKDTree
 
 from neurok_core.errors import SequenceError
-from neurok_core.geometry import Normalization, SurfaceSamples, face_areas, locate
+from neurok_core.geometry import (
+    Normalization,
+    SurfaceSamples,
+    face_areas,
+    locate,
+    vertex_islands,
+)
 from neurok_core.sequence import load_sequence
 
 MANIFEST = "manifest.json"
@@ -104,10 +110,18 @@ class _Loaded:
     normalization: Normalization
     hull: np.ndarray
     face_parts: np.ndarray  # (F,) int64 rigid part of each face, -1 where none
+    face_islands: np.ndarray  # (F,) int64 loose part (connected faces) of each face
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.vertices, self.faces, self.area_cdf, self.hull, self.face_parts)
+        arrays = (
+            self.vertices,
+            self.faces,
+            self.area_cdf,
+            self.hull,
+            self.face_parts,
+            self.face_islands,
+        )
         return sum(a.nbytes for a in arrays)
 
 
@@ -243,7 +257,8 @@ class PairDataset(torch.utils.data.Dataset):
         if seq.category in RIGID_PART_CATEGORIES:  # parts are rigid bodies there
             face_parts = seq.parts.astype(np.int64)[faces[:, 0]]
         norm = Normalization.from_vertices(rest)
-        item = _Loaded(seq.vertices, faces, cdf, norm, _hull(rest), face_parts)
+        face_islands = vertex_islands(rest, faces)[faces[:, 0]]  # (F,)
+        item = _Loaded(seq.vertices, faces, cdf, norm, _hull(rest), face_parts, face_islands)
         self._cache[index] = item
         self._cached_bytes += item.nbytes
         while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
@@ -280,6 +295,7 @@ class PairDataset(torch.utils.data.Dataset):
             "rest": torch.from_numpy(rest.astype(np.float32)),
             "deformed": torch.from_numpy(deformed.astype(np.float32)),
             "parts": torch.from_numpy(seq.face_parts[samples.face_ids]),  # (P,) -1: none
+            "islands": torch.from_numpy(seq.face_islands[samples.face_ids]),  # (P,)
         }
         if self.neighbors:
             item["neighbors"] = torch.from_numpy(nearest_others(rest, self.neighbors))

@@ -325,8 +325,9 @@ def validate(model, loader, device, world: int, autocast) -> dict[str, float]:
         rest = batch["rest"].to(device)  # (B, P, 3)
         deformed = batch["deformed"].to(device)  # (B, P, 3)
         neighbors = batch["neighbors"].to(device) if "neighbors" in batch else None
+        islands = batch["islands"].to(device) if "islands" in batch else None
         with autocast():
-            out = model.loss(rest, deformed, neighbors=neighbors, sample=False)
+            out = model.loss(rest, deformed, neighbors=neighbors, islands=islands, sample=False)
         b = rest.shape[0]
         err += float(out["recon"]) * b
         kl += float(out["kl"]) * b
@@ -512,6 +513,8 @@ def main(argv: list[str] | None = None) -> dict:
         "kl",
         "skin_entropy",
         "skin_parts",
+        "agree",
+        "prior_agree",
         "rmse",
     )
     sums = [0.0] * (len(logged) + 2)  # the logged terms, grad norm, steps
@@ -640,11 +643,16 @@ def main(argv: list[str] | None = None) -> dict:
             parts = batch.get("parts")
             if parts is not None:
                 parts = parts.to(device, non_blocking=True)  # (B, P)
+            islands = batch.get("islands")
+            if islands is not None:
+                islands = islands.to(device, non_blocking=True)  # (B, P)
             lr = learning_rate(args, step, progress)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast():
-                out = ddp_model(rest, deformed, neighbors=neighbors, parts=parts)
+                out = ddp_model(
+                    rest, deformed, neighbors=neighbors, parts=parts, islands=islands
+                )
             out["loss"].backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 model.parameters(), args.grad_clip if args.grad_clip > 0 else math.inf

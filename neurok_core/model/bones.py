@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..dualquat import dq_blend, dq_from_raw, dq_from_rt, dq_mul
+from ..dualquat import dq_apply, dq_blend, dq_from_raw, dq_from_rt, dq_mul
 from .config import ModelConfig
 from .layers import CrossAttentionBlock, FourierEmbedding, LayerNorm, SelfAttentionBlock
 from .networks import DeformationDecoder
@@ -83,6 +83,33 @@ def part_inconsistency(weights: Tensor, parts: Tensor) -> Tensor:
     return (((weights - means) ** 2).sum(-1) * mask[..., 0]).sum(-1)
 
 
+def bone_disagreement(bones: Tensor, points: Tensor, parts: Tensor, bone_parts: Tensor) -> Tensor:
+    """How far the bones placed on each labelled rigid part are from moving it alike, per shape:
+
+        sum_p 1/|B_g| sum_{b in B_g} |T_b x_p - mean_{b' in B_g} T_b' x_p|^2,  g = part(p),
+
+    over the labelled points (parts >= 0), B_g the bones whose centre lies on part g. Zero iff
+    the bones of every part apply one rigid motion to its points (then any blend of them moves
+    the part rigidly); a part with one bone or none costs nothing.
+    bones: (B, nb, 8) unit world DQs; points: (B, P, 3); parts: (B, P) int64, -1 for unlabelled
+    points; bone_parts: (B, nb) int64, the part of each bone's centre (-1: none)."""
+    moved = dq_apply(bones[:, None, :, :], points[:, :, None, :])  # (B, P, nb, 3)
+    same = (parts[:, :, None] == bone_parts[:, None, :]) & (parts[:, :, None] >= 0)  # (B, P, nb)
+    mask = same.to(points.dtype)
+    count = mask.sum(-1).clamp_min(1.0)  # (B, P)
+    mean = (moved * mask[..., None]).sum(-2) / count[..., None]  # (B, P, 3)
+    spread = ((moved - mean[:, :, None, :]) ** 2).sum(-1)  # (B, P, nb)
+    return ((spread * mask).sum(-1) / count).sum(-1)
+
+
+def own_part_mask(point_islands: Tensor, bone_islands: Tensor) -> Tensor:
+    """Which bones (..., Q, nb) bool each point may blend: those placed on its own loose part
+    (island), or all of them where its part holds none. point_islands: (..., Q) int64;
+    bone_islands: (..., nb) int64."""
+    own = point_islands[..., :, None] == bone_islands[..., None, :]  # (..., Q, nb)
+    return own | ~own.any(dim=-1, keepdim=True)
+
+
 def skin_entropy(weights: Tensor) -> Tensor:
     """Entropy of skinning weights (..., Q, nb) summed over the points: (...)."""
     return -(weights * torch.log(weights.clamp_min(1e-12))).sum(dim=(-1, -2))
@@ -107,6 +134,14 @@ class SkinningWeights(nn.Module):
         self.to_bone = nn.Linear(width, width, bias=False)
         nn.init.zeros_(self.to_point.weight)  # no modulation at first: Gaussian weights
         self.log_sigma = nn.Parameter(torch.tensor(math.log(config.bone_sigma)))
+        self.sigma_min = float(config.bone_sigma_min)
+
+    @property
+    def sigma(self) -> Tensor:
+        """The Gaussian's width: ``sqrt(exp(2 s) + sigma_min^2)`` with the learned s."""
+        if self.sigma_min == 0.0:
+            return torch.exp(self.log_sigma)
+        return torch.sqrt(torch.exp(2.0 * self.log_sigma) + self.sigma_min**2)
 
     def features(self, points: Tensor, shape_tokens: Tensor) -> Tensor:
         """phi: the rest-shape features (..., Q, C) of points (..., Q, 3)."""
@@ -115,14 +150,21 @@ class SkinningWeights(nn.Module):
     def logits(self, points: Tensor, centers: Tensor, shape_tokens: Tensor) -> Tensor:
         """Unnormalised log-weights (..., Q, nb)."""
         near = ((points[..., :, None, :] - centers[..., None, :, :]) ** 2).sum(-1)  # (..., Q, nb)
-        sigma2 = torch.exp(2.0 * self.log_sigma)
+        sigma2 = self.sigma**2 if self.sigma_min else torch.exp(2.0 * self.log_sigma)
         fp = self.to_point(self.features(points, shape_tokens))  # (..., Q, C)
         fb = self.to_bone(self.features(centers, shape_tokens))  # (..., nb, C)
         modulation = fp @ fb.transpose(-1, -2) / math.sqrt(fp.shape[-1])  # (..., Q, nb)
         return modulation - near / (2.0 * sigma2)
 
-    def forward(self, points: Tensor, centers: Tensor, shape_tokens: Tensor) -> Tensor:
-        return torch.softmax(self.logits(points, centers, shape_tokens), dim=-1)
+    def forward(
+        self, points: Tensor, centers: Tensor, shape_tokens: Tensor, own: Tensor | None = None
+    ) -> Tensor:
+        """Weights (..., Q, nb); ``own`` (..., Q, nb) bool limits each point to those bones
+        (:func:`own_part_mask`)."""
+        logits = self.logits(points, centers, shape_tokens)
+        if own is not None:
+            logits = logits.masked_fill(~own, float("-inf"))
+        return torch.softmax(logits, dim=-1)
 
 
 class SkinnedDecoder(DeformationDecoder):
@@ -156,9 +198,12 @@ class SkinnedDecoder(DeformationDecoder):
         raw = self.bone_raw(self.tokens(z, shape_tokens), centers)
         return about_centers(dq_from_raw(raw), centers.expand(*raw.shape[:-1], 3))
 
-    def weights(self, shape_tokens: Tensor, centers: Tensor, points: Tensor) -> Tensor:
-        """Skinning weights (..., Q, nb) of points (..., Q, 3): rest shape only, no z."""
-        return self.skin(points, centers, shape_tokens)
+    def weights(
+        self, shape_tokens: Tensor, centers: Tensor, points: Tensor, own: Tensor | None = None
+    ) -> Tensor:
+        """Skinning weights (..., Q, nb) of points (..., Q, 3): rest shape only, no z; ``own``
+        (..., Q, nb) bool: the bones each point may blend (None: all)."""
+        return self.skin(points, centers, shape_tokens, own)
 
     def forward(  # type: ignore[override]
         self, z: Tensor, shape_tokens: Tensor, centers: Tensor, query_points: Tensor

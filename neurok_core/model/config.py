@@ -35,11 +35,20 @@ class ModelConfig:
     bone_layers: self-attention blocks among the bone tokens (skinned).
     bone_sigma: initial width (normalised units) of the Gaussian proximity term of the
         skinning weights; it is learned.
+    bone_sigma_min: a floor under that width, ``sigma^2 = exp(2 s) + sigma_min^2`` with the
+        learned s: the blend between neighbouring bones stays smooth (0: no floor).
     skin_entropy_weight: weight of the skinning weights' entropy summed over the points (a
         sharpness term: 0 leaves the blend as wide as the data asks).
     skin_part_weight: weight of the part-consistency term: the points of one labelled rigid part
         should share one weight vector, so that the part moves by one blended rigid motion
         (rigid by construction); training pairs without labels do not take it.
+    part_agreement_weight: weight of the bones' agreement inside each labelled rigid part at
+        the posterior latent: every bone placed on a part, applied to the part's points, should
+        move them as the part's other bones do (a part whose bones agree moves rigidly under
+        any blend of them). Training pairs without labels do not take it.
+    prior_agreement_weight: the same agreement at a latent drawn from the prior, where the
+        dynamics move: the whole high-density region keeps labelled parts rigid while leaving
+        them free to move as wholes (bones only, no reconstruction target).
     kl_weight: lambda of the loss (0.01 in the paper).
     rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
         carry onto their deformed positions (0 disables the rigidity term).
@@ -72,8 +81,11 @@ class ModelConfig:
     bones: int = 32
     bone_layers: int = 1
     bone_sigma: float = 0.08
+    bone_sigma_min: float = 0.0
     skin_entropy_weight: float = 0.0
     skin_part_weight: float = 0.0
+    part_agreement_weight: float = 0.0
+    prior_agreement_weight: float = 0.0
     kl_weight: float = 0.01
     rigidity_neighbors: int = 8
     rigidity_weight: float = 1.0
@@ -116,7 +128,10 @@ class ModelConfig:
             "prior_rigidity_robust",
             "skin_entropy_weight",
             "skin_part_weight",
+            "part_agreement_weight",
+            "prior_agreement_weight",
             "bone_sigma",
+            "bone_sigma_min",
         ):
             value = getattr(self, name)
             if (
@@ -200,5 +215,11 @@ PRESETS: dict[str, ModelConfig] = {
     # Trainable on a 2-core CPU in about an hour (see training/benchmarks/bench_model.py).
     "default": ModelConfig(),
     # The part-aware kinematic space (design section 10) at the default width.
-    "skinned": ModelConfig(deformation="skinned", skin_entropy_weight=0.005),
+    # Bones of one labelled rigid part agree (posterior and prior samples); blends stay wide.
+    "skinned": ModelConfig(
+        deformation="skinned",
+        bone_sigma_min=0.05,
+        part_agreement_weight=1.0,
+        prior_agreement_weight=1.0,
+    ),
 }

@@ -13,7 +13,9 @@ from ..dualquat import dq_apply, dq_from_raw
 from .bones import (
     SkinnedDecoder,
     blend_bones,
+    bone_disagreement,
     farthest_point_centers,
+    own_part_mask,
     part_inconsistency,
     skin_entropy,
 )
@@ -87,9 +89,12 @@ class NeuROKModel(nn.Module):
         """A skinned decoder's world-frame bone motions (B, nb, 8) in the state z (B, k)."""
         return self.decoder.bones(z, shape.tokens, shape.centers)
 
-    def skin_weights(self, shape: ShapeCode, query_points: Tensor) -> Tensor:
-        """A skinned decoder's skinning weights (B, Q, nb) at query_points (B, Q, 3)."""
-        return self.decoder.weights(shape.tokens, shape.centers, query_points)
+    def skin_weights(
+        self, shape: ShapeCode, query_points: Tensor, own: Tensor | None = None
+    ) -> Tensor:
+        """A skinned decoder's skinning weights (B, Q, nb) at query_points (B, Q, 3); ``own``
+        (B, Q, nb) bool: the bones each point may blend (None: all)."""
+        return self.decoder.weights(shape.tokens, shape.centers, query_points, own)
 
     def deform(self, z: Tensor, shape: ShapeCode, query_points: Tensor) -> Tensor:
         """Deformed positions (B, Q, 3) of ``query_points`` (B, Q, 3) in the state ``z`` (B, k)."""
@@ -114,6 +119,7 @@ class NeuROKModel(nn.Module):
         *,
         neighbors: Tensor | None = None,
         parts: Tensor | None = None,
+        islands: Tensor | None = None,
         sample: bool = True,
         generator: torch.Generator | None = None,
     ) -> dict[str, Tensor]:
@@ -123,7 +129,10 @@ class NeuROKModel(nn.Module):
         neighbors: (B, P, K) indices of each point's K nearest other rest points, for the
         rigidity term (computed here with ``torch.cdist`` + ``topk`` when None).
         parts: (B, P) int64 rigid part of each point (-1: none), for the skinned decoder's
-        part-consistency term (none when None).
+        part-consistency and agreement terms (none when None).
+        islands: (B, P) int64 loose part (connected faces) of each point: a skinned decoder's
+        point then blends only the bones placed on its own loose part, as the kinematic space
+        does at inference (None: all bones).
         sample: draw z from the posterior (training) or take its mean (validation).
 
         With ``x_p`` the true and ``y_p = F(z)(x0_p)`` the predicted deformed points,
@@ -135,14 +144,17 @@ class NeuROKModel(nn.Module):
             kl       = mean_b 1/2 sum_j (sigma_j^2 + (mu_post_j - mu_cond_j)^2 - 1 - log sigma_j^2)
             entropy  = mean_b -sum_p sum_b w_pb log w_pb      (skinned decoder only)
             parts    = mean_b sum_p |w_p - mean_{part(p)} w|^2 (skinned, labelled points)
+            agree    = mean_b bone_disagreement(bones(z)) (skinned, labelled points)
+            prior_agree = the same at z' ~ p (training only)
             loss     = recon + rigidity_weight * rigidity + kl_weight * kl
                        + prior_rigidity_weight * prior_rigidity
                        + skin_entropy_weight * entropy + skin_part_weight * parts
+                       + part_agreement_weight * agree + prior_agreement_weight * prior_agree
 
         The reconstruction is summed over the points (the squared 2-norm of the deformation
         field, as the paper writes it), not averaged: averaging made the posterior collapse.
         Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``prior_rigidity``, ``kl``,
-        ``skin_entropy``, ``skin_parts`` and ``rmse`` (root mean squared per-point error, for
+        ``skin_entropy``, ``skin_parts``, ``agree``, ``prior_agree`` and ``rmse`` (root mean squared per-point error, for
         logging).
         """
         cfg = self.config
@@ -151,12 +163,30 @@ class NeuROKModel(nn.Module):
         z = reparameterize(mu, logvar, generator=generator) if sample else mu  # (B, k)
         entropy = mu.new_zeros(())
         part_term = mu.new_zeros(())
+        agree = mu.new_zeros(())
+        prior_agree = mu.new_zeros(())
         if self.skinned:
-            weights = self.skin_weights(shape, rest_points)  # (B, P, nb)
+            with torch.no_grad():  # each bone centre is one of the rest points
+                centre_index = torch.cdist(shape.centers, rest_points).argmin(-1)  # (B, nb)
+            own = None
+            if islands is not None:
+                own = own_part_mask(islands, torch.gather(islands, 1, centre_index))
+            weights = self.skin_weights(shape, rest_points, own)  # (B, P, nb)
             entropy = skin_entropy(weights).mean()
             if parts is not None and cfg.skin_part_weight > 0:
                 part_term = part_inconsistency(weights, parts).mean()
-            out = blend_bones(self.bones(z, shape), weights)  # (B, P, 8)
+            bones = self.bones(z, shape)  # (B, nb, 8)
+            out = blend_bones(bones, weights)  # (B, P, 8)
+            if parts is not None:
+                bone_parts = torch.gather(parts, 1, centre_index)  # (B, nb)
+                if cfg.part_agreement_weight > 0:
+                    agree = bone_disagreement(bones, rest_points, parts, bone_parts).mean()
+                if sample and cfg.prior_agreement_weight > 0:
+                    z_prior = shape.mu_cond + standard_normal(mu, mu.shape, generator)  # (B, k)
+                    prior_bones = self.bones(z_prior, shape)  # (B, nb, 8)
+                    prior_agree = bone_disagreement(
+                        prior_bones, rest_points, parts, bone_parts
+                    ).mean()
         else:
             out = self.decode(z, shape, rest_points)  # (B, P, 8) or (B, P, 3)
         if cfg.rigid_motions:
@@ -191,6 +221,8 @@ class NeuROKModel(nn.Module):
             + cfg.kl_weight * kl
             + cfg.skin_entropy_weight * entropy
             + cfg.skin_part_weight * part_term
+            + cfg.part_agreement_weight * agree
+            + cfg.prior_agreement_weight * prior_agree
         )
         rmse = torch.sqrt(recon.detach() / rest_points.shape[-2])
         return {
@@ -201,6 +233,8 @@ class NeuROKModel(nn.Module):
             "kl": kl,
             "skin_entropy": entropy,
             "skin_parts": part_term,
+            "agree": agree,
+            "prior_agree": prior_agree,
             "rmse": rmse,
         }
 

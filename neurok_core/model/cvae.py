@@ -154,8 +154,8 @@ class NeuROKModel(nn.Module):
         The reconstruction is summed over the points (the squared 2-norm of the deformation
         field, as the paper writes it), not averaged: averaging made the posterior collapse.
         Returns a dict of scalars: ``loss``, ``recon``, ``rigidity``, ``prior_rigidity``, ``kl``,
-        ``skin_entropy``, ``skin_parts``, ``agree``, ``prior_agree`` and ``rmse`` (root mean squared per-point error, for
-        logging).
+        ``skin_entropy``, ``skin_parts``, ``agree``, ``prior_agree`` and ``rmse`` (root mean
+        squared per-point error, for logging).
         """
         cfg = self.config
         shape = self.encode_shape(rest_points)

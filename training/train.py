@@ -650,9 +650,7 @@ def main(argv: list[str] | None = None) -> dict:
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with autocast():
-                out = ddp_model(
-                    rest, deformed, neighbors=neighbors, parts=parts, islands=islands
-                )
+                out = ddp_model(rest, deformed, neighbors=neighbors, parts=parts, islands=islands)
             out["loss"].backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(
                 model.parameters(), args.grad_clip if args.grad_clip > 0 else math.inf

@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
-from .errors import ConditionError, MeshError, NeuROKError
+from .errors import ConditionError, MeshError, NeuROKError, SimulationError
 
 
 def read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -185,7 +186,10 @@ def cmd_simulate(args) -> int:
     from .pc2 import write_pc2
     from .results import save_result
 
+    started = time.monotonic()
     out = check_output(args.out, RESULT_SUFFIXES, "a simulation result")
+    if not args.time_limit >= 0:
+        raise ConditionError(f"--time-limit: expected seconds >= 0, got {args.time_limit:g}")
     vertices, faces = read_mesh(args.mesh)
     conditions = build_conditions(args, vertices)
     conditions.validate(len(vertices))
@@ -198,9 +202,15 @@ def cmd_simulate(args) -> int:
         on_status=lambda stage, msg: bar.set_description(stage),
     )
 
+    over_time = []
+
     def on_frame(index, positions, energy):
         bar.update(1)
         bar.set_postfix(energy=f"{energy:.4g}")
+        if args.time_limit > 0 and time.monotonic() - started > args.time_limit:
+            over_time.append(index)
+            return False  # stop: the engine returns the frames so far
+        return None
 
     settings = None
     if args.exact_kinematics:
@@ -211,6 +221,12 @@ def cmd_simulate(args) -> int:
         settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=False)
     result = engine.simulate(space, conditions, on_frame=on_frame, settings=settings)
     bar.close()
+    if over_time:
+        raise SimulationError(
+            f"stopped at the time limit of {args.time_limit:g} s (--time-limit) after frame "
+            f"{over_time[0]} of {conditions.frames - 1}; nothing was written. Raise the limit "
+            "(0: none), or ask for fewer frames or a smaller mesh"
+        )
     if out.suffix.lower() == ".pc2":
         write_pc2(out, result.positions)
     else:
@@ -267,6 +283,13 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument("--force", action="append", default=[], metavar="A:DX,DY,DZ:N[:S-E]")
     sim.add_argument("--drag", action="append", default=[], metavar="A:X,Y,Z:FRAME[:START]")
     sim.add_argument("--velocity", action="append", default=[], metavar="A:VX,VY,VZ")
+    sim.add_argument(
+        "--time-limit",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="stop with a message after this long, counted from the start (0: no limit)",
+    )
     sim.add_argument("--pin", action="append", default=[], metavar="V1,V2,...")
     sim.add_argument("--pin-below", type=float, default=None, help="pin vertices with z <= this")
     sim.add_argument("--conditions", default=None, help="a SimulationConditions JSON file")

@@ -26,7 +26,7 @@ from neurok_core.dynamics import (
 from neurok_core.dynamics.loads import build_loads
 from neurok_core.dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from neurok_core.dynamics.system import decoder_kinematics, derivative_errors, restrict
-from neurok_core.errors import SimulationError
+from neurok_core.errors import ConditionError, SimulationError
 
 F64 = torch.float64
 G = 9.81
@@ -636,8 +636,13 @@ def test_damped_scenes_meet_the_barrier_as_an_inelastic_stop(damping, capsys):
 # -- failures and control -----------------------------------------------------------------------
 def test_absurd_force_stops_with_a_clear_error():
     cond = SimulationConditions(forces=(Force((0, 0, 1), 1e15, vertex=3),), frames=10)
-    with pytest.raises(SimulationError, match="blew up between frames 0 and 1.*object sizes"):
+    # refused before any work, with the strength that would pass
+    with pytest.raises(ConditionError, match="times its size in one frame.*lower their total"):
         simulate(translation((0, 0, 1)), cond, {Anchor(vertex=3): 3})
+    # without that check, the step control stops it as a blow-up
+    unchecked = DynamicsSettings(max_load_sizes_per_frame=math.inf)
+    with pytest.raises(SimulationError, match="blew up between frames 0 and 1.*object sizes"):
+        simulate(translation((0, 0, 1)), cond, {Anchor(vertex=3): 3}, settings=unchecked)
 
 
 def test_decoder_nan_stops_with_a_clear_error():

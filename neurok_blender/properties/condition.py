@@ -26,10 +26,12 @@ class NeuROKConditionSettings(bpy.types.PropertyGroup):
         name="Strength",
         description=(
             "Force in newtons (drag the arrow gizmo in the viewport: its range is 0 to 100 N;"
-            " type larger values)"
+            " type larger values, up to 1 MN; Simulate says when a force would throw the object"
+            " beyond the shapes it can take, and what it accepts)"
         ),
         default=10.0,
         min=0.0,
+        max=1e6,
         soft_max=100.0,
         unit="NONE",
     )
@@ -38,6 +40,7 @@ class NeuROKConditionSettings(bpy.types.PropertyGroup):
         description="Initial speed in metres per second, along the arrow",
         default=1.0,
         min=0.0,
+        max=1e4,
         soft_max=20.0,
         unit="VELOCITY",
     )

@@ -25,6 +25,11 @@ symplectic schemes are implicit (several decoder evaluations per Newton iteratio
 step per frame already keeps the drift of smooth motions at 24-30 fps far under 1%
 (tests/test_dynamics.py measures it), and slow motions take several frames per step.
 
+Budget: a frame may take at most ``max_frame_evaluations`` right-hand sides and
+``max_frame_expansions`` re-expansions of the local model (all its attempts together), and never
+more than ``max_substeps`` steps; beyond that the run stops with SimulationError, so every run
+ends in bounded time (loads too strong to follow are refused before, see ``limits``).
+
 Blow-up: a NaN/inf state, a point farther than ``max_displacement`` object sizes from rest, a
 latent far outside the prior, or an energy balance off by more than half the energy scale in one
 step is retried with half the step up to ``max_refinements`` times; if it still fails the run
@@ -250,6 +255,8 @@ class Integrator:
         self.paths: dict[int, DragPath] = {}
         self.evaluations = 0
         self.energy_evaluations = 0
+        self.frames = 0  # of the current run
+        self._budget_start = (0, 0)  # evaluations and expansions when the frame began
         self._last: tuple[Tensor, Tensor, PointKinematics] | None = None
         eps = torch.finfo(system.dtype).eps
         reach = 1.0 + float(loads.rest_points.abs().max()) / loads.size
@@ -378,9 +385,33 @@ class Integrator:
         h = k * self.dt / n
         t0 = frame * self.dt
         for i in range(n):
+            self._within_budget(frame)
             s = self._local_model(s, frame, t0 + i * h)
             s = self._rk4(s, frame, t0 + i * h, h)
         return s
+
+    def _start_budget(self) -> None:
+        """A frame's budget of work starts now (``max_frame_evaluations`` / ``_expansions``)."""
+        self._budget_start = (self.evaluations, self._expansions())
+
+    def _expansions(self) -> int:
+        return 0 if self.local is None else self.local.stats.expansions
+
+    def _within_budget(self, frame: int) -> None:
+        """Stop the run (SimulationError) once the frame from ``frame`` has used its budget."""
+        st = self.settings
+        evaluations = self.evaluations - self._budget_start[0]
+        expansions = self._expansions() - self._budget_start[1]
+        if evaluations <= st.max_frame_evaluations and expansions <= st.max_frame_expansions:
+            return
+        raise SimulationError(
+            f"the simulation stopped at frame {frame} of {self.frames - 1}: that frame needed "
+            f"more than {evaluations} evaluations of the motion and {expansions} of the learned "
+            "shapes (the limit of work per frame), so the motion is too fast or too stiff for "
+            "the object's learned space, as when strong loads press it against the limits of "
+            "its learned shapes. Lower the forces or the stiffness, raise the mass, the damping "
+            "or the frame rate."
+        )
 
     def _local_model(self, s: _State, frame: int, t: float, force: bool = False) -> _State:
         """With the local model: re-expand it at s when s is beyond its trusted radius (or
@@ -461,9 +492,9 @@ class Integrator:
             if qddot is not None:
                 move += 0.5 * float(qddot.norm()) * self.dt * self.dt
             need = max(need, 2.0 * move / self.local.radius)
-        n_min = max(self.min_substeps, math.ceil(need - 1e-9), 1)
+        n_min = min(max(self.min_substeps, math.ceil(need - 1e-9), 1), self.settings.max_substeps)
         if n_min > 1 or n > 1:
-            return 1, max(n, n_min)
+            return 1, min(max(n, n_min), self.settings.max_substeps)
         span = min((c for c in self.changes if c > frame), default=last) - frame
         k_stab = math.floor(1.0 / need + 1e-9) if need > 0 else k
         k_max = max(1, min(k, span, last - frame, k_stab, self.settings.max_frames_per_step))
@@ -475,6 +506,8 @@ class Integrator:
     ) -> Trajectory:
         """Integrate from (q0, qdot0) (kq,) for ``frames`` output frames (frame 0 included)."""
         q0, qdot0 = q0.detach().to(**_CPU), qdot0.detach().to(**_CPU)
+        self.frames = frames
+        self._start_budget()
         if self.local is not None:
             self.local.expand(q0)
         try:
@@ -506,6 +539,7 @@ class Integrator:
             except _Failure as fail:
                 raise SimulationError(self._blow_up_message(fail.reason, frame, n)) from None
             k, n = self._clamp(frame, last, k, n, state.qdot, state.motion.qddot)
+            self._start_budget()
             step = self._advance(state, frame, k, n, content)
             end = step.state
             content = max(content, abs(end.motion.kinetic) + abs(end.motion.potential))

@@ -32,6 +32,13 @@ class DynamicsSettings:
     oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
     damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
     max_substeps: integration steps per frame never exceed this.
+    max_load_sizes_per_frame: loads (forces, winds, gravity, initial velocities) that would move
+        the object farther than this many object sizes in one frame are refused before any
+        work, with the value that would pass (``limits``).
+    max_frame_evaluations: right-hand-side evaluations one frame may take (all its attempts);
+        beyond it the run stops with a message instead of shrinking its steps without end.
+    max_frame_expansions: re-expansions of the local model one frame may take (each a decoder
+        pass with its Hessian); the same.
     max_frames_per_step: longest RK4 step, in frames, where the motion is smooth and slow.
     max_refinements: how many times a frame is retried with more steps (as many as its
         energy-balance error asks for, at least one and at most twice as many as before).
@@ -79,6 +86,9 @@ class DynamicsSettings:
     oscillation_step: float = 0.5
     damped_step: float = 1.5
     max_substeps: int = 512
+    max_load_sizes_per_frame: float = 4.0
+    max_frame_evaluations: int = 16384
+    max_frame_expansions: int = 48
     max_frames_per_step: int = 4
     max_refinements: int = 6
     max_displacement: float = 1000.0

@@ -12,6 +12,7 @@ from ..errors import SimulationError
 from .conditions import Anchor, SimulationConditions
 from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
+from .limits import check_bounded
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
 from .local import LocalQuadratic, supports_hessian
@@ -107,7 +108,9 @@ def simulate(
         (the trajectory so far comes back with ``cancelled=True``).
     q0, qdot0: (kq,) to start elsewhere (default: rest, and q'0 from the initial velocities);
         rest positions, pins and the barrier always refer to q = 0.
-    Raises SimulationError when the motion blows up even with the smallest steps.
+    Raises ConditionError for loads beyond what the space can follow (``limits``),
+    SimulationError when the motion blows up even with the smallest steps or a frame exceeds
+    its budget of work.
     """
     kq = system.num_coords
     zero = torch.zeros(kq, dtype=torch.float64)
@@ -115,6 +118,7 @@ def simulate(
         check_derivatives(system)
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
+    check_bounded(conditions, loads.total_mass, loads.size, settings)
     basis = None  # (kq, r): q = basis @ r once directions are removed
 
     def reduce(b: Tensor) -> None:

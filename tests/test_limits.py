@@ -1,0 +1,144 @@
+"""Bounded simulations: loads the space cannot follow are refused before any work with the value
+that would pass, every frame has a budget of work, and the CLI ends every run from 1e-3 N to
+1e9 N on objects from 1 mm to 1 km with frames or a one-line message."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from neurok_core.checkpoint import save_checkpoint
+from neurok_core.cli import main
+from neurok_core.dynamics import DynamicsSettings, Force, InitialVelocity, SimulationConditions
+from neurok_core.dynamics.limits import check_bounded
+from neurok_core.errors import ConditionError, SimulationError
+from neurok_core.model import build_model
+from neurok_core.results import load_result
+from neurok_core.simulate import simulate
+from neurok_core.space import SpaceSettings, build_space
+
+SETTINGS = DynamicsSettings()
+
+
+def _conditions(**kw):
+    return SimulationConditions(frames=4, **kw)
+
+
+def test_loads_beyond_the_reach_per_frame_are_refused_with_the_value_that_passes():
+    # 1 m object, 1 kg, 24 fps: 4 sizes a frame is a = 2 * 4 * 1 * 24^2 = 4608 m/s^2
+    ok = _conditions(forces=(Force(vertex=0, direction=(0, 0, 1), strength=4000.0),))
+    check_bounded(ok, 1.0, 1.0, SETTINGS)
+    strong = _conditions(forces=(Force(vertex=0, direction=(0, 0, 1), strength=5000.0),))
+    with pytest.raises(ConditionError, match=r"below 4608 N or raise the mass above 1\.085 kg"):
+        check_bounded(strong, 1.0, 1.0, SETTINGS)
+    check_bounded(strong, 2.0, 1.0, SETTINGS)  # twice the mass: half the acceleration
+    # the same force on an object 100x smaller moves it 100x as many sizes
+    small = _conditions(forces=(Force(vertex=0, direction=(0, 0, 1), strength=100.0),))
+    check_bounded(small, 1.0, 1.0, SETTINGS)
+    with pytest.raises(ConditionError, match="times its size"):
+        check_bounded(small, 1.0, 0.01, SETTINGS)
+    with pytest.raises(ConditionError, match=r"gravity .* 1 mm object .* turn it off"):
+        check_bounded(_conditions(gravity=(0, 0, -9.81)), 1.0, 0.001, SETTINGS)
+    fast = _conditions(velocities=(InitialVelocity(velocity=(0.0, 200.0, 0.0)),))
+    with pytest.raises(ConditionError, match="below 96 m/s"):
+        check_bounded(fast, 1.0, 1.0, SETTINGS)
+
+
+def test_stiffness_and_damping_that_need_too_many_steps_are_refused():
+    # stiffness is at most 100 Hz: it needs too many steps only at a low frame rate
+    limit_hz = SETTINGS.max_substeps * SETTINGS.oscillation_step * 1.0 / (2 * math.pi)
+    check_bounded(
+        _conditions(stiffness=0.9 * limit_hz, fps=1.0, gravity=(0, 0, 0)), 1.0, 1.0, SETTINGS
+    )
+    with pytest.raises(ConditionError, match="stiffness .* lower it below"):
+        check_bounded(
+            _conditions(stiffness=1.1 * limit_hz, fps=1.0, gravity=(0, 0, 0)), 1.0, 1.0, SETTINGS
+        )
+    with pytest.raises(ConditionError, match="damping .* lower it below"):
+        check_bounded(_conditions(damping=1e6), 1.0, 1.0, SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def moving_checkpoint(tmp_path_factory):
+    torch.manual_seed(0)
+    model = build_model("tiny")
+    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
+        model.decoder.head.weight.normal_(0.0, 0.1)
+    return save_checkpoint(model, tmp_path_factory.mktemp("ckpt") / "tiny")
+
+
+def test_a_frame_over_its_budget_stops_the_run_with_a_message(moving_checkpoint):
+    from neurok_core.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(moving_checkpoint)
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    space = build_space(
+        model, mesh.vertices, mesh.faces, settings=SpaceSettings(dynamics_points=32)
+    )
+    cond = SimulationConditions(
+        frames=4, forces=(Force(vertex=0, direction=(0, 0, 1), strength=5.0),), gravity=(0, 0, 0)
+    )
+    budget = DynamicsSettings(max_frame_evaluations=3)  # less than one RK4 step
+    with pytest.raises(SimulationError, match=r"stopped at frame 0 of 3: .* limit of work"):
+        simulate(space, cond, settings=budget)
+    result = simulate(space, cond)  # the default budget is far above what this needs
+    assert result.positions.shape[0] == 4
+
+
+SIZES = {"1mm": 1e-3, "1m": 1.0, "1km": 1e3}
+FORCES = (1e-3, 1.0, 1e3, 1e6, 1e9)
+
+
+def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, moving_checkpoint):
+    """Forces from 1e-3 N to 1e9 N on objects from 1 mm to 1 km, under gravity: each run either
+    writes its frames, within the budget of work per frame, or prints one line that says what
+    to change (never a traceback)."""
+    base = trimesh.creation.box((1.0, 0.5, 0.1)).subdivide()
+    outcomes = {}
+    for name, scale in SIZES.items():
+        mesh = base.copy()
+        mesh.apply_scale(scale)
+        path = tmp_path / f"slab_{name}.obj"
+        mesh.export(path)
+        for newtons in FORCES:
+            out = tmp_path / f"{name}_{newtons:g}.npz"
+            args = ["simulate", str(path), "--checkpoint", str(moving_checkpoint)]
+            args += ["--force", f"0:0,0,1:{newtons:g}", "--frames", "4", "--quiet"]
+            args += ["--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
+            rc = main(args)
+            err = capsys.readouterr().err
+            assert "Traceback" not in err
+            if rc == 0:
+                info = load_result(out).info
+                frames = load_result(out).positions.shape[0]
+                assert frames == 4
+                assert info["decoder_evaluations"] <= 3 * SETTINGS.max_frame_evaluations + 64
+                assert np.isfinite(load_result(out).positions).all()
+                outcomes[name, newtons] = "frames"
+            else:
+                lines = [line for line in err.splitlines() if line.strip()]
+                assert rc == 2 and len(lines) == 1 and "lower" in lines[0], err
+                outcomes[name, newtons] = "refused"
+    # what is refused is what the reach per frame says: the 1 m slab takes 1 kN, not 1 MN;
+    # gravity alone refuses the 1 mm one
+    assert outcomes["1m", 1e3] == "frames" and outcomes["1m", 1e6] == "refused"
+    assert outcomes["1km", 1e-3] == "frames" and outcomes["1km", 1e9] == "refused"
+    assert all(outcomes["1mm", f] == "refused" for f in FORCES)
+
+
+def test_cli_time_limit_stops_with_a_message_and_writes_nothing(
+    tmp_path, capsys, moving_checkpoint
+):
+    mesh = trimesh.creation.box((1.0, 0.5, 0.1)).subdivide()
+    mesh.export(tmp_path / "slab.obj")
+    out = tmp_path / "out.npz"
+    args = ["simulate", str(tmp_path / "slab.obj"), "--checkpoint", str(moving_checkpoint)]
+    args += ["--frames", "30", "--quiet", "--out", str(out)]
+    assert main([*args, "--time-limit", "1e-9"]) == 2
+    err = capsys.readouterr().err
+    assert "time limit of 1e-09 s (--time-limit)" in err and "Traceback" not in err
+    assert not out.exists()
+    assert main([*args, "--time-limit", "-1"]) == 2
+    assert "--time-limit: expected seconds >= 0" in capsys.readouterr().err

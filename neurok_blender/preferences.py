@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import bpy
 from bpy.props import EnumProperty, IntProperty, StringProperty
 
-from .engine import registry
 from .paths import ADDON_PACKAGE
 
 DEVICE_ITEMS = (
@@ -28,6 +27,7 @@ class EngineSettings:
     device: str = "auto"
     checkpoint: str = ""
     max_vertices: int = 250_000
+    time_limit: float = 3600.0
 
 
 class NeuROKPreferences(bpy.types.AddonPreferences):
@@ -56,6 +56,17 @@ class NeuROKPreferences(bpy.types.AddonPreferences):
         min=1,
     )
 
+    time_limit: IntProperty(
+        name="Time Limit",
+        description=(
+            "Seconds after which a job run to its end without the interface (background mode,"
+            " scripts, render farms) stops with a message; 0: no limit. Interactive runs are"
+            " cancelled with Esc"
+        ),
+        default=3600,
+        min=0,
+    )
+
     def draw(self, context):
         from .ui.preferences import draw_preferences
 
@@ -78,13 +89,5 @@ def engine_settings(context=None) -> EngineSettings:
         device=prefs.device.lower(),
         checkpoint=bpy.path.abspath(prefs.checkpoint) if prefs.checkpoint else "",
         max_vertices=prefs.max_vertices,
+        time_limit=float(prefs.time_limit),
     )
-
-
-def engine_status_line() -> tuple[str, str]:
-    """(icon, text) for the engine status shown in the panel and the preferences."""
-    status = registry.engine_status()
-    icon = {"ready": "CHECKMARK", "error": "ERROR", "checking": "SORTTIME"}.get(
-        status.state, "QUESTION"
-    )
-    return icon, status.text

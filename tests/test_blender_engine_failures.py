@@ -48,6 +48,10 @@ def test_worker_failures(tmp_path, zip_path):
     assert out["cancel"]["status"] == "CANCELLED" and out["cancel"]["untouched"]
     assert out["cancel"]["seconds"] < 15
     assert out["cancel_pid_alive"] is False
+    limited = out["time_limit"]
+    assert limited["status"] == "ERROR" and limited["untouched"], limited
+    assert "stopped at the time limit of 2 s" in limited["message"]
+    assert 2 <= limited["seconds"] < 15
     assert out["leftover_job_dirs"] == []
     assert out["jobs_left"] == []
 

@@ -31,6 +31,7 @@ class Job:
         self.error: str | None = None
         self.finished = False
         self.cancelled = False
+        self.timed_out: float | None = None  # the time limit (s) that cancelled it, if one did
         self._cancel_requested = False
         self._exited_at: float | None = None
         self._text_seen = 0
@@ -97,11 +98,14 @@ class Job:
         return True
 
     def wait(self, interval: float = 0.05, timeout: float | None = None) -> None:
-        """Poll until the job is over (background mode and scripts); timeout cancels."""
+        """Poll until the job is over (background mode and scripts); timeout (s) cancels, and
+        ``timed_out`` then holds it."""
         start = time.monotonic()
         while not self.poll():
-            if timeout is not None and time.monotonic() - start > timeout:
-                self.request_cancel()
+            if timeout is not None and self.timed_out is None:
+                if time.monotonic() - start > timeout:
+                    self.timed_out = timeout
+                    self.request_cancel()
             time.sleep(interval)
 
     def cleanup(self) -> None:

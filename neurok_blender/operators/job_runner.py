@@ -90,12 +90,24 @@ class JobOperator:
         return job  # possibly finished already: the child could not even start
 
     def _run_to_end(self, context, job: Job):
-        job.wait()
+        from ..preferences import engine_settings
+
+        limit = engine_settings(context).time_limit
+        job.wait(timeout=limit if limit > 0 else None)
         return self._conclude(context, job)
 
     def _conclude(self, context, job: Job):
         registry.end(self.job_kind, job)
         try:
+            if job.cancelled and job.timed_out is not None:
+                self.report(
+                    {"ERROR"},
+                    f"{self.bl_label}: stopped at the time limit of {job.timed_out:g} s"
+                    " (Preferences > Add-ons > NeuROK > Time Limit); nothing was changed."
+                    " Raise the limit (0: none), or ask for fewer frames or a smaller mesh",
+                )
+                self.job_failed(context, job)
+                return {"CANCELLED"}
             if job.cancelled:
                 self.report({"WARNING"}, f"{self.bl_label}: cancelled; nothing was changed")
                 self.job_failed(context, job)

@@ -8,10 +8,10 @@ import bpy
 from ..bake import has_results
 from ..engine import registry
 from ..operators.engine import warm_up_once
-from ..preferences import engine_status_line
 from ..request import BARRIER_WARNING_SHARE
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
+from .status import engine_status_line
 
 BIG_MESH = 50_000  # vertices above which the panel suggests the point cache
 

@@ -2,8 +2,8 @@
 """The add-on preferences' layout: engine interpreter and dependencies, device, checkpoint."""
 
 from ..engine import registry
-from ..preferences import engine_status_line
 from .progress import draw_job
+from .status import engine_status_line
 
 
 def draw_preferences(prefs, layout, context) -> None:
@@ -17,6 +17,7 @@ def draw_preferences(prefs, layout, context) -> None:
     col.prop(prefs, "device")
     col.prop(prefs, "checkpoint")
     col.prop(prefs, "max_vertices")
+    col.prop(prefs, "time_limit")
     box = layout.box()
     if not draw_job(box, registry.PROBE):
         icon, text = engine_status_line()

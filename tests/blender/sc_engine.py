@@ -53,6 +53,8 @@ def worker_failures(params) -> dict:
     watcher.join(5)
     out["cancel_pid_alive"] = process_alive(watcher.seen["pid"]) if "pid" in watcher.seen else None
     out["cancel_seen"] = "pid" in watcher.seen
+    # a background run that outlasts the preferences' time limit stops with a message
+    out["time_limit"] = attempt_simulate(sheet, python_path=python, time_limit=2)
     out["leftover_job_dirs"] = sorted(p.name for p in (tmp / "tmpdir").glob("neurok-*"))
     registry = addon("neurok_blender.engine.registry")
     out["jobs_left"] = list(registry._jobs)

@@ -36,12 +36,47 @@ def to_local(matrix_world: np.ndarray, frames_world: np.ndarray) -> np.ndarray:
     return local.astype(np.float32)
 
 
+def mesh_sharers(obj) -> list[str]:
+    """Names of the other objects that use ``obj``'s mesh (linked duplicates), sorted."""
+    return sorted(o.name for o in bpy.data.objects if o != obj and o.data == obj.data)
+
+
+def results_owner(obj):
+    """The object whose recorded results ``obj`` shows: itself, or, for a linked duplicate
+    made after a shape-key bake, the object that baked the keys onto their shared mesh."""
+    if obj is None or obj.type != "MESH":
+        return None
+    if obj.neurok.results.mode != "NONE":
+        return obj
+    for other in bpy.data.objects:
+        if (
+            other != obj
+            and other.data == obj.data
+            and other.type == "MESH"
+            and other.neurok.results.mode == "SHAPE_KEYS"
+        ):
+            return other
+    return None
+
+
 def has_results(obj) -> bool:
-    return obj is not None and obj.neurok.results.mode != "NONE"
+    return results_owner(obj) is not None
 
 
 def check_bake(obj, mode: str) -> None:
-    """Refuse a bake that would break the user's setup (called before simulating)."""
+    """Refuse a bake that would break the user's setup (called before simulating).
+
+    Shape keys live on the mesh, so on a mesh shared by linked duplicates they would move
+    every one of them (and a second simulation would stack a second set): refused, naming the
+    other users. A point cache is a modifier of this object only, so it is allowed."""
+    sharers = mesh_sharers(obj)
+    if mode == "SHAPE_KEYS" and sharers:
+        names = ", ".join(f"'{n}'" for n in sharers[:5]) + (" ..." if len(sharers) > 5 else "")
+        raise BakeError(
+            f"'{obj.name}' shares its mesh '{obj.data.name}' with {names}: shape keys on a"
+            " shared mesh would move them all. Make it single-user (Object > Relations > Make"
+            " Single User > Object & Data) or bake as a point cache (this object only)"
+        )
     key = obj.data.shape_keys
     if mode == "SHAPE_KEYS" and key is not None and not key.use_relative:
         raise BakeError(

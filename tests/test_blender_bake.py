@@ -42,3 +42,18 @@ def test_bake_replace_clear(tmp_path, zip_path):
     assert out["plain_errors"] < 1e-4 and out["plain_after_end"] < 1e-4
     assert out["plain_restored"] and not out["plain_has_key"]
     assert out["plain_pc2_errors"] < 1e-4 and out["plain_pc2_restored"]
+
+
+def test_linked_duplicates(tmp_path, zip_path):
+    """Shape keys on a shared mesh would move every user: refused naming the others; a point
+    cache bakes the one object; keys baked before the mesh was shared clear from any user."""
+    out = run_scenario("linked_duplicates", tmp_path, zip_path)
+    status, message = out["simulate_shared"]
+    assert status == "ERROR" and out["untouched"], out
+    assert "shares its mesh" in message and "'B'" in message and "point cache" in message
+    assert out["point_cache_allowed"]
+    assert out["a_moves"] > 0.05 and out["b_moves"] < 1e-6
+    assert out["d_has_results"]
+    assert out["d_simulate"][0] == "ERROR" and "'C'" in out["d_simulate"][1]
+    assert out["d_clear"][0] == "FINISHED"
+    assert out["keys_after_clear"] in ([], ["Basis"]) and out["c_results"] == "NONE"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bpy
 from bpy.props import EnumProperty
 
-from ..bake import BakeError, bake, check_bake, clear_results, has_results
+from ..bake import BakeError, bake, check_bake, clear_results, has_results, results_owner
 from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command
 from ..engine.job import SimulationJob
@@ -138,6 +138,8 @@ class NEUROK_OT_clear_results(bpy.types.Operator):
 
     def execute(self, context):
         obj = simulated_object(context)
-        removed = clear_results(obj)
-        self.report({"INFO"}, f"Cleared NeuROK results of '{obj.name}' ({removed} removed)")
+        owner = results_owner(obj)
+        removed = clear_results(owner)
+        via = "" if owner == obj else f", baked on its shared mesh through '{owner.name}'"
+        self.report({"INFO"}, f"Cleared NeuROK results of '{obj.name}' ({removed} removed{via})")
         return {"FINISHED"}

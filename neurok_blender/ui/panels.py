@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bpy
 
-from ..bake import has_results
+from ..bake import mesh_sharers, results_owner
 from ..engine import registry
 from ..operators.engine import warm_up_once
 from ..request import BARRIER_WARNING_SHARE
@@ -157,6 +157,13 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         big = len(obj.data.vertices) > BIG_MESH
         if big and obj.neurok.output.bake_mode == "SHAPE_KEYS":
             layout.label(text="Big mesh: a point cache is faster and smaller", icon="INFO")
+        sharers = mesh_sharers(obj)
+        if sharers and obj.neurok.output.bake_mode == "SHAPE_KEYS":
+            layout.label(
+                text=f"Mesh shared with {len(sharers)} other object(s): bake as a point cache"
+                " or make it single-user",
+                icon="ERROR",
+            )
         if not draw_job(layout, registry.SIMULATE):
             row = layout.row()
             row.scale_y = 1.5
@@ -165,9 +172,10 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
 
     @staticmethod
     def draw_results(layout, obj):
-        results = obj.neurok.results
-        if not has_results(obj):
+        owner = results_owner(obj)
+        if owner is None:
             return
+        results = owner.neurok.results
         row = layout.row(align=True)
         what = "shape keys" if results.mode == "SHAPE_KEYS" else "point cache"
         row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")

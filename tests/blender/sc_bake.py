@@ -129,3 +129,44 @@ def bake_roundtrip(params) -> dict:
     bake.clear_results(plain)
     out["plain_pc2_restored"] = snapshot(plain) == before
     return out
+
+
+@scenario
+def linked_duplicates(params) -> dict:
+    """Objects sharing one mesh: a shape-key bake is refused naming the others, a point cache
+    bakes this object only, and results baked before the mesh was shared clear from any user."""
+    empty_scene()
+    bake = addon("neurok_blender.bake")
+    scene = bpy.context.scene
+    count = scene.frame_end - scene.frame_start + 1
+    a = add_grid("A", 6, 4, 2.0)
+    b = bpy.data.objects.new("B", a.data)
+    scene.collection.objects.link(b)
+    b.location.x = 3.0
+    activate(a)
+    a.neurok.output.bake_mode = "SHAPE_KEYS"
+    before = snapshot(a)
+    out = {"simulate_shared": call(bpy.ops.neurok.simulate), "untouched": before == snapshot(a)}
+    try:
+        bake.check_bake(a, "POINT_CACHE")
+        out["point_cache_allowed"] = True
+    except bake.BakeError:
+        out["point_cache_allowed"] = False
+    frames = synthetic_frames(a, count, 0.3)
+    bake.bake(a, frames, scene.frame_start, "POINT_CACHE")
+    rest_b = evaluated_positions(b, scene.frame_start)
+    out["a_moves"] = float(np.abs(evaluated_positions(a, scene.frame_end) - frames[0]).max())
+    out["b_moves"] = float(np.abs(evaluated_positions(b, scene.frame_end) - rest_b).max())
+    # baked as shape keys while single, then linked: the other user shows and clears them
+    c = add_grid("C", 6, 4, 2.0)
+    bake.bake(c, synthetic_frames(c, count, 0.3), scene.frame_start, "SHAPE_KEYS")
+    d = bpy.data.objects.new("D", c.data)
+    scene.collection.objects.link(d)
+    activate(d)
+    out["d_has_results"] = bake.has_results(d)
+    out["d_simulate"] = call(bpy.ops.neurok.simulate)
+    out["d_clear"] = call(bpy.ops.neurok.clear_results)
+    keys = c.data.shape_keys
+    out["keys_after_clear"] = [k.name for k in keys.key_blocks] if keys else []
+    out["c_results"] = c.neurok.results.mode
+    return out

@@ -2,7 +2,10 @@
 """Turn the scene into a simulation request: the object's mesh in world space and its conditions.
 
 The mesh is the object's own (``obj.data``, before modifiers) so that every simulated frame maps
-one to one onto its vertices (shape keys, a point cache) and modifiers stay live on top. Positions
+one to one onto its vertices (shape keys, a point cache) and modifiers stay live on top. A posed
+or otherwise deformed object (an Armature, Lattice, Hook... modifier) is therefore simulated in
+its rest shape, with those modifiers applied on top of the result: ``Gathered.warnings`` says so,
+and the panel and Simulate's report show it. Positions
 go through ``obj.matrix_world`` (rotation, non-uniform scale, parenting); triangles are Blender's
 own loop triangles (n-gons triangulated as Blender draws them). Scene frames
 ``first..last`` become engine frames ``0..last-first``.
@@ -39,6 +42,51 @@ class Gathered:
     num_vertices: int
     frame_start: int
     frame_count: int
+    warnings: tuple[str, ...] = ()
+
+
+# Modifier types that move vertices without changing the topology (Blender's "Deform" group).
+DEFORMING = frozenset(
+    {
+        "ARMATURE",
+        "CAST",
+        "CURVE",
+        "DISPLACE",
+        "HOOK",
+        "LAPLACIANDEFORM",
+        "LATTICE",
+        "MESH_DEFORM",
+        "SHRINKWRAP",
+        "SIMPLE_DEFORM",
+        "SMOOTH",
+        "CORRECTIVE_SMOOTH",
+        "LAPLACIANSMOOTH",
+        "SURFACE_DEFORM",
+        "WARP",
+        "WAVE",
+    }
+)
+
+
+def deforming_modifiers(obj) -> list[str]:
+    """'Type 'Name'' of each enabled modifier of ``obj`` that deforms it, in stack order."""
+    return [
+        f"{m.type.replace('_', ' ').title()} '{m.name}'"
+        for m in obj.modifiers
+        if m.type in DEFORMING and (m.show_viewport or m.show_render)
+    ]
+
+
+def deformed_warning(obj) -> str | None:
+    """What a user of a posed or deformed object must know, or None."""
+    found = deforming_modifiers(obj)
+    if not found:
+        return None
+    return (
+        f"'{obj.name}' is deformed by {', '.join(found)}: NeuROK simulates its mesh's own (rest)"
+        " shape, and those modifiers apply on top of the result. To simulate the shape you see,"
+        " apply them first (Ctrl+A > Visual Geometry to Mesh, or Apply on each)"
+    )
 
 
 def check_object(obj, max_vertices: int) -> None:
@@ -245,4 +293,5 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
         num_vertices=len(local),
         frame_start=first,
         frame_count=last - first + 1,
+        warnings=tuple(w for w in (deformed_warning(obj),) if w),
     )

@@ -116,6 +116,9 @@ def test_gather_world_space_request(tmp_path, zip_path):
     assert out["moved_force"]["vertex"] is None
     np.testing.assert_allclose(out["moved_force"]["point"], out["moved_force_location"], atol=1e-5)
     assert out["gravity_off"] == [0.0, 0.0, 0.0]
+    assert out["plain_warnings"] == []
+    (posed,) = out["posed_warnings"]
+    assert "deformed by Armature 'Pose'" in posed and "rest" in posed and "Smooth It" not in posed
     assert "extensions" in out["cache_dir"]
 
 

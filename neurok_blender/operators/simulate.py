@@ -86,6 +86,8 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         )
         obj.neurok.results.frames_on_barrier = frames_on_barrier(info)
         kind, message = simulate_report(obj.name, gathered.frame_count, seconds, summary, info)
+        if gathered.warnings:
+            kind, message = "WARNING", " ".join((message + ".", *gathered.warnings))
         self.report({kind}, message)
         return {"FINISHED"}
 

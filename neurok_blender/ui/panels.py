@@ -7,6 +7,7 @@ import bpy
 
 from ..bake import mesh_sharers, results_owner
 from ..engine import registry
+from ..gather import deforming_modifiers
 from ..operators.engine import warm_up_once
 from ..request import BARRIER_WARNING_SHARE
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
@@ -157,6 +158,8 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         big = len(obj.data.vertices) > BIG_MESH
         if big and obj.neurok.output.bake_mode == "SHAPE_KEYS":
             layout.label(text="Big mesh: a point cache is faster and smaller", icon="INFO")
+        if deforming_modifiers(obj):
+            layout.label(text="Deformed by modifiers: simulates the rest shape", icon="ERROR")
         sharers = mesh_sharers(obj)
         if sharers and obj.neurok.output.bake_mode == "SHAPE_KEYS":
             layout.label(

@@ -256,6 +256,15 @@ def gather_world_space(params) -> dict:
     # no gravity when the scene has it off
     scene.use_gravity = False
     out["gravity_off"] = gather.gather(bpy.context, obj, settings).request.conditions.gravity
+    # a posed object: simulated in its rest shape, and the request says so
+    out["plain_warnings"] = list(gather.gather(bpy.context, obj, settings).warnings)
+    bpy.ops.object.armature_add()
+    rig = bpy.context.active_object
+    posed = obj.modifiers.new("Pose", "ARMATURE")
+    posed.object = rig
+    obj.modifiers.new("Smooth It", "SUBSURF")  # not a deforming modifier
+    activate(obj)
+    out["posed_warnings"] = list(gather.gather(bpy.context, obj, settings).warnings)
     return out
 
 

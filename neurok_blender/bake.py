@@ -207,10 +207,8 @@ def _remove_our_action(key, action_name: str) -> None:
 
 # -- point cache ------------------------------------------------------------------------------
 def _write_pc2(path: Path, frames: np.ndarray) -> None:
-    try:  # inside the installed extension the engine package is our sibling
-        from ..neurok_core.pc2 import write_pc2
-    except ImportError:  # a development checkout, where neurok_core is top level
-        from neurok_core.pc2 import write_pc2
+    from .core import write_pc2
+
     write_pc2(path, frames, start_frame=0.0, sample_rate=1.0)
 
 

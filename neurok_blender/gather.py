@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .core import ConditionError, Drag, Force, InitialVelocity, SimulationConditions
 from .paths import space_cache_dir
 from .preferences import EngineSettings
-from .request import Conditions, DragSpec, ForceSpec, SimulationRequest, VelocitySpec
+from .request import SimulationRequest
 from .scene_query import conditions_of, frame_range, scene_fps
 
 ANCHOR_TOLERANCE = 1e-4  # relative to the object's size: an Empty still sits on its vertex
@@ -152,7 +153,8 @@ def pinned_vertices(obj, group_name: str) -> tuple[int, ...]:
 
 
 class _ConditionReader:
-    """Reads the condition Empties of one object into engine specs (world space, engine frames)."""
+    """Reads the condition Empties of one object into the engine's conditions (world space,
+    engine frames); a value the engine refuses is a GatherError naming the Empty."""
 
     def __init__(self, obj, world: np.ndarray, matrix: np.ndarray, first: int, last: int):
         self.obj, self.world, self.matrix = obj, world, matrix
@@ -187,7 +189,7 @@ class _ConditionReader:
             raise GatherError(f"'{empty.name}' has zero scale, so it has no direction")
         return tuple(z / norm)
 
-    def force(self, empty) -> ForceSpec:
+    def force(self, empty) -> Force:
         cond = empty.neurok.condition
         vertex, point = self._anchor(empty)
         start, end = 0, None
@@ -199,7 +201,7 @@ class _ConditionReader:
                     f" {self.first}-{self.last} (start before end)"
                 )
             start, end = self._engine_frame(cond.frame_start), self._engine_frame(cond.frame_end)
-        return ForceSpec(
+        return Force(
             direction=self._direction(empty),
             strength=cond.strength,
             vertex=vertex,
@@ -208,7 +210,7 @@ class _ConditionReader:
             end_frame=end,
         )
 
-    def drag(self, empty) -> DragSpec:
+    def drag(self, empty) -> Drag:
         cond = empty.neurok.condition
         if not self.first < cond.frame <= self.last:
             raise GatherError(
@@ -216,20 +218,20 @@ class _ConditionReader:
                 f" frames {self.first + 1}-{self.last}"
             )
         vertex, point = self._grabbed(empty)
-        return DragSpec(
+        return Drag(
             target=tuple(empty.matrix_world.translation),
             frame=self._engine_frame(cond.frame),
             vertex=vertex,
             point=point,
         )
 
-    def velocity(self, empty) -> VelocitySpec:
+    def velocity(self, empty) -> InitialVelocity:
         cond = empty.neurok.condition
         velocity = tuple(cond.speed * c for c in self._direction(empty))
         if cond.whole_object:
-            return VelocitySpec(velocity=velocity)
+            return InitialVelocity(velocity=velocity)
         vertex, point = self._anchor(empty)
-        return VelocitySpec(velocity=velocity, vertex=vertex, point=point)
+        return InitialVelocity(velocity=velocity, vertex=vertex, point=point)
 
 
 def gather(context, obj, settings: EngineSettings) -> Gathered:
@@ -250,33 +252,46 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
     if len(faces) == 0:
         raise GatherError(f"'{obj.name}' has no faces; NeuROK needs a surface")
     world = transform(matrix, local)  # (N, 3)
+    bad = int((~np.isfinite(world).all(axis=1)).sum())
+    if bad:
+        raise GatherError(
+            f"'{obj.name}' has {bad} of {len(world)} vertices at NaN or infinite positions (or"
+            " a transform that is not finite); fix them (e.g. Mesh > Clean Up, or re-import the"
+            " mesh) before simulating"
+        )
     physics = obj.neurok.physics
     reader = _ConditionReader(obj, world, matrix, first, last)
     forces, drags, velocities = [], [], []
+    readers = {"FORCE": (reader.force, forces), "DRAG": (reader.drag, drags)}
+    readers["VELOCITY"] = (reader.velocity, velocities)
     for empty in conditions_of(obj):
-        kind = empty.neurok.condition.kind
-        if kind == "FORCE":
-            forces.append(reader.force(empty))
-        elif kind == "DRAG":
-            drags.append(reader.drag(empty))
-        elif kind == "VELOCITY":
-            velocities.append(reader.velocity(empty))
+        read, into = readers.get(empty.neurok.condition.kind, (None, None))
+        if read is None:
+            continue
+        try:
+            into.append(read(empty))
+        except ConditionError as exc:
+            raise GatherError(f"'{empty.name}': {exc}") from None
     gravity = (0.0, 0.0, 0.0)
     if scene.use_gravity and physics.use_gravity:
         gravity = tuple(scene.gravity)
-    conditions = Conditions(
-        forces=tuple(forces),
-        drags=tuple(drags),
-        velocities=tuple(velocities),
-        gravity=gravity,
-        pins=pinned_vertices(obj, physics.pin_group),
-        mass=physics.mass,
-        stiffness=physics.stiffness,
-        damping=physics.damping,
-        frames=last - first + 1,
-        fps=scene_fps(scene),
-        device=settings.device,
-    )
+    try:
+        conditions = SimulationConditions(
+            forces=tuple(forces),
+            drags=tuple(drags),
+            velocities=tuple(velocities),
+            gravity=gravity,
+            pins=pinned_vertices(obj, physics.pin_group),
+            mass=physics.mass,
+            stiffness=physics.stiffness,
+            damping=physics.damping,
+            frames=last - first + 1,
+            fps=scene_fps(scene),
+            device=settings.device,
+        )
+        conditions.validate(len(world))
+    except ConditionError as exc:
+        raise GatherError(f"'{obj.name}': {exc}") from None
     request = SimulationRequest(
         vertices=world.astype(np.float32),
         faces=faces,

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The simulation request the add-on sends to the engine worker, as typed frozen values.
+"""The simulation request the add-on sends to the engine worker.
 
-This mirrors ``neurok_core.dynamics.conditions`` (the keys of ``SimulationConditions.to_dict``)
-without importing the engine: the add-on runs in Blender's Python, which has numpy but no torch.
-Everything is in the engine's units and frames: metres and seconds in world space, frames 0-based
-from the first simulated frame (frame 0 is the rest shape). ``tests/test_blender_request.py``
-checks that ``Conditions.to_dict`` round-trips through the engine's ``from_dict``.
+Its conditions are the engine's own ``SimulationConditions`` (plain Python, imported through
+``core``; the add-on runs in Blender's Python, which has numpy but no torch). Everything is in
+the engine's units and frames: metres and seconds in world space, frames 0-based from the first
+simulated frame (frame 0 is the rest shape).
 
 Files written for the worker (design section 4)::
 
@@ -22,107 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .core import SimulationConditions
+
 PROTOCOL = 1
-DEVICES = ("auto", "cpu", "cuda", "mps")
-
-Vec3 = tuple[float, float, float]
-
-
-def _vec3(value) -> Vec3:
-    x, y, z = (float(v) for v in value)
-    return (x, y, z)
-
-
-@dataclass(frozen=True)
-class ForceSpec:
-    """A constant force (newtons) on a surface point, world space, engine frames."""
-
-    direction: Vec3
-    strength: float
-    vertex: int | None = None
-    point: Vec3 | None = None
-    start_frame: int = 0
-    end_frame: int | None = None
-
-
-@dataclass(frozen=True)
-class DragSpec:
-    """A drag handle: the grabbed point (vertex or point) reaches ``target`` at ``frame``."""
-
-    target: Vec3
-    frame: int
-    vertex: int | None = None
-    point: Vec3 | None = None
-    start_frame: int = 0
-
-
-@dataclass(frozen=True)
-class VelocitySpec:
-    """An initial velocity (m/s) of a point, or of the whole object without vertex and point."""
-
-    velocity: Vec3
-    vertex: int | None = None
-    point: Vec3 | None = None
-
-
-@dataclass(frozen=True)
-class Conditions:
-    """Everything the simulator needs besides the mesh (see SimulationConditions)."""
-
-    forces: tuple[ForceSpec, ...] = ()
-    drags: tuple[DragSpec, ...] = ()
-    velocities: tuple[VelocitySpec, ...] = ()
-    gravity: Vec3 = (0.0, 0.0, -9.81)
-    pins: tuple[int, ...] = ()
-    mass: float = 1.0
-    stiffness: float = 0.0
-    damping: float = 0.0
-    frames: int = 120
-    fps: float = 24.0
-    device: str = "auto"
-
-    def to_dict(self) -> dict:
-        """The JSON dict ``SimulationConditions.from_dict`` reads."""
-
-        def point_of(spec) -> dict:
-            return {
-                "vertex": None if spec.vertex is None else int(spec.vertex),
-                "point": None if spec.point is None else list(_vec3(spec.point)),
-            }
-
-        return {
-            "forces": [
-                {
-                    "direction": list(_vec3(f.direction)),
-                    "strength": float(f.strength),
-                    **point_of(f),
-                    "start_frame": int(f.start_frame),
-                    "end_frame": None if f.end_frame is None else int(f.end_frame),
-                }
-                for f in self.forces
-            ],
-            "drags": [
-                {
-                    "target": list(_vec3(d.target)),
-                    "frame": int(d.frame),
-                    **point_of(d),
-                    "start_frame": int(d.start_frame),
-                }
-                for d in self.drags
-            ],
-            "velocities": [
-                {"velocity": list(_vec3(v.velocity)), **point_of(v)} for v in self.velocities
-            ],
-            "winds": [],
-            "gravity": list(_vec3(self.gravity)),
-            "pins": sorted({int(p) for p in self.pins}),
-            "mass": float(self.mass),
-            "stiffness": float(self.stiffness),
-            "damping": float(self.damping),
-            "frames": int(self.frames),
-            "fps": float(self.fps),
-            "device": self.device,
-        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,7 +36,7 @@ class SimulationRequest:
 
     vertices: np.ndarray = field(repr=False)
     faces: np.ndarray = field(repr=False)
-    conditions: Conditions
+    conditions: SimulationConditions
     checkpoint: str | None = None
     device: str = "auto"
     cache_dir: str | None = None

@@ -79,6 +79,7 @@ def test_refusals_leave_the_scene_untouched(tmp_path, zip_path):
         "one_frame": "at least two frames",
         "missing_pin_group": "pin group 'Missing' does not exist",
         "drag_out_of_range": "arrives at frame 40",
+        "nan_mesh": "25 of 25 vertices at NaN or infinite positions",
     }
     for case, words in expected.items():
         got = out[case]

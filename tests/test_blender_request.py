@@ -1,36 +1,28 @@
 """The add-on's side of the worker protocol, in plain Python (no Blender, no torch needed):
 its request files are what the engine's worker reads, its conditions what the engine accepts."""
 
-import json
 import sys
 
 import numpy as np
 import pytest
 
+from neurok_blender.core import Drag, Force, InitialVelocity, SimulationConditions
 from neurok_blender.engine.job import SimulationJob
-from neurok_blender.request import (
-    Conditions,
-    DragSpec,
-    ForceSpec,
-    SimulationRequest,
-    VelocitySpec,
-    load_frames,
-)
-from neurok_core.dynamics.conditions import SimulationConditions
-from neurok_core.errors import ConditionError
+from neurok_blender.request import SimulationRequest, load_frames
+from neurok_core.dynamics import conditions as engine_conditions
 from neurok_core.worker import load_mesh, read_request
 
 
-def conditions() -> Conditions:
-    return Conditions(
+def conditions() -> SimulationConditions:
+    return SimulationConditions(
         forces=(
-            ForceSpec(direction=(0, 0, 2), strength=5.0, vertex=3),
-            ForceSpec(
+            Force(direction=(0, 0, 2), strength=5.0, vertex=3),
+            Force(
                 direction=(1, 0, 0), strength=1.5, point=(0.1, 0.2, 0.3), start_frame=2, end_frame=6
             ),
         ),
-        drags=(DragSpec(target=(1, 1, 1), frame=8, point=(0.0, 0.0, 0.5), start_frame=1),),
-        velocities=(VelocitySpec(velocity=(0, 1, 0)), VelocitySpec(velocity=(1, 0, 0), vertex=2)),
+        drags=(Drag(target=(1, 1, 1), frame=8, point=(0.0, 0.0, 0.5), start_frame=1),),
+        velocities=(InitialVelocity(velocity=(0, 1, 0)), InitialVelocity((1, 0, 0), vertex=2)),
         gravity=(0, 0, -9.81),
         pins=(5, 0, 5),
         mass=2.0,
@@ -42,25 +34,10 @@ def conditions() -> Conditions:
     )
 
 
-def test_conditions_round_trip_through_the_engine():
-    engine = SimulationConditions.from_dict(conditions().to_dict())
-    assert engine.forces[0].vertex == 3 and engine.forces[0].strength == 5.0
-    direction = np.array(engine.forces[0].direction)
-    np.testing.assert_allclose(direction / np.linalg.norm(direction), [0.0, 0.0, 1.0])
-    assert engine.forces[1].point == (0.1, 0.2, 0.3) and engine.forces[1].end_frame == 6
-    assert engine.drags[0].target == (1.0, 1.0, 1.0) and engine.drags[0].frame == 8
-    assert engine.velocities[0].anchor is None and engine.velocities[1].vertex == 2
-    assert engine.pins == (0, 5) and engine.mass == 2.0 and engine.fps == 30.0
-    assert engine.device == "cpu" and engine.frames == 12
-    # and the dict is exactly what the engine writes itself (no key missing or extra)
-    assert set(conditions().to_dict()) <= set(engine.to_dict())
-    json.dumps(conditions().to_dict(), allow_nan=False)
-
-
-def test_engine_rejects_what_the_engine_should_reject():
-    bad = Conditions(forces=(ForceSpec(direction=(0, 0, 0), strength=1.0, vertex=0),))
-    with pytest.raises(ConditionError, match="zero length"):
-        SimulationConditions.from_dict(bad.to_dict())
+def test_the_add_on_builds_the_engines_own_conditions():
+    """One schema: the add-on's conditions are the engine's classes, not a mirror of them."""
+    assert SimulationConditions is engine_conditions.SimulationConditions
+    assert Force is engine_conditions.Force and Drag is engine_conditions.Drag
 
 
 def test_request_files_are_what_the_worker_reads(tmp_path):
@@ -83,7 +60,9 @@ def test_request_files_are_what_the_worker_reads(tmp_path):
     assert v.dtype == np.float32 and f.dtype == np.int32
     np.testing.assert_allclose(v, vertices.astype(np.float32))
     np.testing.assert_array_equal(f, faces)
-    SimulationConditions.from_dict(parsed["conditions"]).validate(len(v))
+    engine = SimulationConditions.from_dict(parsed["conditions"])
+    engine.validate(len(v))
+    assert engine == conditions()  # the request carries the conditions unchanged
 
 
 def test_load_frames_checks_shape_and_values(tmp_path):

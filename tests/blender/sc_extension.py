@@ -313,5 +313,15 @@ def refusals(params) -> dict:
     drag.neurok.condition.frame = 40
     activate(sheet)
     out["drag_out_of_range"] = attempt_simulate(sheet)
+    drag.neurok.condition.frame = 5
+    # a mesh whose coordinates are NaN says so (not that an arrow has zero scale)
+    nan_sheet = add_grid("NaN Sheet", 4, 4)
+    activate(nan_sheet)
+    bpy.context.scene.cursor.location = nan_sheet.matrix_world @ nan_sheet.data.vertices[0].co
+    bpy.ops.neurok.add_force()
+    for v in nan_sheet.data.vertices:
+        v.co = (float("nan"),) * 3
+    activate(nan_sheet)
+    out["nan_mesh"] = attempt_simulate(nan_sheet)
     out["worker_started"] = mark.exists()
     return out

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The parts of the engine the add-on uses directly: plain Python and numpy, never torch.
+
+The engine's conditions schema (``neurok_core.dynamics.conditions``) is the one boundary type
+between the two sides: the add-on builds ``SimulationConditions`` itself (so bad values are
+refused in Blender, before any engine starts, with the engine's own messages) and the request
+carries its ``to_dict``. ``write_pc2`` writes point caches. Installed, ``neurok_core`` ships
+beside ``neurok_blender`` in the extension's package; in a development checkout it is a
+top-level package. ``tests/test_layout.py`` proves that importing the add-on never imports torch.
+"""
+
+try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
+    from ..neurok_core.dynamics.conditions import (
+        Drag,
+        Force,
+        InitialVelocity,
+        SimulationConditions,
+    )
+    from ..neurok_core.errors import ConditionError
+    from ..neurok_core.pc2 import write_pc2
+except ImportError:  # a development checkout, where neurok_core is top level
+    from neurok_core.dynamics.conditions import (
+        Drag,
+        Force,
+        InitialVelocity,
+        SimulationConditions,
+    )
+    from neurok_core.errors import ConditionError
+    from neurok_core.pc2 import write_pc2
+
+__all__ = [
+    "ConditionError",
+    "Drag",
+    "Force",
+    "InitialVelocity",
+    "SimulationConditions",
+    "write_pc2",
+]

@@ -36,6 +36,7 @@ def test_worker_failures(tmp_path, zip_path):
         "silent_exit": "finished without a result",
         "isolated": "cannot import neurok_core",
         "bare_venv": "cannot import numpy",
+        "not_python": "'/bin/false' exited at once (exit status 1) without a word: is it a Python",
     }
     for case, words in expected.items():
         got = out[case]

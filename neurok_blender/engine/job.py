@@ -35,6 +35,7 @@ class Job:
         self._cancel_requested = False
         self._exited_at: float | None = None
         self._text_seen = 0
+        self._heard = False  # any protocol message from the child yet
         self.server = None  # the warm engine this job is a request of (``attach``)
         self._stderr_from = 0  # where this job's part of the child's stderr starts
         self._text_from = 0  # and of its non-protocol stdout lines
@@ -145,6 +146,13 @@ class Job:
                 f"the engine was stopped from outside ({describe_exit(code)}): out of memory,"
                 " or the process was killed"
             )
+        if not tail and not self._heard:  # not a word, not one protocol message
+            return (
+                f"the engine interpreter {self.process.argv[0]!r} exited at once"
+                f" ({describe_exit(code)}) without a word: is it a Python with the engine's"
+                " dependencies? Set Preferences > Add-ons > NeuROK > Engine Python (empty:"
+                " Blender's own, after Install Dependencies)"
+            )
         detail = f": {last[-300:]}" if last else ""
         return f"the engine stopped unexpectedly ({describe_exit(code)}){detail}"
 
@@ -152,6 +160,7 @@ class Job:
     def _read(self) -> None:
         assert self.process is not None
         for message in self.process.messages():
+            self._heard = True
             self.handle(message)
         lines = self.process.text_lines
         for line in lines[self._text_seen :]:

@@ -46,6 +46,7 @@ def worker_failures(params) -> dict:
         python = write_script(tmp / f"python_{name}", body)
         out[name] = attempt_simulate(sheet, python_path=python)
     out["bare_venv"] = attempt_simulate(sheet, python_path=params["bare_python"])
+    out["not_python"] = attempt_simulate(sheet, python_path="/bin/false")
     # cancel midway: the engine has started and reported progress, then the user cancels
     python = write_script(tmp / "python_slow", f"echo '{status}'; echo '{frame}'; exec sleep 60")
     watcher = cancel_when(lambda job: getattr(job, "frames_done", 0) >= 1)

@@ -157,6 +157,13 @@ def run_simulation(space, conditions: SimulationConditions, timeout: float, sett
             done = simulate(space, conditions, on_frame=on_frame, **extra)
         info["decoder_evaluations"] = done.info["decoder_evaluations"]
         info["timed_out"] = bool(done.info["cancelled"])
+        # frames pressed against the limits of the learned shapes (Simulate warns on them)
+        info["frames_on_barrier"] = int(done.info["frames_on_barrier"])
+        info["max_latent_excess"] = round(
+            float(done.info["max_latent_distance"])
+            - max(float(done.info["prior_radius"]), float(done.info["rest_latent_distance"])),
+            4,
+        )
     except _OutOfTime:
         info["timed_out"] = True
     except NeuROKError as exc:

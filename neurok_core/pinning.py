@@ -12,8 +12,10 @@ J_p (3P, k) and J_s (3S, k) the latent Jacobians at z_rest of the pinned points 
 spread over the surface: rho is the mean squared pin motion over the mean squared motion of the
 object. The directions with rho <= tolerance^2 span the free latent subspace F (orthonormalised),
 and the active subspace of method.md is computed inside it, from the eigenvectors of F^T C F
-(C the space's gradient covariance). The pins' springs in the dynamics then only hold what the
-curvature of the kinematics still moves, instead of fighting every direction of motion.
+(C the space's gradient covariance). The pins themselves are held by clamping the kinematics
+around them (``neurok_core.pinclamp``), with or without this subspace: inside it the clamp only
+blends out what the curvature of the kinematics still moves at the pins, instead of the pins'
+share of every direction of motion.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def pinned_subspace(
     kept latent direction (first order at rest).
     min_share: the pinned subspace is used only if the spectrum it keeps (the sum of its kq
     eigenvalues of C) is at least this share of the space's own; a model that cannot move the
-    object without moving the pins keeps its own subspace, and the pin springs then hold the
-    pins against all of its directions (the motion is small: the model knows no other).
+    object without moving the pins keeps its own subspace, and the clamp of the kinematics
+    (``neurok_core.pinclamp``) alone holds the pins still along all of its directions.
     """
     if not pins:
         return space, {}

@@ -186,7 +186,7 @@ def simulate(
             return None if flush() else False
         return None
 
-    # Pins are held by the clamped kinematics, not by springs.
+    # Pins are held by the clamped kinematics (the dynamics refuse conditions with pins).
     free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
     # (the run ends at the last frame, which flushes, or when a flush returned False)
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)

@@ -9,14 +9,14 @@ from neurok_core.dynamics.barrier import PriorBarrier
 from neurok_core.dynamics.drag import DragHandle
 from neurok_core.dynamics.fastrhs import NumpyDynamics
 from neurok_core.dynamics.lagrangian import equations_of_motion, state_energies
-from neurok_core.dynamics.loads import Loads, PinSet, TimedForces
+from neurok_core.dynamics.loads import Loads, TimedForces
 from neurok_core.dynamics.shapekeep import build_edge_springs, neighbour_pairs
 from neurok_core.dynamics.system import PointKinematics
 
 F64 = dict(dtype=torch.float64)
 
 
-def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> Loads:
+def _loads(gen, s: int, kq: int, k: int, barrier_outside: bool) -> Loads:
     rest = torch.randn(s, 3, generator=gen, **F64)
     latent_rest = torch.randn(k, generator=gen, **F64)
     basis = torch.linalg.qr(torch.randn(k, kq, generator=gen, **F64))[0]
@@ -34,18 +34,6 @@ def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> L
         start=torch.tensor([1]),
         end=torch.tensor([7]),
     )
-    pin_set = None
-    if pins:  # "slack": pins whose springs are off, only their free directions count (hands)
-        rows = torch.tensor([0, 1, 2])
-        slack = pins == "slack"
-        pin_set = PinSet(
-            rows=rows,
-            rest=rest[rows] + 0.01,
-            stiffness=0.0 if slack else 250.0,
-            damping=0.0 if slack else 3.0,
-            omega=0.0 if slack else 40.0,
-            free_basis=torch.linalg.qr(torch.randn(kq, kq - 1, generator=gen, **F64))[0],
-        )
     masses = torch.rand(s, generator=gen, **F64) + 0.1
     pairs = torch.as_tensor(neighbour_pairs(rest.numpy(), (torch.arange(s) % 2).numpy(), 3))
     jac0 = torch.randn(s, 3, kq, generator=gen, **F64)
@@ -62,7 +50,6 @@ def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> L
         damping=0.7,
         forces=timed,
         winds=wind,
-        pins=pin_set,
         barrier=PriorBarrier(latent_rest, basis, mean, radius, strength=5.0, damping_ratio=0.5),
         ridge=1e-3,
         energy_scale=1.0,
@@ -70,13 +57,12 @@ def _loads(gen, s: int, kq: int, k: int, pins: bool, barrier_outside: bool) -> L
     )
 
 
-@pytest.mark.parametrize("pins", [False, True, "slack"])
 @pytest.mark.parametrize("outside", [False, True])
 @pytest.mark.parametrize("hand", [False, True])
-def test_numpy_rhs_equals_torch(pins, outside, hand):
+def test_numpy_rhs_equals_torch(outside, hand):
     gen = torch.Generator().manual_seed(3)
     s, kq, k = 40, 4, 9
-    loads = _loads(gen, s, kq, k, pins, outside)
+    loads = _loads(gen, s, kq, k, outside)
     kin = PointKinematics(
         x=loads.rest_points + 0.1 * torch.randn(s, 3, generator=gen, **F64),
         jac=torch.randn(s, 3, kq, generator=gen, **F64),
@@ -124,7 +110,7 @@ def test_numpy_rhs_equals_torch(pins, outside, hand):
 @pytest.mark.parametrize("bad", ["indefinite", "nan"])
 def test_a_bad_metric_gives_nan_not_an_exception(bad):
     gen = torch.Generator().manual_seed(0)
-    loads = _loads(gen, 10, 3, 5, pins=False, barrier_outside=False)
+    loads = _loads(gen, 10, 3, 5, barrier_outside=False)
     jac = np.zeros((10, 3, 3))
     if bad == "indefinite":
         loads = Loads(**{**loads.__dict__, "ridge": -1.0})  # G = 0 - I: not positive definite

@@ -13,8 +13,9 @@ Scheme (ours; the paper leaves action encoding to its supplement):
    dq'' = argmin |J_d dq'' - r|^2 + (damped) with minimum dq''^T G dq'', where
    r = a* - (J_d q''_0 + D^2 x_d[q', q']) and q''_0 = G^-1 Q the motion without the hand
    (Gauss's principle of least constraint; the operational-space force f = Lambda r of Khatib,
-   "A unified approach for motion and force control of robot manipulators", 1987). dq'' is
-   searched only among directions that leave pinned points still, so a drag never fights a pin.
+   "A unified approach for motion and force control of robot manipulators", 1987). A drag
+   never fights a pin: pinned points are still along every direction of the kinematics, which
+   are clamped around them (``neurok_core.pinclamp``).
    The solve is damped (``DynamicsSettings.drag_weak`` of the largest singular value): in a
    direction the point can barely move the hand's gain is bounded (1 / (2 drag_weak) times the
    best direction's), instead of accelerating the state without limit toward a target it
@@ -118,13 +119,11 @@ def hand_acceleration(
     bias: Tensor,
     metric: Tensor,
     qddot_free: Tensor,
-    free_basis: Tensor | None,
 ) -> Tensor:
     """The extra coordinate acceleration dq'' (kq,) the hands impose at time t.
 
     positions, velocities, bias: (n, 3) of the grabbed points; jac: (n, 3, kq); metric (kq, kq);
-    qddot_free: (kq,) the acceleration without hands; free_basis: (kq, r) directions that leave
-    pins still, or None. All float64 CPU.
+    qddot_free: (kq,) the acceleration without hands. All float64 CPU.
     """
     goals = [path.at(t) for _, path in handles]
     g = torch.stack([p for p, _, _ in goals])  # (n, 3)
@@ -141,4 +140,4 @@ def hand_acceleration(
     compensated = bias * share.unsqueeze(1)  # (n, 3)
     residual = (desired - compensated).reshape(-1) - rows @ qddot_free  # (3n,)
     weak = max(h.weak for h, _ in handles)
-    return metric_lstsq(rows, residual, metric, free_basis, rcond=1e-9, damping=weak)
+    return metric_lstsq(rows, residual, metric, rcond=1e-9, damping=weak)

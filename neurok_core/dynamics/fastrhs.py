@@ -5,8 +5,8 @@ float64 numbers on the CPU, and a right-hand side is about thirty small array op
 PyTorch each of those costs several microseconds of dispatch, more than its arithmetic;
 NumPy's per-call cost is a fraction of that. The equations are the same, term by term (see
 ``lagrangian``); ``tests/test_fastrhs.py`` checks them against the PyTorch version to 1e-10 with
-every load switched on (gravity, stiffness, damping, forces, wind, pin springs, the prior
-barrier, drag hands).
+every load switched on (gravity, stiffness, damping, forces, wind, the shape-keeping springs,
+the prior barrier, drag hands).
 """
 
 from __future__ import annotations
@@ -43,15 +43,6 @@ class NumpyDynamics:
         self.gravity = as_float64(loads.gravity)  # (3,)
         self.ws2 = float(loads.stiffness_omega) ** 2
         self.damping, self.ridge = float(loads.damping), float(loads.ridge)
-        pins = loads.pins
-        self.pins = None
-        if pins is not None and pins.stiffness > 0:
-            self.pins = (
-                pins.rows.cpu().numpy(),
-                as_float64(pins.rest),
-                pins.stiffness,
-                pins.damping,
-            )
         b = loads.barrier
         self.barrier = None
         if b is not None:
@@ -133,10 +124,6 @@ class NumpyDynamics:
         v = -float(m @ (dx @ self.gravity))
         if self.ws2:
             v += 0.5 * self.ws2 * float(m @ (dx * dx).sum(1))
-        if self.pins is not None:
-            rows, rest, k, _ = self.pins
-            dp = x[rows] - rest
-            v += 0.5 * k * float((dp * dp).sum())
         if self.springs is not None:
             if spring_energy is None:
                 spring_energy = numpy_energy_and_forces(self.springs, x)[0]
@@ -148,13 +135,9 @@ class NumpyDynamics:
     def _passive_power(
         self, applied: np.ndarray, vel: np.ndarray, qdot: np.ndarray, gq: np.ndarray
     ) -> float:
-        """Power (W) of the applied forces, the damping and the pin dampers (not the hands);
-        vel (S, 3) point velocities, gq = G q'."""
-        power = float((applied * vel).sum()) - self.damping * float(qdot @ gq)
-        if self.pins is not None:
-            vp = vel[self.pins[0]]
-            power -= self.pins[3] * float((vp * vp).sum())
-        return power
+        """Power (W) of the applied forces and the damping (not the hands); vel (S, 3) point
+        velocities, gq = G q'."""
+        return float((applied * vel).sum()) - self.damping * float(qdot @ gq)
 
     def energies(
         self, x: np.ndarray, jac: np.ndarray, q: np.ndarray, qdot: np.ndarray, frame: int
@@ -203,10 +186,6 @@ class NumpyDynamics:
         q_track = jf.T @ point.reshape(-1) - self.damping * gq
         power = self._passive_power(applied, vel, qdot, gq)
         q_hold = np.zeros(kq)
-        if self.pins is not None:
-            rows, rest, k, c = self.pins
-            f_pin = -k * (x[rows] - rest) - c * vel[rows]  # (P, 3)
-            q_hold += jac[rows].reshape(-1, kq).T @ f_pin.reshape(-1)
         barrier_energy, contact = None, None
         if self.barrier is not None:
             barrier_energy, grad = self.barrier_terms(q)
@@ -242,7 +221,6 @@ class NumpyDynamics:
                 bias=torch.from_numpy(bias[rows]),
                 metric=torch.from_numpy(metric),
                 qddot_free=torch.from_numpy(both[:, 0]),
-                free_basis=None if self.loads.pins is None else self.loads.pins.free_basis,
             ).numpy()
             qddot = qddot + extra
             power += float(qdot @ (metric @ extra))

@@ -19,7 +19,7 @@ put this one's error there (never more: a growing error is met by a rejection); 
 1/32 of the limit or under lets the next one try twice the step. E_ref is the largest energy
 met so far but at least ``energy_floor`` times the problem's energy scale. The step never
 exceeds what the known frequencies need for RK4 accuracy and stability: w_stiffness * h <= 0.5,
-and w * h <= 1.5 for the critically damped pin springs, drag hands and the damping rate.
+and w * h <= 1.5 for the critically damped drag hands and the damping rate.
 Why RK4 and not a variational integrator: the metric G(q) makes the Hamiltonian non-separable, so
 symplectic schemes are implicit (several decoder evaluations per Newton iteration); RK4 at one
 step per frame already keeps the drift of smooth motions at 24-30 fps far under 1%
@@ -465,10 +465,7 @@ class Integrator:
     def _need(self, frame: int) -> float:
         """RK4 steps per frame that the known frequencies require (may be < 1)."""
         st, loads = self.settings, self.loads
-        damped = [loads.damping]
-        if loads.pins is not None:
-            damped.append(loads.pins.omega)
-        damped += [h.omega for h in self.drags if h.active(frame)]
+        damped = [loads.damping, *(h.omega for h in self.drags if h.active(frame))]
         springs = 0.0 if loads.springs is None else loads.springs.omega
         return max(
             self.dt * max(loads.stiffness_omega, springs) / st.oscillation_step,

@@ -3,7 +3,7 @@
 With x(q) the tracked points, J = dx/dq (3S, kq), M = diag(m_i) (each mass on 3 rows):
 
     T = 1/2 q'^T G(q) q',   G = J^T M J + ridge I          (kinetic energy, the metric)
-    V = V_gravity + V_stiffness + V_pins + V_barrier       (potential energy)
+    V = V_gravity + V_stiffness + V_springs + V_barrier    (potential energy)
     G q'' = -c(q, q') - dV/dq + J^T f(t) - damping G q' + tau_hands,
     c = J^T M D^2x(q)[q', q'].
 
@@ -18,13 +18,16 @@ Potentials, with dx_i = x_i(q) - x_i(0):
     V_gravity   = -sum_i m_i g . dx_i                      (zero at rest)
     V_stiffness = 1/2 w_s^2 sum_i m_i |dx_i|^2,  w_s = 2 pi stiffness_hz: every small motion
                   about rest oscillates at stiffness_hz whatever the mass or coordinates
-    V_pins      = 1/2 k sum_p |dx_p|^2 over pinned rows (k from ``loads._pin_set``)
+    V_springs   = the shape-keeping springs' energy (``shapekeep``; off by default)
     V_barrier   = strength * max(0, |z(q) - mu| - r)^3      (``barrier.PriorBarrier``)
 All have zero gradient at q = 0, so with no loads and q' = 0 the rest state is an equilibrium.
-Non-conservative: applied point forces and wind J^T f(t), damping -damping G q', pin dampers
--c_p J_p^T v_p, the barrier's contact damping -c s' n beyond the ball (``barrier.PriorBarrier``;
-on only in damped scenes) and the drag hands (``drag``). Their power P = q'^T Q_nc feeds the energy
-balance E(t) - E(0) = int P dt that the integrator uses as its error monitor.
+Non-conservative: applied point forces and wind J^T f(t), damping -damping G q', the barrier's
+contact damping -c s' n beyond the ball (``barrier.PriorBarrier``; on only in damped scenes) and
+the drag hands (``drag``). Their power P = q'^T Q_nc feeds the energy balance
+E(t) - E(0) = int P dt that the integrator uses as its error monitor.
+
+Pins are not a term here: pinned points are held by clamping the kinematics x(q) around them
+(``neurok_core.pinclamp``), so they are still for every q.
 """
 
 from __future__ import annotations
@@ -80,9 +83,6 @@ def potential_energy(
     m = loads.masses
     v = -float((m * (dx @ loads.gravity)).sum())
     v += 0.5 * loads.stiffness_omega**2 * float((m * (dx * dx).sum(1)).sum())
-    if loads.pins is not None and loads.pins.stiffness > 0:
-        dp = kin.x[loads.pins.rows] - loads.pins.rest  # (P, 3)
-        v += 0.5 * loads.pins.stiffness * float((dp * dp).sum())
     if loads.springs is not None:
         if spring_energy is None:
             spring_energy = loads.springs.energy_and_forces(kin.x)[0]
@@ -95,12 +95,8 @@ def potential_energy(
 
 
 def _passive_power(loads: Loads, applied: Tensor, vel: Tensor, qdot: Tensor, metric) -> float:
-    """Power (W) of the applied forces, the damping and the pin dampers (not the hands)."""
-    power = float((applied * vel).sum()) - loads.damping * float(qdot @ metric @ qdot)
-    if loads.pins is not None and loads.pins.stiffness > 0:
-        vp = vel[loads.pins.rows]  # (P, 3)
-        power -= loads.pins.damping * float((vp * vp).sum())
-    return power
+    """Power (W) of the applied forces and the damping (not the hands)."""
+    return float((applied * vel).sum()) - loads.damping * float(qdot @ metric @ qdot)
 
 
 def barrier_damping(loads: Loads, q: Tensor, qdot: Tensor, metric: Tensor):
@@ -164,13 +160,6 @@ def equations_of_motion(
 
     q_hold = torch.zeros(kq, **_CPU)
     barrier_energy = None
-    pins = loads.pins
-    if pins is not None and pins.stiffness > 0:
-        dp = kin.x[pins.rows] - pins.rest  # (P, 3)
-        vp = vel[pins.rows]  # (P, 3)
-        f_pin = -pins.stiffness * dp - pins.damping * vp  # (P, 3)
-        jp = kin.jac[pins.rows].reshape(-1, kq)  # (3P, kq)
-        q_hold += (jp.T @ f_pin.reshape(-1)).to(**_CPU)
     if loads.barrier is not None:
         barrier_energy, barrier_grad = loads.barrier.energy_and_gradient(q)
         q_hold -= barrier_grad
@@ -192,7 +181,6 @@ def equations_of_motion(
             bias=kin.bias[rows].to(**_CPU),
             metric=metric,
             qddot_free=both[:, 0],
-            free_basis=None if pins is None else pins.free_basis,
         )
         qddot = qddot + extra
         power += float(qdot @ (metric @ extra))

@@ -1,4 +1,4 @@
-"""Conditions resolved onto the tracked points: masses, force tables, pins, barrier, scales.
+"""Conditions resolved onto the tracked points: masses, force tables, barrier, springs, scales.
 
 Built once per simulation from the user's :class:`SimulationConditions`, the system and the
 kinematics at rest. Point-level tensors live on the system's device in its work dtype; the
@@ -18,7 +18,6 @@ from torch import Tensor
 from .barrier import PriorBarrier
 from .conditions import Anchor, SimulationConditions
 from .drag import DragHandle
-from .linalg import null_directions
 from .settings import DynamicsSettings
 from .shapekeep import EdgeSprings, build_edge_springs, neighbour_pairs
 from .system import MechanicalSystem, PointKinematics, object_size
@@ -39,27 +38,13 @@ class TimedForces:
 
 
 @dataclass(frozen=True)
-class PinSet:
-    """Pinned rows held at ``rest`` (P, 3) by springs of ``stiffness`` N/m and dampers of
-    ``damping`` N s/m per point; ``omega`` (rad/s) is the highest pin-mode frequency;
-    ``free_basis`` (kq, r) the directions of q that leave the pins still at rest."""
-
-    rows: Tensor
-    rest: Tensor
-    stiffness: float
-    damping: float
-    omega: float
-    free_basis: Tensor
-
-
-@dataclass(frozen=True)
 class Loads:
     """Everything the equations of motion need besides the state.
 
     masses: (S,) kg (sum = the user's mass); rest_points: (S, 3) x(0); size: object size (m);
     gravity: (3,) m/s^2; stiffness_omega: 2 pi * stiffness (rad/s); damping: 1/s;
     forces / winds: TimedForces (wind rows are unused: spread over the masses);
-    pins: PinSet or None; barrier: PriorBarrier or None; ridge: added to the metric (kg m^2);
+    barrier: PriorBarrier or None; ridge: added to the metric (kg m^2);
     energy_scale: J, the size of the energies this problem can reach (tolerances, barrier);
     springs: the shape-keeping springs (``shapekeep.EdgeSprings``) or None.
     """
@@ -73,7 +58,6 @@ class Loads:
     damping: float
     forces: TimedForces
     winds: TimedForces
-    pins: PinSet | None
     barrier: PriorBarrier | None
     ridge: float
     energy_scale: float
@@ -172,7 +156,7 @@ def build_loads(
         strength = settings.barrier_scale * scale
         stop = settings.barrier_damping if cond.damping > 0 else 0.0
         barrier = PriorBarrier.build(system.latent, settings.prior_mass, strength, stop)
-    loads = Loads(
+    return Loads(
         masses=masses,
         rest_points=rest.x.detach().clone(),
         total_mass=cond.mass,
@@ -182,14 +166,11 @@ def build_loads(
         damping=cond.damping,
         forces=forces,
         winds=winds,
-        pins=None,
         barrier=barrier,
         ridge=ridge,
         energy_scale=scale,
         springs=_springs(system, rest, masses, jac0, g0 + ridge * torch.eye(kq), settings),
     )
-    pins = _pin_set(system, cond, anchor_rows, rest, loads, g0 + ridge * torch.eye(kq), settings)
-    return Loads(**{**loads.__dict__, "pins": pins})
 
 
 def _springs(
@@ -217,76 +198,6 @@ def _springs(
         jac0.reshape(system.num_points, 3, -1),
         metric,
         settings.shape_keeping_hz,
-    )
-
-
-def _pin_set(
-    system: MechanicalSystem,
-    cond: SimulationConditions,
-    anchor_rows: Mapping[Anchor, int],
-    rest: PointKinematics,
-    loads: Loads,
-    metric: Tensor,
-    settings: DynamicsSettings,
-) -> PinSet | None:
-    """Pin springs stiff enough that the loads deflect the pins by at most pin_tolerance * L.
-
-    Under a generalised load Q the pins alone give K dq = Q with K = k J_p^T J_p, so the pins move
-    by J_p (J_p^T J_p)^+ Q / k; k is set from the largest such deflection summed over the loads
-    (gravity, each force, wind), then bounded so the highest pin mode, omega^2 = the largest
-    eigenvalue of k G^-1 J_p^T J_p, lies within pin_frequency_hz. The dampers are critical for
-    that mode (c = 2 k / omega), and omega sets the substeps (omega h <= damped_step).
-    """
-    if not cond.pins:
-        return None
-    rows = [anchor_rows[a] for a in (Anchor(vertex=v) for v in cond.pins) if a in anchor_rows]
-    if not rows:
-        raise ValueError("pins are set but no pinned vertex is tracked; add their anchor rows")
-    s, kq = system.num_points, system.num_coords
-    for r in rows:
-        if not 0 <= int(r) < s:
-            raise ValueError(f"pin row {r} outside [0, {s})")
-    rows_t = torch.tensor(rows, dtype=torch.long, device=rest.x.device)
-    jac = rest.jac.to("cpu", torch.float64)  # (S, 3, kq)
-    jp = jac[rows_t.cpu()].reshape(-1, kq)  # (3P, kq)
-    speed_unit = 1.0 / math.sqrt(loads.total_mass)
-    free = null_directions(jp, metric, 1e-3 * speed_unit)  # (kq, r)
-    stiff = jp.T @ jp  # (kq, kq)
-    chol = torch.linalg.cholesky(metric)
-    scaled = torch.linalg.solve_triangular(chol, stiff, upper=False)
-    scaled = torch.linalg.solve_triangular(chol, scaled.T, upper=False)  # L^-1 K L^-T
-    lam = float(torch.linalg.eigvalsh(0.5 * (scaled + scaled.T)).max())
-    if lam <= 0.0:
-        return PinSet(
-            rows=rows_t,
-            rest=rest.x[rows_t].detach().clone(),
-            stiffness=0.0,
-            damping=0.0,
-            omega=0.0,
-            free_basis=torch.eye(kq, dtype=torch.float64),
-        )
-    masses = loads.masses.to("cpu", torch.float64)
-    loads_q = [jac.reshape(-1, kq).T @ (masses.unsqueeze(1) * loads.gravity.cpu()).reshape(-1)]
-    push = loads.winds.vectors.cpu().sum(0) if loads.winds.vectors.numel() else None
-    if push is not None:
-        wind = (masses / loads.total_mass).unsqueeze(1) * push  # (S, 3)
-        loads_q.append(jac.reshape(-1, kq).T @ wind.reshape(-1))
-    for row, vec in zip(loads.forces.rows.cpu(), loads.forces.vectors.cpu(), strict=True):
-        loads_q.append(jac[int(row)].T @ vec)
-    comply = jp @ torch.linalg.pinv(stiff, rtol=1e-9, hermitian=True)  # (3P, kq)
-    deflection = sum(float((comply @ qv).reshape(-1, 3).norm(dim=1).max()) for qv in loads_q)
-    k = deflection / (settings.pin_tolerance * loads.size)
-    low, high = (2.0 * math.pi * f for f in settings.pin_frequency_hz)
-    low = max(low, 4.0 * loads.stiffness_omega)
-    omega = min(max(math.sqrt(k * lam), low), max(high, low))
-    k = omega * omega / lam
-    return PinSet(
-        rows=rows_t,
-        rest=rest.x[rows_t].detach().clone(),
-        stiffness=k,
-        damping=2.0 * k / omega,
-        omega=omega,
-        free_basis=free,
     )
 
 

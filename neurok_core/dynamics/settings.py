@@ -17,9 +17,6 @@ class DynamicsSettings:
         damped at this share of critical damping (``barrier.PriorBarrier``): the motion meets
         the limits of the learned shapes and stays near them instead of bouncing back off them
         into the opposite extreme. Undamped scenes keep it elastic (their energy is conserved).
-    pin_tolerance: static deflection of pinned points under the loads, in object sizes; the pin
-        stiffness is chosen to meet it (dynamic overshoot stays under twice this).
-    pin_frequency_hz: bounds (low, high) of the pins' highest mode frequency.
     drag_gain: tracking frequency of a drag handle times its duration (omega_d * T_drag).
     drag_arrival: fraction of the drag window after which the hand holds still at the target.
     drag_weak: damping of a hand's least-squares solve, as a share of its strongest direction
@@ -30,7 +27,7 @@ class DynamicsSettings:
         up to this many times its task's acceleration scale (see ``drag``): beyond it, where
         the decoder is strongly curved, the compensation feeds itself and blows up.
     oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
-    damped_step: largest omega * h for critically damped modes (pins, drag hands, damping).
+    damped_step: largest omega * h for critically damped modes (drag hands, damping).
     max_substeps: integration steps per frame never exceed this.
     max_load_sizes_per_frame: loads (forces, winds, gravity, initial velocities) that would move
         the object farther than this many object sizes in one frame are refused before any
@@ -50,8 +47,6 @@ class DynamicsSettings:
         throws the state along them at several latent units a frame into the prior barrier,
         where the steps shrink and energy is lost (1e-3 kept such directions; 3e-2 brought the
         undamped drift of the door, curtain and drawer scenes from 0.5-11 to under 1%).
-    eliminate_stiff_pins: confine the motion to the pin modes slow enough for one step per frame
-        (see ``pinmodes``) instead of following the stiff ones with many small steps.
     local_model: integrate with the local quadratic model of the decoder (see ``local``),
         re-expanded as the state moves, when the kinematics hook can give Hessians.
     local_tolerance: allowed position error of that model, in object sizes.
@@ -77,8 +72,6 @@ class DynamicsSettings:
     prior_mass: float = 0.99
     barrier_scale: float = 1.0
     barrier_damping: float = 0.5
-    pin_tolerance: float = 2.5e-4
-    pin_frequency_hz: tuple[float, float] = (10.0, 100.0)
     drag_gain: float = 12.0
     drag_arrival: float = 0.8
     drag_weak: float = 0.03
@@ -96,7 +89,6 @@ class DynamicsSettings:
     max_coordinate: float = 1e6
     energy_floor: float = 1e-3
     metric_floor: float = 3e-2
-    eliminate_stiff_pins: bool = True
     check_derivatives: bool = True
     local_model: bool = True
     local_tolerance: float = 1e-3

@@ -8,7 +8,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from ..errors import SimulationError
+from ..errors import ConditionError, SimulationError
 from .conditions import Anchor, SimulationConditions
 from .integrator import Integrator, OnFrame, Trajectory
 from .lagrangian import mass_metric
@@ -16,7 +16,6 @@ from .limits import check_bounded
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
 from .local import LocalQuadratic, supports_hessian
-from .pinmodes import keep_pin_springs, soft_pin_basis, visible_basis
 from .settings import DEFAULT_SETTINGS, DynamicsSettings
 from .system import (
     MechanicalSystem,
@@ -65,7 +64,7 @@ def initial_velocity(
 
     Rows: each point velocity (weight 1) and, for a uniform velocity, every massive point with
     weight sqrt(m_i / m) (the mass-weighted fit). Among the least-squares solutions the one of
-    least kinetic energy is taken, and only directions that leave pinned points still are used.
+    least kinetic energy is taken.
     """
     kq = rest.jac.shape[-1]
     if not cond.velocities:
@@ -84,8 +83,19 @@ def initial_velocity(
             blocks.append(jac[row])
             targets.append(v)
     metric = mass_metric(rest, loads.masses, loads.ridge)
-    basis = None if loads.pins is None else loads.pins.free_basis
-    return metric_lstsq(torch.cat(blocks), torch.cat(targets), metric, basis, rcond=1e-9)
+    return metric_lstsq(torch.cat(blocks), torch.cat(targets), metric, rcond=1e-9)
+
+
+def visible_basis(loads: Loads, rest: PointKinematics, floor: float) -> Tensor | None:
+    """(kq, r) G-orthonormal basis of the directions whose mass-metric eigenvalue is at least
+    ``floor`` times the largest (the others barely move the object: a tiny force would give
+    them a huge acceleration); None when every direction passes."""
+    metric = mass_metric(rest, loads.masses, 0.0)  # (kq, kq)
+    lam, v = torch.linalg.eigh(metric)  # ascending
+    keep = lam >= floor * float(lam[-1])
+    if bool(keep.all()) or float(lam[-1]) <= 0.0:
+        return None
+    return v[:, keep] / lam[keep].sqrt()  # (kq, r)
 
 
 def simulate(
@@ -101,17 +111,26 @@ def simulate(
     """Simulate ``conditions.frames`` frames, by default from the rest state q = 0.
 
     system: the decoder of tracked points and their mass weights.
+    conditions: without pins: the dynamics do not hold pinned points. Pins are held by
+        clamping the kinematics around them, which ``neurok_core.simulate.simulate`` does
+        (``neurok_core.pinclamp``) before it calls this with the pins taken out.
     anchor_rows: the row of ``system.decode_points`` output tracking each anchor of
-        ``conditions.anchors()`` (all force, drag and point-velocity anchors are required; pinned
-        vertices are held through those of their anchors that have a row).
+        ``conditions.anchors()`` (all force, drag and point-velocity anchors are required).
     on_frame: called as on_frame(frame, q (kq,), energy J) for every frame; return False to stop
         (the trajectory so far comes back with ``cancelled=True``).
     q0, qdot0: (kq,) to start elsewhere (default: rest, and q'0 from the initial velocities);
-        rest positions, pins and the barrier always refer to q = 0.
-    Raises ConditionError for loads beyond what the space can follow (``limits``),
+        rest positions and the barrier always refer to q = 0.
+    Raises ConditionError for pins or loads beyond what the space can follow (``limits``),
     SimulationError when the motion blows up even with the smallest steps or a frame exceeds
     its budget of work.
     """
+    if conditions.pins:
+        raise ConditionError(
+            "the low-level dynamics (neurok_core.dynamics.simulate) do not hold pins: pins are "
+            "held by clamping the kinematics around them. Simulate with "
+            "neurok_core.simulate.simulate (or the API), which does that, or pass conditions "
+            "without pins."
+        )
     kq = system.num_coords
     zero = torch.zeros(kq, dtype=torch.float64)
     if settings.check_derivatives:
@@ -119,29 +138,14 @@ def simulate(
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
     check_bounded(conditions, loads.total_mass, loads.size, settings)
-    basis = None  # (kq, r): q = basis @ r once directions are removed
-
-    def reduce(b: Tensor) -> None:
-        nonlocal system, rest, loads, basis
-        system = restrict(system, b)
+    # Latent directions that barely move the object (e.g. those clamped pins cancel) would take
+    # huge accelerations from tiny forces: they are removed first.
+    basis = visible_basis(loads, rest, settings.metric_floor)  # (kq, r): q = basis @ r, or None
+    if basis is not None:
+        system = restrict(system, basis)
         r0 = torch.zeros(system.num_coords, dtype=torch.float64)
         rest = point_kinematics(system, r0, r0)
         loads = build_loads(system, conditions, anchor_rows, rest, settings)
-        basis = b if basis is None else basis @ b
-
-    # Latent directions that barely move the object (e.g. those clamped pins cancel) would take
-    # huge accelerations from tiny forces: they are removed first.
-    visible = visible_basis(loads, rest, settings.metric_floor)
-    if visible is not None:
-        reduce(visible)
-    soft = None
-    if settings.eliminate_stiff_pins:
-        soft = soft_pin_basis(loads, rest, settings.damped_step * conditions.fps)
-    if soft is not None:  # the stiff pin modes go (see ``pinmodes``)
-        full = loads
-        reduce(soft[0])
-        loads = keep_pin_springs(loads, full, soft[1])
-    if basis is not None:
         q0 = None if q0 is None else _coordinates(basis, q0)
         qdot0 = None if qdot0 is None else _coordinates(basis, qdot0)
         if on_frame is not None:

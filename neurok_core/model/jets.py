@@ -501,7 +501,8 @@ class DecoderKinematics:
 
     def restricted(self, basis: Tensor) -> DecoderKinematics:
         """The same points in the coordinates r of q = basis @ r; basis (kq, r) of this
-        object's coordinates (e.g. without the modes stiff pins remove): r tangents, not kq."""
+        object's coordinates (e.g. without the directions that barely move the object): r
+        tangents, not kq."""
         return DecoderKinematics(
             self.space, self.points, self.rest_inverse, directions=self.directions @ basis
         )

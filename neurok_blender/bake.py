@@ -274,5 +274,6 @@ def clear_results(obj) -> int:
     results.mode = "NONE"
     results.frame_count = 0
     results.frames_on_barrier = 0
+    results.edge_strain = 0.0
     obj.data.update()
     return removed

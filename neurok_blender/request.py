@@ -78,31 +78,54 @@ def load_frames(path: str | Path, count: int, num_vertices: int) -> np.ndarray:
     return frames
 
 
-BARRIER_WARNING_SHARE = 0.25  # of the frames, past which Simulate warns (``simulate_report``)
+BARRIER_WARNING_SHARE = 0.25  # of the frames, past which Simulate may warn (``doubtful``)
+STRAIN_WARNING = 0.05  # mean edge strain past which a motion on the barrier is doubtful
+
+
+def _count(value) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
 
 
 def frames_on_barrier(info) -> int:
     """The engine's ``frames_on_barrier`` from a result's info, 0 when absent or malformed."""
-    pressed = info.get("frames_on_barrier") if isinstance(info, dict) else None
-    if isinstance(pressed, float) and pressed.is_integer():
-        pressed = int(pressed)
-    if isinstance(pressed, int) and not isinstance(pressed, bool) and pressed >= 0:
-        return pressed
-    return 0
+    return _count(info.get("frames_on_barrier") if isinstance(info, dict) else None)
+
+
+def edge_strain(info) -> tuple[float, int]:
+    """The engine's largest mean edge strain over the frames and its frame, (0, 0) when absent
+    or malformed."""
+    if not isinstance(info, dict):
+        return 0.0, 0
+    value = info.get("edge_strain_max")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return 0.0, 0
+    return float(value), _count(info.get("edge_strain_frame"))
+
+
+def doubtful(pressed: int, frames: int, strain: float) -> bool:
+    """Whether a result deserves a warning: its motion pressed against the limits of what the
+    model learned for this object in more than ``BARRIER_WARNING_SHARE`` of the frames, and
+    the mesh stretched or crumpled there (mean edge strain over ``STRAIN_WARNING``). A motion
+    that only rests against those limits with the mesh intact (a lid at its stop, a small push)
+    is not doubtful."""
+    return frames > 0 and pressed > BARRIER_WARNING_SHARE * frames and strain > STRAIN_WARNING
 
 
 def simulate_report(name: str, frames: int, seconds: float, baked: str, info) -> tuple[str, str]:
     """(Blender report type, message) for a finished simulation: what was baked, and a warning
-    when the motion spent more than ``BARRIER_WARNING_SHARE`` of its frames pressed against
-    the limits of the shapes the model knows for this object (the engine's info
-    ``frames_on_barrier``): those frames are where a result looks strained or crumpled, and
-    gentler conditions give a more plausible one."""
+    when the result is doubtful (``doubtful``), with what to change."""
     text = f"Simulated {frames} frames of '{name}' in {seconds:.1f} s; baked as {baked}"
     pressed = frames_on_barrier(info)
-    if frames > 0 and pressed > BARRIER_WARNING_SHARE * frames:
+    strain, at = edge_strain(info)
+    if doubtful(pressed, frames, strain):
         return "WARNING", (
             f"{text}. In {pressed} of {frames} frames the motion pressed against the limits of "
-            "what the model learned for this object: for a more plausible result use gentler "
+            f"what the model learned for this object, and the mesh stretched by {strain:.0%} "
+            f"on average by frame {at}: the result is likely implausible there. Use gentler "
             "forces or drag targets closer to the object, or raise its stiffness or damping"
         )
     return "INFO", text

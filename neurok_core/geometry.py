@@ -525,3 +525,10 @@ def farthest_point_subsample(points: Any, count: int, rng: np.random.Generator) 
         chosen[i] = int(np.argmax(dist_sq))
         np.minimum(dist_sq, ((p - p[chosen[i]]) ** 2).sum(1), out=dist_sq)
     return chosen
+
+
+def unique_edges(faces: Any) -> np.ndarray:
+    """Undirected edges of triangles (F, 3) -> (E, 2) int64, each once, smaller index first."""
+    f = np.asarray(faces, dtype=np.int64)
+    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])  # (3F, 2)
+    return np.unique(np.sort(e, axis=1), axis=0)

@@ -15,7 +15,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .errors import MeshError
-from .geometry import Normalization, as_points, sample_surface_points, validate_mesh
+from .geometry import (
+    Normalization,
+    as_points,
+    sample_surface_points,
+    unique_edges,
+    validate_mesh,
+)
 
 DEFAULT_SAMPLES = 100_000
 
@@ -203,13 +209,6 @@ def part_rigidity_error(rest: Any, frames: Any, parts: Any) -> np.ndarray:
         total += sel.sum() * rigid_fit_residual(x0[sel], x[:, sel])
         count += int(sel.sum())
     return total / count / size
-
-
-def unique_edges(faces: Any) -> np.ndarray:
-    """Undirected edges of triangles (F, 3) -> (E, 2) int64, each once, smaller index first."""
-    f = np.asarray(faces, dtype=np.int64)
-    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])  # (3F, 2)
-    return np.unique(np.sort(e, axis=1), axis=0)
 
 
 def edge_strain(rest: Any, frames: Any, faces: Any) -> np.ndarray:

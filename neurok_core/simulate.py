@@ -21,6 +21,7 @@ from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
 from .errors import ConditionError
+from .geometry import unique_edges
 from .model.jets import DecoderKinematics
 from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
 from .pinning import pinned_subspace
@@ -29,6 +30,7 @@ from .space import KinematicSpace
 
 DECODE_BATCH = 8  # frames decoded per batched decoder pass
 BARRIER_MARGIN = 0.1  # latent units past the barrier's radius for info's frames_on_barrier
+STRAIN_EDGES = 30_000  # edges sampled for info's edge strain (a fixed, seeded sample)
 
 
 def _noop(*_args) -> None:
@@ -191,6 +193,7 @@ def simulate(
     # (the run ends at the last frame, which flushes, or when a flush returned False)
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
     t = len(frames)
+    strain = _edge_strain(space.vertices, space.faces, frames)  # (t,)
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
     barrier = PriorBarrier.build(system.latent, settings.prior_mass, 1.0)
     distances = _latent_distances(barrier, traj.q[:t])  # (t,)
@@ -224,6 +227,11 @@ def simulate(
         # those jumps (J), booked apart from the integration's energy balance below.
         "model_energy_jumps": float(traj.model_energy_jumps),
         "drag_errors": [float(e) for e in traj.drag_errors],
+        # the mesh's largest mean edge strain |l / l0 - 1| over the frames (on a sample of
+        # STRAIN_EDGES edges) and its frame: stretching or crumpling, which together with
+        # frames_on_barrier tells a doubtful result (Simulate's warning)
+        "edge_strain_max": float(strain.max()) if len(strain) else 0.0,
+        "edge_strain_frame": int(strain.argmax()) if len(strain) else 0,
         # Energy minus the work of the non-conservative forces is constant for the exact motion:
         # its largest change (J) is the integration error, beside the energy's own range.
         "energy_balance_error": float(
@@ -241,6 +249,29 @@ def simulate(
         q=traj.q[:t].numpy(),
         info=info,
     )
+
+
+def _edge_strain(vertices: np.ndarray, faces: np.ndarray, frames: list) -> np.ndarray:
+    """Mean edge strain (T,) of ``frames`` (each (N, 3)) against ``vertices`` (N, 3), over the
+    unique edges of at most STRAIN_EDGES / 3 faces (a seeded sample: the cost does not grow
+    with the mesh). Edges of (near) zero rest length are skipped."""
+    faces = np.asarray(faces)
+    if 3 * len(faces) > STRAIN_EDGES:
+        pick = np.random.default_rng(0).choice(len(faces), STRAIN_EDGES // 3, replace=False)
+        faces = faces[pick]
+    edges = unique_edges(faces)  # (E, 2)
+    rest = np.asarray(vertices, dtype=np.float64)
+    l0 = np.linalg.norm(rest[edges[:, 1]] - rest[edges[:, 0]], axis=1)  # (E,)
+    keep = l0 > 1e-9 * max(float(np.ptp(rest, axis=0).max()), 1e-12)
+    edges, l0 = edges[keep], l0[keep]
+    if not len(edges):
+        return np.zeros(len(frames))
+    out = np.empty(len(frames))
+    for i, x in enumerate(frames):
+        x = np.asarray(x, dtype=np.float64)
+        lengths = np.linalg.norm(x[edges[:, 1]] - x[edges[:, 0]], axis=1)  # (E,)
+        out[i] = float(np.abs(lengths / l0 - 1.0).mean())
+    return out
 
 
 def _latent_distances(barrier: PriorBarrier, q: torch.Tensor) -> np.ndarray:

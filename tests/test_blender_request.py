@@ -139,18 +139,32 @@ def test_simulation_job_error_and_bad_exit(tmp_path):
     assert job.finished and "cannot start" in job.error
 
 
-def test_simulate_report_warns_when_the_motion_pressed_against_the_learned_limits():
-    from neurok_blender.request import frames_on_barrier, simulate_report
+def test_simulate_report_warns_when_the_result_is_doubtful():
+    """A warning needs both: the motion pressed against the learned limits in over a quarter of
+    the frames, and the mesh stretched there (a lid resting at its stop is not doubtful)."""
+    from neurok_blender.request import doubtful, edge_strain, frames_on_barrier, simulate_report
 
+    strained = {"edge_strain_max": 0.19, "edge_strain_frame": 8}
     kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 3})
     assert kind == "INFO" and text == (
         "Simulated 48 frames of 'Sheet' in 2.5 s; baked as 4 shape keys"
     )
-    kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 30})
+    info = {"frames_on_barrier": 30, **strained}
+    kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", info)
     assert kind == "WARNING" and "In 30 of 48 frames" in text and "gentler forces" in text
-    assert simulate_report("Sheet", 48, 2.5, "x", {"frames_on_barrier": 30.0})[0] == "WARNING"
+    assert "stretched by 19% on average by frame 8" in text
+    # on the barrier with the mesh intact, or stretched without pressing: no warning
+    intact = {"frames_on_barrier": 30, "edge_strain_max": 0.01, "edge_strain_frame": 3}
+    assert simulate_report("Sheet", 48, 2.5, "x", intact)[0] == "INFO"
+    assert simulate_report("Sheet", 48, 2.5, "x", {"frames_on_barrier": 3, **strained})[0] == "INFO"
+    assert simulate_report("Sheet", 48, 2.5, "x", {"frames_on_barrier": 30.0, **strained})[0] == (
+        "WARNING"
+    )
+    assert doubtful(13, 48, 0.06) and not doubtful(12, 48, 0.06) and not doubtful(13, 48, 0.05)
     assert frames_on_barrier({"frames_on_barrier": 7}) == 7
     assert frames_on_barrier({"frames_on_barrier": -1}) == frames_on_barrier(None) == 0
-    # an engine that does not report it (or a malformed info) just gives the summary
+    assert edge_strain(strained) == (0.19, 8)
+    assert edge_strain({"edge_strain_max": float("nan")}) == edge_strain(None) == (0.0, 0)
+    # an engine that does not report them (or a malformed info) just gives the summary
     for info in ({}, None, {"frames_on_barrier": "many"}, {"frames_on_barrier": True}):
         assert simulate_report("Sheet", 48, 2.5, "4 shape keys", info)[0] == "INFO"

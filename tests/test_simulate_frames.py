@@ -88,3 +88,10 @@ def test_frames_on_barrier_counts_the_states_the_dynamics_barrier_pushes_back(ti
     excess = [barrier.excess(torch.as_tensor(q, dtype=torch.float64)) for q in result.q]
     assert result.info["frames_on_barrier"] == sum(e > BARRIER_MARGIN for e in excess) > 0
     assert result.info["max_latent_distance"] == pytest.approx(barrier.radius + max(excess))
+    # the edge strain the engine reports is the mesh's own: none at rest, the metric's in motion
+    from neurok_core.metrics import edge_strain
+
+    assert still.info["edge_strain_max"] == pytest.approx(0.0, abs=1e-6)
+    strain = edge_strain(space.vertices, result.positions, space.faces)  # (T,) every edge
+    assert result.info["edge_strain_frame"] == int(np.argmax(strain))
+    assert result.info["edge_strain_max"] == pytest.approx(float(strain.max()), rel=1e-4)

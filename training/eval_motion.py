@@ -159,6 +159,7 @@ def run_simulation(space, conditions: SimulationConditions, timeout: float, sett
         info["timed_out"] = bool(done.info["cancelled"])
         # frames pressed against the limits of the learned shapes (Simulate warns on them)
         info["frames_on_barrier"] = int(done.info["frames_on_barrier"])
+        info["edge_strain_max"] = round(float(done.info["edge_strain_max"]), 5)
         info["max_latent_excess"] = round(
             float(done.info["max_latent_distance"])
             - max(float(done.info["prior_radius"]), float(done.info["rest_latent_distance"])),

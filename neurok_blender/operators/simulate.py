@@ -13,7 +13,7 @@ from ..engine.job import SimulationJob
 from ..gather import Gathered, GatherError, gather
 from ..paths import deps_root, engine_dir, new_job_dir
 from ..preferences import engine_settings
-from ..request import frames_on_barrier, load_frames, simulate_report
+from ..request import edge_strain, frames_on_barrier, load_frames, simulate_report
 from ..scene_query import simulated_object
 from .job_runner import JobOperator
 
@@ -85,6 +85,7 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
             "ready", f"ran in {seconds:.1f} s" + (f" on {device}" if device else "")
         )
         obj.neurok.results.frames_on_barrier = frames_on_barrier(info)
+        obj.neurok.results.edge_strain = edge_strain(info)[0]
         kind, message = simulate_report(obj.name, gathered.frame_count, seconds, summary, info)
         if gathered.warnings:
             kind, message = "WARNING", " ".join((message + ".", *gathered.warnings))

@@ -112,6 +112,11 @@ class NeuROKResults(bpy.types.PropertyGroup):
         description="Frames of the last simulation whose motion pressed against the limits of "
         "the shapes the model learned for this object",
     )
+    edge_strain: FloatProperty(
+        default=0.0,
+        min=0.0,
+        description="Largest mean edge strain of the last simulation's frames (|l / l0 - 1|)",
+    )
 
 
 class NeuROKObjectSettings(bpy.types.PropertyGroup):

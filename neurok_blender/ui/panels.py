@@ -9,7 +9,7 @@ from ..bake import mesh_sharers, results_owner
 from ..engine import registry
 from ..gather import deforming_modifiers
 from ..operators.engine import warm_up_once
-from ..request import BARRIER_WARNING_SHARE
+from ..request import doubtful
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
 from .status import engine_status_line
@@ -184,8 +184,9 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")
         row.operator("neurok.clear_results", text="Clear", icon="TRASH")
         pressed = results.frames_on_barrier
-        if pressed > BARRIER_WARNING_SHARE * results.frame_count:
+        if doubtful(pressed, results.frame_count, results.edge_strain):
             layout.label(
-                text=f"Beyond the learned shapes in {pressed} of {results.frame_count} frames",
+                text=f"Beyond the learned shapes in {pressed} of {results.frame_count} frames"
+                f" (stretched {results.edge_strain:.0%})",
                 icon="ERROR",
             )

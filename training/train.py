@@ -33,8 +33,10 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -47,6 +49,9 @@ from neurok_core.errors import CheckpointError
 from neurok_core.model import ModelConfig, build_model
 
 from .dataset import Augmentation, PairBatchSampler, PairDataset
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 STATE_FILE = "train_state.pt"
 METRICS_FILE = "metrics.jsonl"
@@ -270,6 +275,10 @@ LOSS_FIELDS = (
     "prior_rigidity_robust",
     "rigidity_neighbors",
     "num_points",
+    "skin_entropy_weight",
+    "skin_part_weight",
+    "part_agreement_weight",
+    "prior_agreement_weight",
 )
 
 
@@ -344,42 +353,71 @@ def validate(model, loader, device, world: int, autocast) -> dict[str, float]:
     }
 
 
-# ---------------------------------------------------------------------------- main
-def main(argv: list[str] | None = None) -> dict:
-    """Train; returns the final record (steps, wall time, samples/s, losses, validation)."""
-    args = parse_args(argv)
-    rank, world, _local_rank, device = setup_distributed(args)
-    master = rank == 0
-    out_dir = Path(args.out)
-    state_path = out_dir / STATE_FILE
-    config = model_config(args)
-    precision = (
-        args.precision
-        if args.precision != "auto"
-        else ("bf16" if device.type == "cuda" else "fp32")
-    )
-    use_bf16 = precision == "bf16"
+# ---------------------------------------------------------------------------- set-up
+@dataclass
+class Run:
+    """What the step loop and the end of a run need (made by :func:`setup`). ``step``,
+    ``samples``, ``skipped``, ``val_metrics`` and ``recent`` advance as it trains."""
 
-    def autocast():
-        if not use_bf16:
+    args: argparse.Namespace
+    rank: int
+    world: int
+    device: torch.device
+    precision: str  # "bf16" (autocast) or "fp32"
+    config: ModelConfig
+    model: torch.nn.Module
+    ddp_model: torch.nn.Module  # ``model``, wrapped in DistributedDataParallel when world > 1
+    optimizer: torch.optim.AdamW
+    train_set: PairDataset
+    val_set: PairDataset | None
+    batches: Iterator[dict[str, torch.Tensor]]  # this rank's training batches from ``step`` on
+    val_loader: torch.utils.data.DataLoader | None  # this rank's share of the validation pairs
+    writer: SummaryWriter | None  # TensorBoard, rank 0 only
+    init_record: dict | None  # what a fine-tune started from (--init), kept in the resume state
+    command: str  # the command line, recorded in the checkpoint
+    step: int = 0  # optimizer steps, resumes included
+    samples: int = 0  # pairs seen by all ranks, resumes included
+    elapsed_before: float = 0.0  # seconds trained by the runs this one continues
+    start: float = 0.0  # time.perf_counter() when this process started to train
+    skipped: int = 0  # steps of this process skipped for a non-finite gradient
+    val_metrics: dict = field(default_factory=dict)  # the latest validation
+    recent: list[dict] = field(default_factory=list)  # the last (up to 10) log intervals
+
+    @property
+    def master(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def out(self) -> Path:
+        return Path(self.args.out)
+
+    def elapsed(self) -> float:
+        """Seconds trained, resumes included."""
+        return self.elapsed_before + time.perf_counter() - self.start
+
+    def autocast(self):
+        """bf16 autocast, or nothing under fp32."""
+        if self.precision != "bf16":
             return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
 
+
+def loader_workers(args: argparse.Namespace, device: torch.device) -> int:
+    """Data loader processes per rank: ``--num-workers``, else 1 on the CPU and on a GPU (whose
+    step is fast) most of the cores left per local rank, up to 8."""
     if args.num_workers >= 0:
-        workers = args.num_workers
-    elif device.type == "cuda":  # the GPU step is fast: let the loader use most of the cores
+        return args.num_workers
+    if device.type == "cuda":
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        workers = min(8, max(1, (os.cpu_count() or 1) // local_world - 1))
-    else:
-        workers = 1
-    threads = set_threads(args, workers)
-    if state_path.is_file() and not args.resume:
-        raise SystemExit(
-            f"{out_dir} holds a training run ({STATE_FILE}); continue it with --resume, or "
-            "choose another --out (or delete the folder) to start afresh"
-        )
+        return min(8, max(1, (os.cpu_count() or 1) // local_world - 1))
+    return 1
 
-    # --- data
+
+def make_datasets(
+    args: argparse.Namespace, config: ModelConfig, device: torch.device
+) -> tuple[PairDataset, PairDataset | None]:
+    """The training pairs (augmented unless ``--no-augment``) and the validation pairs (none
+    without ``--val``)."""
     augmentation = (
         None
         if args.no_augment
@@ -409,13 +447,25 @@ def main(argv: list[str] | None = None) -> dict:
             seed=args.seed + 1,
             cache_mb=args.cache_mb,
         )
+    return train_set, val_set
 
-    # --- model, optimiser, resume
-    torch.manual_seed(args.seed)
-    model = build_model(config).to(device)
-    optimizer = make_optimizer(model, args)
-    step, elapsed_before, samples_seen = 0, 0.0, 0
-    init_record = None  # what a fine-tune started from (--init), kept in the resume state
+
+def restore(
+    model: torch.nn.Module,
+    optimizer: torch.optim.AdamW,
+    args: argparse.Namespace,
+    config: ModelConfig,
+    *,
+    rank: int,
+    world: int,
+    device: torch.device,
+) -> tuple[int, float, int, dict | None]:
+    """Where training starts: (step, seconds trained, samples seen, the ``--init`` record).
+
+    With ``--resume`` and a saved state: its weights, AdamW moments, counters and this rank's
+    RNG (the config must be this command's). Otherwise step 0, the ``--init`` weights if given,
+    and a per-rank seed for the reparameterisation noise."""
+    state_path = Path(args.out) / STATE_FILE
     if args.resume and state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=True)
         if state.get("version") != STATE_VERSION:
@@ -430,27 +480,73 @@ def main(argv: list[str] | None = None) -> dict:
         optimizer.load_state_dict(state["optimizer"])
         init_record = json.loads(state.get("init", "null"))
         step, elapsed_before = int(state["step"]), float(state["elapsed"])
-        samples_seen = int(state["samples"])
+        samples = int(state["samples"])
         rngs = state["rng"]
-        if len(rngs) != world and master:
+        if len(rngs) != world and rank == 0:
             print(
                 f"warning: resuming {len(rngs)} ranks' state on {world} ranks; the data "
                 "order and noise differ from an uninterrupted run",
                 file=sys.stderr,
             )
         set_rng_state(rngs[rank % len(rngs)], device)
-    else:
-        if args.resume and master:
-            print(f"no {state_path}; starting from scratch", file=sys.stderr)
-        if args.init:
-            init_record = init_from(model, config, args.init)
-        torch.manual_seed(args.seed * 7919 + rank)  # per-rank reparameterisation noise
+        return step, elapsed_before, samples, init_record
+    if args.resume and rank == 0:
+        print(f"no {state_path}; starting from scratch", file=sys.stderr)
+    init_record = init_from(model, config, args.init) if args.init else None
+    torch.manual_seed(args.seed * 7919 + rank)  # per-rank reparameterisation noise
+    return 0, 0.0, 0, init_record
+
+
+def open_logs(out_dir: Path, step: int) -> SummaryWriter:
+    """Make the run folder and open its logs: a resumed run's metrics.jsonl and TensorBoard
+    events continue from its saved ``step`` (later ones are dropped), a new run's start empty."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics_path = out_dir / METRICS_FILE
+    if step:
+        trim_metrics(metrics_path, step)
+    elif metrics_path.exists():
+        metrics_path.unlink()
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(out_dir / "tb"), purge_step=step or None)
+
+
+def setup(argv: list[str] | None = None) -> Run:
+    """Everything before the first step: checks the arguments, joins the process group under
+    torchrun, builds the data and loaders, the model and optimiser, restores the ``--resume``
+    state (or the ``--init`` weights), and on rank 0 prepares the run folder and the logs."""
+    args = parse_args(argv)
+    rank, world, _local_rank, device = setup_distributed(args)
+    out_dir = Path(args.out)
+    config = model_config(args)
+    precision = (
+        args.precision
+        if args.precision != "auto"
+        else ("bf16" if device.type == "cuda" else "fp32")
+    )
+    workers = loader_workers(args, device)
+    threads = set_threads(args, workers)
+    if (out_dir / STATE_FILE).is_file() and not args.resume:
+        raise SystemExit(
+            f"{out_dir} holds a training run ({STATE_FILE}); continue it with --resume, or "
+            "choose another --out (or delete the folder) to start afresh"
+        )
+
+    # --- data, model, optimiser, resume
+    train_set, val_set = make_datasets(args, config, device)
+    torch.manual_seed(args.seed)
+    model = build_model(config).to(device)
+    optimizer = make_optimizer(model, args)
+    step, elapsed_before, samples, init_record = restore(
+        model, optimizer, args, config, rank=rank, world=world, device=device
+    )
     ddp_model = model
     if world > 1:
         ddp_model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
 
+    # --- loaders
     sampler = PairBatchSampler(
         len(train_set),
         args.batch_size,
@@ -469,152 +565,230 @@ def main(argv: list[str] | None = None) -> dict:
             generator=torch.Generator(),
         )
 
-    # --- logging
+    # --- logging (rank 0)
     writer = None
-    metrics_path = out_dir / METRICS_FILE
-    if master:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if step:
-            trim_metrics(metrics_path, step)
-        elif metrics_path.exists():
-            metrics_path.unlink()
-        from torch.utils.tensorboard import SummaryWriter
-
-        writer = SummaryWriter(str(out_dir / "tb"), purge_step=step or None)
+    if rank == 0:
+        writer = open_logs(out_dir, step)
         print(
             f"NeuROK training: {config.deformation} model '{args.preset}' "
             f"({model.num_parameters():,} parameters) on {describe_device(device)} x {world}, "
             f"{len(train_set)} train sequences, batch {args.batch_size} x {world}, "
             f"{workers} loader workers, {threads} threads, {precision}, augmentation "
-            f"{'off' if augmentation is None else 'on'}",
+            f"{'off' if train_set.augmentation is None else 'on'}",
             file=sys.stderr,
         )
 
-    def log(record: dict) -> None:
-        with metrics_path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
-        for key, value in record.items():
-            if key not in ("step", "kind", "time"):
-                writer.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+    return Run(
+        args=args,
+        rank=rank,
+        world=world,
+        device=device,
+        precision=precision,
+        config=config,
+        model=model,
+        ddp_model=ddp_model,
+        optimizer=optimizer,
+        train_set=train_set,
+        val_set=val_set,
+        batches=batches,
+        val_loader=val_loader,
+        writer=writer,
+        init_record=init_record,
+        command="python -m training.train " + " ".join(sys.argv[1:] if argv is None else argv),
+        step=step,
+        samples=samples,
+        elapsed_before=elapsed_before,
+        start=time.perf_counter(),
+    )
 
+
+# ---------------------------------------------------------------------------- records, saving
+def log_metrics(run: Run, record: dict) -> None:
+    """Append ``record`` to metrics.jsonl and its values to TensorBoard (rank 0 only)."""
+    with (run.out / METRICS_FILE).open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    for key, value in record.items():
+        if key not in ("step", "kind", "time"):
+            run.writer.add_scalar(f"{record['kind']}/{key}", value, record["step"])
+
+
+def validate_and_log(run: Run) -> None:
+    """Validate (a collective: every rank calls it) and log the metrics on rank 0."""
+    run.val_metrics = validate(run.model, run.val_loader, run.device, run.world, run.autocast)
+    if run.master:
+        log_metrics(
+            run,
+            {"kind": "val", "step": run.step, "time": round(run.elapsed(), 2), **run.val_metrics},
+        )
+
+
+def final_losses(recent: list[dict]) -> dict:
+    """Step-weighted means over the last (up to 10) log intervals of this run."""
+    steps = sum(r["steps"] for r in recent)
+    if not steps:
+        return {}
+    keys = [k for k in recent[-1] if k != "steps"]
+    means = {k: sum(r[k] * r["steps"] for r in recent) / steps for k in keys}
+    return {**means, "over_steps": int(steps)}
+
+
+def training_record(run: Run) -> dict:
+    """How the model was trained, as the checkpoint's config records it."""
+    args, wall = run.args, run.elapsed()
+    augmentation = run.train_set.augmentation
+    return {
+        "data": run.train_set.summary(),
+        "val_data": run.val_set.summary() if run.val_set is not None else None,
+        "steps": run.step,
+        "samples": run.samples,
+        "wall_time_s": round(wall, 1),
+        "samples_per_s": round(run.samples / wall, 2) if wall > 0 else None,
+        "batch_size": args.batch_size,
+        "world_size": run.world,
+        "device": describe_device(run.device),
+        "precision": run.precision,
+        "augmentation": None if augmentation is None else asdict(augmentation),
+        "rest_probability": args.rest_probability,
+        "optimizer": {
+            "name": "AdamW",
+            "lr": args.lr,
+            "min_lr_ratio": args.min_lr_ratio,
+            "warmup_steps": args.warmup_steps,
+            "weight_decay": args.weight_decay,
+            "grad_clip": args.grad_clip,
+        },
+        "budget": {"steps": args.steps, "minutes": args.minutes},
+        "init": run.init_record,
+        "seed": args.seed,
+        "final": final_losses(run.recent),
+        "skipped_steps": run.skipped,
+        "torch": torch.__version__,
+        "command": run.command,
+    }
+
+
+def save(run: Run) -> None:
+    """Write ``train_state.pt`` (what ``--resume`` needs) and the checkpoint. A collective
+    (every rank's RNG state is gathered); rank 0 writes."""
+    rngs = gather_rng_states(run.device, run.world)  # collective
+    if not run.master:
+        return
+    atomic_torch_save(
+        {
+            "version": STATE_VERSION,
+            "step": run.step,
+            "elapsed": run.elapsed(),
+            "samples": run.samples,
+            "model": run.model.state_dict(),
+            "optimizer": run.optimizer.state_dict(),
+            "rng": rngs,
+            "model_config": json.dumps(run.config.to_dict()),
+            "args": json.dumps(vars(run.args)),
+            "init": json.dumps(run.init_record),
+        },
+        run.out / STATE_FILE,
+    )
+    save_checkpoint(
+        run.model,
+        run.out / "checkpoint",
+        training=training_record(run),
+        metrics=run.val_metrics,
+    )
+
+
+# ---------------------------------------------------------------------------- the loop
+# the loss terms logged (step-weighted means over each log interval, all-reduced over the ranks)
+LOGGED = (
+    "loss",
+    "recon",
+    "rigidity",
+    "prior_rigidity",
+    "kl",
+    "skin_entropy",
+    "skin_parts",
+    "agree",
+    "prior_agree",
+    "rmse",
+)
+
+
+def every(interval: int, step: int) -> bool:
+    """Whether ``step`` ends an interval of ``interval`` steps (never when it is 0)."""
+    return interval > 0 and step % interval == 0
+
+
+def train_step(run: Run, batch: dict[str, torch.Tensor], lr: float) -> tuple[dict, torch.Tensor]:
+    """One optimizer step on ``batch`` at learning rate ``lr``: the loss under autocast,
+    backward (DDP all-reduces the gradients), clipping, and AdamW's step unless the gradient
+    norm is not finite (then counted in ``run.skipped``). Advances ``run.step`` and
+    ``run.samples``; returns the loss terms and the gradient norm."""
+    device = run.device
+    rest = batch["rest"].to(device, non_blocking=True)  # (B, P, 3)
+    deformed = batch["deformed"].to(device, non_blocking=True)  # (B, P, 3)
+    neighbors = batch.get("neighbors")
+    if neighbors is not None:
+        neighbors = neighbors.to(device, non_blocking=True)  # (B, P, K)
+    parts = batch.get("parts")
+    if parts is not None:
+        parts = parts.to(device, non_blocking=True)  # (B, P)
+    islands = batch.get("islands")
+    if islands is not None:
+        islands = islands.to(device, non_blocking=True)  # (B, P)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    with run.autocast():
+        out = run.ddp_model(rest, deformed, neighbors=neighbors, parts=parts, islands=islands)
+    out["loss"].backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(
+        run.model.parameters(), run.args.grad_clip if run.args.grad_clip > 0 else math.inf
+    )
+    if torch.isfinite(grad_norm):  # identical on every rank (the grads are all-reduced)
+        run.optimizer.step()
+    else:
+        run.skipped += 1
+    run.optimizer.zero_grad(set_to_none=True)
+    run.step += 1
+    run.samples += rest.shape[0] * run.world
+    return out, grad_norm
+
+
+def train_loop(run: Run) -> None:
+    """Step until the step or time budget is spent (the learning rate follows the spent
+    fraction; every rank follows rank 0's clock). Logs the all-reduced means every
+    ``--log-every`` steps, validates every ``--val-every``, saves every ``--save-every``; a
+    Ctrl-C in a single process ends the loop (``finish`` then saves). Logs the last partial
+    interval."""
+    args, world = run.args, run.world
     budget_s = args.minutes * 60.0 if args.minutes else math.inf
     bar = tqdm(
         total=args.steps,
-        initial=step,
-        disable=not master or args.quiet,
+        initial=run.step,
+        disable=not run.master or args.quiet,
         unit="step",
         dynamic_ncols=True,
     )
-    logged = (
-        "loss",
-        "recon",
-        "rigidity",
-        "prior_rigidity",
-        "kl",
-        "skin_entropy",
-        "skin_parts",
-        "agree",
-        "prior_agree",
-        "rmse",
-    )
-    sums = [0.0] * (len(logged) + 2)  # the logged terms, grad norm, steps
-    interval_start, interval_samples = time.perf_counter(), 0
-    start = time.perf_counter()
-    last: dict = {}
-    recent: list[dict] = []  # the last log intervals, for a less noisy "final" record
-    val_metrics: dict = {}
-    skipped = 0
-
-    def elapsed() -> float:
-        return elapsed_before + time.perf_counter() - start
-
-    def save() -> None:
-        rngs = gather_rng_states(device, world)  # collective
-        if not master:
-            return
-        atomic_torch_save(
-            {
-                "version": STATE_VERSION,
-                "step": step,
-                "elapsed": elapsed(),
-                "samples": samples_seen,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "rng": rngs,
-                "model_config": json.dumps(config.to_dict()),
-                "args": json.dumps(vars(args)),
-                "init": json.dumps(init_record),
-            },
-            state_path,
-        )
-        save_checkpoint(
-            model, out_dir / "checkpoint", training=training_record(), metrics=val_metrics
-        )
-
-    def training_record() -> dict:
-        wall = elapsed()
-        return {
-            "data": train_set.summary(),
-            "val_data": val_set.summary() if val_set is not None else None,
-            "steps": step,
-            "samples": samples_seen,
-            "wall_time_s": round(wall, 1),
-            "samples_per_s": round(samples_seen / wall, 2) if wall > 0 else None,
-            "batch_size": args.batch_size,
-            "world_size": world,
-            "device": describe_device(device),
-            "precision": precision,
-            "augmentation": None if augmentation is None else asdict(augmentation),
-            "rest_probability": args.rest_probability,
-            "optimizer": {
-                "name": "AdamW",
-                "lr": args.lr,
-                "min_lr_ratio": args.min_lr_ratio,
-                "warmup_steps": args.warmup_steps,
-                "weight_decay": args.weight_decay,
-                "grad_clip": args.grad_clip,
-            },
-            "budget": {"steps": args.steps, "minutes": args.minutes},
-            "init": init_record,
-            "seed": args.seed,
-            "final": final_losses(),
-            "skipped_steps": skipped,
-            "torch": torch.__version__,
-            "command": "python -m training.train "
-            + " ".join(sys.argv[1:] if argv is None else argv),
-        }
-
-    def final_losses() -> dict:
-        """Step-weighted means over the last (up to 10) log intervals of this run."""
-        steps = sum(r["steps"] for r in recent)
-        if not steps:
-            return {}
-        keys = [k for k in recent[-1] if k != "steps"]
-        means = {k: sum(r[k] * r["steps"] for r in recent) / steps for k in keys}
-        return {**means, "over_steps": int(steps)}
-
-    def every(interval: int) -> bool:
-        return interval > 0 and step % interval == 0
+    sums = [0.0] * (len(LOGGED) + 2)  # the logged terms, grad norm, steps
+    interval_start, interval_samples = time.perf_counter(), run.samples
 
     def log_interval() -> None:
         """All-reduce the sums since the last log line; log their means on rank 0."""
-        nonlocal sums, interval_start, interval_samples, last
-        totals = all_reduce_sum(sums, device, world)
+        nonlocal sums, interval_start, interval_samples
+        totals = all_reduce_sum(sums, run.device, world)
         now = time.perf_counter()
-        rate = interval_samples / (now - interval_start)
-        names = (*logged, "grad_norm")
-        last = {k: totals[i] / totals[-1] for i, k in enumerate(names)}
-        recent[:] = [*recent[-9:], {**last, "steps": totals[-1] / world}]
-        if master:
-            log(
+        rate = (run.samples - interval_samples) / (now - interval_start)
+        last = {k: totals[i] / totals[-1] for i, k in enumerate((*LOGGED, "grad_norm"))}
+        run.recent[:] = [*run.recent[-9:], {**last, "steps": totals[-1] / world}]
+        if run.master:
+            log_metrics(
+                run,
                 {
                     "kind": "train",
-                    "step": step,
-                    "time": round(elapsed(), 2),
+                    "step": run.step,
+                    "time": round(run.elapsed(), 2),
                     "lr": lr,
                     **last,
                     "samples_per_s": rate,
-                }
+                },
             )
             bar.set_postfix(
                 loss=f"{last['loss']:.3g}",
@@ -623,87 +797,69 @@ def main(argv: list[str] | None = None) -> dict:
                 sps=f"{rate:.0f}",
             )
         sums = [0.0] * len(sums)
-        interval_start, interval_samples = now, 0
+        interval_start, interval_samples = now, run.samples
 
-    # --- the loop
-    lr = learning_rate(args, step, 0.0)
-    model.train()
+    lr = learning_rate(args, run.step, 0.0)
+    run.model.train()
     try:
         while True:
-            spent = broadcast_value(elapsed(), device, world)
-            progress = max(step / args.steps if args.steps else 0.0, spent / budget_s)
+            spent = broadcast_value(run.elapsed(), run.device, world)
+            progress = max(run.step / args.steps if args.steps else 0.0, spent / budget_s)
             if progress >= 1.0:
                 break
-            batch = next(batches)
-            rest = batch["rest"].to(device, non_blocking=True)  # (B, P, 3)
-            deformed = batch["deformed"].to(device, non_blocking=True)  # (B, P, 3)
-            neighbors = batch.get("neighbors")
-            if neighbors is not None:
-                neighbors = neighbors.to(device, non_blocking=True)  # (B, P, K)
-            parts = batch.get("parts")
-            if parts is not None:
-                parts = parts.to(device, non_blocking=True)  # (B, P)
-            islands = batch.get("islands")
-            if islands is not None:
-                islands = islands.to(device, non_blocking=True)  # (B, P)
-            lr = learning_rate(args, step, progress)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            with autocast():
-                out = ddp_model(rest, deformed, neighbors=neighbors, parts=parts, islands=islands)
-            out["loss"].backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                model.parameters(), args.grad_clip if args.grad_clip > 0 else math.inf
-            )
-            if torch.isfinite(grad_norm):  # identical on every rank (the grads are all-reduced)
-                optimizer.step()
-            else:
-                skipped += 1
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            samples_seen += rest.shape[0] * world
-            interval_samples += rest.shape[0] * world
-            values = [out[k].detach().float() for k in logged]
+            batch = next(run.batches)
+            lr = learning_rate(args, run.step, progress)
+            out, grad_norm = train_step(run, batch, lr)
+            values = [out[k].detach().float() for k in LOGGED]
             for i, v in enumerate([*values, grad_norm.detach().float()]):
                 sums[i] += float(v)
             sums[-1] += 1
             bar.update(1)
 
-            if every(args.log_every):
+            if every(args.log_every, run.step):
                 log_interval()
-            if val_loader is not None and every(args.val_every):
-                val_metrics = validate(model, val_loader, device, world, autocast)
-                if master:
-                    log({"kind": "val", "step": step, "time": round(elapsed(), 2), **val_metrics})
-            if every(args.save_every):
-                save()
+            if run.val_loader is not None and every(args.val_every, run.step):
+                validate_and_log(run)
+            if every(args.save_every, run.step):
+                save(run)
     except KeyboardInterrupt:
         if world > 1:
             raise
-        print(f"\ninterrupted at step {step}; saving (continue with --resume)", file=sys.stderr)
+        print(f"\ninterrupted at step {run.step}; saving (continue with --resume)", file=sys.stderr)
     bar.close()
-
-    # --- the end
     if sums[-1]:
         log_interval()
-    if val_loader is not None and not (val_metrics and every(args.val_every)):
-        val_metrics = validate(model, val_loader, device, world, autocast)
-        if master:
-            log({"kind": "val", "step": step, "time": round(elapsed(), 2), **val_metrics})
-    save()
-    record = training_record()
-    if master:
-        writer.close()
-        if not args.no_plot:
+
+
+# ---------------------------------------------------------------------------- the end, main
+def finish(run: Run) -> dict:
+    """Validate (unless the last step just did), save, and on rank 0 close the logs, plot
+    training_curves.png and print the summary; leave the process group. Returns the training
+    record with the validation metrics under ``val``."""
+    if run.val_loader is not None and not (run.val_metrics and every(run.args.val_every, run.step)):
+        validate_and_log(run)
+    save(run)
+    record = training_record(run)
+    if run.master:
+        run.writer.close()
+        if not run.args.no_plot:
             from .plots import plot_training
 
-            plot_training(metrics_path, out_dir / "training_curves.png")
+            plot_training(run.out / METRICS_FILE, run.out / "training_curves.png")
         summary = {k: record[k] for k in ("steps", "samples", "wall_time_s", "samples_per_s")}
-        print(json.dumps({**summary, "final": final_losses(), **val_metrics}), file=sys.stderr)
-    if world > 1:
+        final = {**summary, "final": final_losses(run.recent), **run.val_metrics}
+        print(json.dumps(final), file=sys.stderr)
+    if run.world > 1:
         dist.barrier()
         dist.destroy_process_group()
-    return {**record, "val": val_metrics}
+    return {**record, "val": run.val_metrics}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Train; returns the final record (steps, wall time, samples/s, losses, validation)."""
+    run = setup(argv)
+    train_loop(run)
+    return finish(run)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,12 @@ import math
 
 import numpy as np
 import pytest
-import torch
 import trimesh
 
-from neurok_core.checkpoint import save_checkpoint
 from neurok_core.cli import main
 from neurok_core.dynamics import DynamicsSettings, Force, InitialVelocity, SimulationConditions
 from neurok_core.dynamics.limits import check_bounded
 from neurok_core.errors import ConditionError, SimulationError
-from neurok_core.model import build_model
 from neurok_core.results import load_result
 from neurok_core.simulate import simulate
 from neurok_core.space import SpaceSettings, build_space
@@ -60,19 +57,10 @@ def test_stiffness_and_damping_that_need_too_many_steps_are_refused():
         check_bounded(_conditions(damping=1e6), 1.0, 1.0, SETTINGS)
 
 
-@pytest.fixture(scope="module")
-def moving_checkpoint(tmp_path_factory):
-    torch.manual_seed(0)
-    model = build_model("tiny")
-    with torch.no_grad():  # a decoder that moves (a fresh one decodes to the identity)
-        model.decoder.head.weight.normal_(0.0, 0.1)
-    return save_checkpoint(model, tmp_path_factory.mktemp("ckpt") / "tiny")
-
-
-def test_a_frame_over_its_budget_stops_the_run_with_a_message(moving_checkpoint):
+def test_a_frame_over_its_budget_stops_the_run_with_a_message(tiny_checkpoint):
     from neurok_core.checkpoint import load_checkpoint
 
-    model, _ = load_checkpoint(moving_checkpoint)
+    model, _ = load_checkpoint(tiny_checkpoint)
     mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
     space = build_space(
         model, mesh.vertices, mesh.faces, settings=SpaceSettings(dynamics_points=32)
@@ -91,7 +79,7 @@ SIZES = {"1mm": 1e-3, "1m": 1.0, "1km": 1e3}
 FORCES = (1e-3, 1.0, 1e3, 1e6, 1e9)
 
 
-def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, moving_checkpoint):
+def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, tiny_checkpoint):
     """Forces from 1e-3 N to 1e9 N on objects from 1 mm to 1 km, under gravity: each run either
     writes its frames, within the budget of work per frame, or prints one line that says what
     to change (never a traceback)."""
@@ -104,7 +92,7 @@ def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, mo
         mesh.export(path)
         for newtons in FORCES:
             out = tmp_path / f"{name}_{newtons:g}.npz"
-            args = ["simulate", str(path), "--checkpoint", str(moving_checkpoint)]
+            args = ["simulate", str(path), "--checkpoint", str(tiny_checkpoint)]
             args += ["--force", f"0:0,0,1:{newtons:g}", "--frames", "4", "--quiet"]
             args += ["--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
             rc = main(args)
@@ -128,13 +116,11 @@ def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, mo
     assert all(outcomes["1mm", f] == "refused" for f in FORCES)
 
 
-def test_cli_time_limit_stops_with_a_message_and_writes_nothing(
-    tmp_path, capsys, moving_checkpoint
-):
+def test_cli_time_limit_stops_with_a_message_and_writes_nothing(tmp_path, capsys, tiny_checkpoint):
     mesh = trimesh.creation.box((1.0, 0.5, 0.1)).subdivide()
     mesh.export(tmp_path / "slab.obj")
     out = tmp_path / "out.npz"
-    args = ["simulate", str(tmp_path / "slab.obj"), "--checkpoint", str(moving_checkpoint)]
+    args = ["simulate", str(tmp_path / "slab.obj"), "--checkpoint", str(tiny_checkpoint)]
     args += ["--frames", "30", "--quiet", "--out", str(out)]
     assert main([*args, "--time-limit", "1e-9"]) == 2
     err = capsys.readouterr().err

@@ -142,7 +142,7 @@ def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
     assert {"speed", "whole_object"} <= set(out["active_VELOCITY"]["props"])
     assert out["active_VELOCITY"]["operators"].count("neurok.remove_condition") == 3
     assert "neurok.clear_results" in out["results"]["operators"]
-    pressed = "Beyond the learned shapes in 6 of 12 frames"
+    pressed = "Beyond the learned shapes in 6 of 12 frames (stretched 12%)"
     assert pressed in out["results_pressed"]["labels"] and pressed not in out["results"]["labels"]
     running = out["running"]
     assert running["progress"] == [[0.4, "Simulating: frame 3 of 12"]]

@@ -118,10 +118,19 @@ class NeuROK:
 
     # ------------------------------------------------------------------ simulation
     def simulate(
-        self, space: KinematicSpace, conditions, *, on_frame=None, on_progress=_noop, settings=None
+        self,
+        space: KinematicSpace,
+        conditions,
+        *,
+        on_frame=None,
+        on_progress=_noop,
+        settings=None,
+        vertices: bool = True,
+        rig: bool = False,
     ):
         """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`
-        (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``)."""
+        (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``;
+        ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones)."""
         from .dynamics.settings import DEFAULT_SETTINGS
         from .simulate import simulate
 
@@ -131,6 +140,8 @@ class NeuROK:
             on_frame=on_frame,
             on_progress=on_progress,
             settings=settings or DEFAULT_SETTINGS,
+            vertices=vertices,
+            rig=rig,
         )
 
 

@@ -161,7 +161,7 @@ def build_conditions(args, vertices: np.ndarray):
     return SimulationConditions(**fields)
 
 
-RESULT_SUFFIXES = (".npz", ".pc2")
+RESULT_SUFFIXES = (".npz", ".pc2", ".json")
 MESH_SUFFIXES = (".obj", ".ply", ".stl", ".glb", ".off")
 
 
@@ -219,7 +219,20 @@ def cmd_simulate(args) -> int:
         from .dynamics.settings import DEFAULT_SETTINGS
 
         settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=False)
-    result = engine.simulate(space, conditions, on_frame=on_frame, settings=settings)
+    rig_only = out.suffix.lower() == ".json"
+    if rig_only and not space.skinned:
+        raise ConditionError(
+            f"--out {args.out}: a rig (.json) needs a model with bones (deformation 'skinned');"
+            " this one moves every point on its own: write a .npz result or a .pc2 cache"
+        )
+    result = engine.simulate(
+        space,
+        conditions,
+        on_frame=on_frame,
+        settings=settings,
+        vertices=not rig_only,
+        rig=space.skinned and out.suffix.lower() != ".pc2",
+    )
     bar.close()
     if over_time:
         raise SimulationError(
@@ -227,14 +240,22 @@ def cmd_simulate(args) -> int:
             f"{over_time[0]} of {conditions.frames - 1}; nothing was written. Raise the limit "
             "(0: none), or ask for fewer frames or a smaller mesh"
         )
+    info = result.info
+    if rig_only:
+        result.rig.save_json(out, result.times)
+        print(
+            f"wrote {out}: a rig of {result.rig.num_bones} bones x {len(result.times)} frames"
+            f" for {len(vertices)} vertices, kq = {info['reduced_dims']}, {info['seconds']:.2f} s"
+        )
+        return 0
     if out.suffix.lower() == ".pc2":
         write_pc2(out, result.positions)
     else:
         save_result(result, out)
-    info = result.info
     print(
         f"wrote {out}: {len(result.positions)} frames x {len(vertices)} vertices, kq ="
         f" {info['reduced_dims']}, {info['seconds']:.2f} s"
+        + (f", with a rig of {result.rig.num_bones} bones" if result.rig is not None else "")
     )
     return 0
 
@@ -279,7 +300,12 @@ def make_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="simulate a mesh under forces, drags, velocities")
     sim.add_argument("mesh")
-    sim.add_argument("--out", required=True, help="result .npz or .pc2 point cache")
+    sim.add_argument(
+        "--out",
+        required=True,
+        help="result .npz (with the rig, for a model with bones), .pc2 point cache, or .json"
+        " rig alone (bones, per-frame transforms, weights; a model with bones)",
+    )
     sim.add_argument("--force", action="append", default=[], metavar="A:DX,DY,DZ:N[:S-E]")
     sim.add_argument("--drag", action="append", default=[], metavar="A:X,Y,Z:FRAME[:START]")
     sim.add_argument("--velocity", action="append", default=[], metavar="A:VX,VY,VZ")

@@ -1,4 +1,5 @@
-"""The simulation result (design section 5): positions, times, energy and the conditions used."""
+"""The simulation result (design section 5): positions, times, energy and the conditions used,
+and, for a skinned model when asked, the motion as a rig (:mod:`~neurok_core.rig`)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,23 @@ from typing import Any
 import numpy as np
 
 from .errors import NeuROKError
+from .rig import BoneRig
 
 
 @dataclass
 class SimulationResult:
-    """positions: (T, N, 3) float32 metres (frame 0 = the input mesh); times: (T,) seconds;
-    energy: (T,) joules (kinetic + potential); conditions: the SimulationConditions dict used;
-    q: (T, kq) reduced coordinates; info: diagnostics (kq, substeps, timings, ...)."""
+    """positions: (T, N, 3) float32 metres (frame 0 = the input mesh), or None when only the rig
+    was asked for; times: (T,) seconds; energy: (T,) joules (kinetic + potential); conditions:
+    the SimulationConditions dict used; q: (T, kq) reduced coordinates; info: diagnostics (kq,
+    substeps, timings, ...); rig: the bones' motion and the vertex weights, or None."""
 
-    positions: np.ndarray
+    positions: np.ndarray | None
     times: np.ndarray
     energy: np.ndarray
     conditions: dict[str, Any]
     q: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    rig: BoneRig | None = None
 
 
 def save_result(result: SimulationResult, path: str | os.PathLike) -> Path:
@@ -33,12 +37,15 @@ def save_result(result: SimulationResult, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.npz")
     arrays = {
-        "positions": np.asarray(result.positions, dtype=np.float32),
         "times": np.asarray(result.times, dtype=np.float64),
         "energy": np.asarray(result.energy, dtype=np.float64),
         "conditions": np.str_(json.dumps(result.conditions)),
         "info": np.str_(json.dumps(result.info, default=str)),
     }
+    if result.positions is not None:
+        arrays["positions"] = np.asarray(result.positions, dtype=np.float32)
+    if result.rig is not None:
+        arrays.update(result.rig.arrays())
     if result.q is not None:
         arrays["q"] = np.asarray(result.q, dtype=np.float64)
     np.savez_compressed(tmp, **arrays)
@@ -52,12 +59,13 @@ def load_result(path: str | os.PathLike) -> SimulationResult:
     try:
         with np.load(path, allow_pickle=False) as data:
             return SimulationResult(
-                positions=data["positions"],
+                positions=data["positions"] if "positions" in data.files else None,
                 times=data["times"],
                 energy=data["energy"],
                 conditions=json.loads(str(data["conditions"])),
                 q=data["q"] if "q" in data.files else None,
                 info=json.loads(str(data["info"])) if "info" in data.files else {},
+                rig=BoneRig.from_arrays(data),
             )
     except (OSError, ValueError, KeyError) as exc:
         raise NeuROKError(f"{path}: not a readable simulation result ({exc})") from exc

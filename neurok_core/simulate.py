@@ -26,6 +26,7 @@ from .model.jets import DecoderKinematics
 from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
 from .pinning import pinned_subspace
 from .results import SimulationResult
+from .rig import BoneRig
 from .space import KinematicSpace
 
 DECODE_BATCH = 8  # frames decoded per batched decoder pass
@@ -127,12 +128,19 @@ def simulate(
     on_progress=_noop,
     pinned_directions: bool = True,
     settings: DynamicsSettings = DEFAULT_SETTINGS,
+    vertices: bool = True,
+    rig: bool = False,
 ) -> SimulationResult:
     """Simulate ``conditions`` from the rest shape; every frame decoded onto every vertex.
 
-    on_frame(index, positions (N, 3) float32, energy) is called for every frame in order, as
-    frames are decoded (``DECODE_BATCH`` at a time, frame 0 at once); return False from it to
-    stop (the result then holds the frames up to that one, ``info["cancelled"]``).
+    on_frame(index, positions (N, 3) float32 or None, energy) is called for every frame in
+    order, as frames are decoded (``DECODE_BATCH`` at a time, frame 0 at once); return False
+    from it to stop (the result then holds the frames up to that one, ``info["cancelled"]``).
+    vertices: decode every frame onto the vertices (``result.positions``); off (with ``rig``),
+    positions are None and the cost no longer grows with the vertex count.
+    rig: also return the motion as a rig (``result.rig``, :class:`~neurok_core.rig.BoneRig`:
+    the bones' rigid motions per frame and the vertex weights); a skinned space only. With
+    pins, the rig has one more bone that never moves, holding the pinned vertices.
     pinned_directions: with pins, move only along the latent directions that leave the pinned
     vertices (nearly) still (:func:`~neurok_core.pinning.pinned_subspace`) instead of the
     space's own active subspace.
@@ -146,13 +154,21 @@ def simulate(
     if not isinstance(conditions, SimulationConditions):
         raise ConditionError("conditions must be a SimulationConditions")
     conditions.validate(len(space.vertices))
+    if rig and not space.skinned:
+        raise ConditionError(
+            "a rig needs a model with bones (deformation 'skinned'); this model moves every"
+            " point on its own: bake shape keys or a point cache instead"
+        )
+    if not (vertices or rig):
+        raise ConditionError("ask for the vertices, the rig or both")
     started = time.perf_counter()
     pin_report: dict = {}
     if conditions.pins and pinned_directions:
         space, pin_report = pinned_subspace(space, conditions.pins)
     system, rows = build_system(space, conditions)
     vertex_clamp = _VertexClamp(space, conditions)
-    frames: list[np.ndarray] = []
+    frames: list[np.ndarray | None] = []
+    poses: list[tuple[np.ndarray, np.ndarray]] = []  # (rotations, translations) per frame
     count = conditions.frames
     pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
     stopped = False
@@ -163,7 +179,13 @@ def simulate(
         nonlocal stopped
         with torch.no_grad():
             qs = torch.stack([q for _, q, _ in pending]).to(device=space.device, dtype=space.dtype)
-            batch = vertex_clamp.decode(space.latent(qs)).float().cpu().numpy()  # (B, N, 3)
+            z = space.latent(qs)
+            batch = [None] * len(pending)
+            if vertices:
+                batch = vertex_clamp.decode(z).float().cpu().numpy()  # (B, N, 3)
+        if rig:
+            rotations, translations = space.bone_transforms(z)
+            poses.extend(zip(rotations, translations, strict=True))
         for (index, _, energy), verts in zip(pending, batch, strict=True):
             frames.append(verts)
             on_progress("simulate", (index + 1) / count)
@@ -176,8 +198,11 @@ def simulate(
     def frame_done(index: int, q: torch.Tensor, energy: float):
         nonlocal stopped
         if index == 0:  # the start is exactly the input
-            verts = space.vertices.astype(np.float32)
+            verts = space.vertices.astype(np.float32) if vertices else None
             frames.append(verts)
+            if rig:
+                nb = space.bone_heads.shape[0]
+                poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
             on_progress("simulate", 1 / count)
             stopped = on_frame is not None and on_frame(index, verts, energy) is False
             return False if stopped else None
@@ -193,7 +218,9 @@ def simulate(
     # (the run ends at the last frame, which flushes, or when a flush returned False)
     traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
     t = len(frames)
-    strain = _edge_strain(space.vertices, space.faces, frames)  # (t,)
+    positions = np.stack(frames) if vertices else None
+    bone_rig = _rig(space, conditions, poses[:t]) if rig else None
+    strain = _edge_strain(space.vertices, space.faces, frames if vertices else [])  # (t,)
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
     barrier = PriorBarrier.build(system.latent, settings.prior_mass, 1.0)
     distances = _latent_distances(barrier, traj.q[:t])  # (t,)
@@ -241,14 +268,60 @@ def simulate(
         "cancelled": bool(traj.cancelled),
         "seconds": round(time.perf_counter() - started, 3),
     }
+    if bone_rig is not None:
+        info["rig_bones"] = bone_rig.num_bones
+        if positions is not None:  # how far the rig's playback is from the vertices
+            info["rig_error"] = _rig_error(bone_rig, space, positions)
     return SimulationResult(
-        positions=np.stack(frames),
+        positions=positions,
+        rig=bone_rig,
         times=traj.times[:t].numpy(),
         energy=traj.energy[:t].numpy(),
         conditions=conditions.to_dict(),
         q=traj.q[:t].numpy(),
         info=info,
     )
+
+
+def _rig(space: KinematicSpace, conditions: SimulationConditions, poses: list) -> BoneRig:
+    """The result's rig: the space's bones with their poses per frame and its vertex weights;
+    with pins, one more bone, never moving, holds the pinned vertices alone."""
+    heads = space.bone_heads
+    rotations = np.stack([r for r, _ in poses])  # (T, nb, 4)
+    translations = np.stack([t for _, t in poses])  # (T, nb, 3)
+    bones = space.vertex_bones.cpu().numpy().astype(np.int32)  # (N, K)
+    weights = space.vertex_bone_weights.float().cpu().numpy()
+    if conditions.pins:
+        pinned = np.asarray(conditions.pins)
+        heads = np.concatenate([heads, space.vertices[pinned].mean(0, keepdims=True)])
+        t = len(rotations)
+        rotations = np.concatenate([rotations, np.tile([1.0, 0.0, 0.0, 0.0], (t, 1, 1))], 1)
+        translations = np.concatenate([translations, np.zeros((t, 1, 3))], 1)
+        bones, weights = bones.copy(), weights.copy()
+        bones[pinned], weights[pinned] = len(heads) - 1, 0.0
+        weights[pinned, 0] = 1.0
+    return BoneRig(heads, rotations, translations, bones, weights)
+
+
+RIG_ERROR_VERTICES = 20_000  # vertices (a seeded sample) the rig's playback is checked on
+
+
+def _rig_error(rig: BoneRig, space: KinematicSpace, positions: np.ndarray) -> float:
+    """Largest distance over the frames between the rig's playback and the decoded vertices, in
+    object sizes, on a seeded sample of at most RIG_ERROR_VERTICES vertices."""
+    n = positions.shape[1]
+    pick = np.arange(n)
+    if n > RIG_ERROR_VERTICES:
+        pick = np.sort(np.random.default_rng(0).choice(n, RIG_ERROR_VERTICES, replace=False))
+    sub = BoneRig(
+        rig.heads, rig.rotations, rig.translations, rig.vertex_bones[pick], rig.vertex_weights[pick]
+    )
+    rest = space.vertices[pick]
+    worst = max(
+        float(np.linalg.norm(sub.skin(rest, t) - positions[t, pick], axis=1).max())
+        for t in range(len(positions))
+    )
+    return worst / space.object_size
 
 
 def _edge_strain(vertices: np.ndarray, faces: np.ndarray, frames: list) -> np.ndarray:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .dualquat import dq_apply, dq_conj, dq_mul
+from .dualquat import dq_apply, dq_conj, dq_mul, dq_to_rt, quat_apply
 from .errors import MeshError
 from .geometry import (
     Normalization,
@@ -51,7 +51,7 @@ from .optim import Adam
 from .skinning import DQSkinning, blend_neighbors
 
 CACHE_VERSION = 2
-BONES_PER_VERTEX = 8  # a skinned space's vertices blend their 8 heaviest bones
+BONES_PER_VERTEX = 4  # a skinned space's vertices blend their 4 heaviest bones (a rig's usual)
 
 
 @dataclass(frozen=True)
@@ -341,6 +341,24 @@ class KinematicSpace:
         """Corrected bone motions B_b(z) B_b(z_rest)^-1 (B, nb, 8) of a skinned space: the
         identity at z_rest."""
         return dq_mul(self.model.bones(z, self.shape), self.bone_rest_inverse[None])
+
+    @property
+    def bone_heads(self) -> np.ndarray:
+        """(nb, 3) float64 bone centres of a skinned space at rest, in the caller's frame."""
+        return self.normalization.invert(self.shape.centers[0].double().cpu().numpy())
+
+    def bone_transforms(self, z: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """The corrected bone motions of latents z (B, k) as rigid motions of the caller's frame:
+        (rotations (B, nb, 4) unit quaternions (w, x, y, z), translations (B, nb, 3) metres),
+        x -> R x + t, float64 (see :mod:`~neurok_core.rig`). In the normalised frame a bone maps
+        x_n to R x_n + t_n; with x_n = (x - c) s that is x -> R x + (c - R c + t_n / s)."""
+        with torch.no_grad():
+            dq = self.bone_motions(z).double().cpu()  # (B, nb, 8)
+        rotation, t_n = dq_to_rt(dq)
+        norm = self.normalization
+        c = torch.tensor(np.array(norm.center), dtype=torch.float64)
+        t = c - quat_apply(rotation, c.expand_as(t_n)) + t_n / norm.scale
+        return rotation.numpy(), t.numpy()
 
     @property
     def reduced_dims(self) -> int:

@@ -23,7 +23,10 @@ Protocol (version 1)
          "cache_dir": null,              # where kinematic spaces are cached (optional)
          "output": {"frames": "frames.npy",   # written as a (T, N, 3) float32 .npy, frame by frame
                     "result": "result.npz",   # optional: design section 5 result file
-                    "pc2": "anim.pc2"}}       # optional: a PC2 point cache
+                    "pc2": "anim.pc2",        # optional: a PC2 point cache
+                    "rig": "rig.npz"}}        # optional (a model with bones): the motion as a
+                                              #   rig, neurok_core.rig arrays; with "rig" alone
+                                              #   (frames null) the vertices are not decoded
 
     Relative paths are relative to the request file's folder. Progress comes back on stdout, one
     JSON object per line, flushed at once:
@@ -32,8 +35,8 @@ Protocol (version 1)
         {"type": "progress", "stage": str, "fraction": float}        # 0..1 within the stage
         {"type": "frame",    "index": int, "count": int, "energy": float}
                              # frame ``index`` is in the frames file (written and flushed)
-        {"type": "done",     "frames": "...", "result": "..."|null, "pc2": "..."|null,
-                             "count": int, "seconds": float, "info": {...}}
+        {"type": "done",     "frames": "..."|null, "result": "..."|null, "pc2": "..."|null,
+                             "rig": "..."|null, "count": int, "seconds": float, "info": {...}}
         {"type": "error",    "kind": str, "message": str}
 
     Exit status: 0 done; 2 the request or its inputs are wrong (``kind`` is the engine's error
@@ -122,8 +125,10 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(request["conditions"], dict):
         raise RequestError("'conditions' must be a JSON object")
     output = request["output"]
-    if not isinstance(output, dict) or not output.get("frames"):
-        raise RequestError("'output' must name at least a 'frames' file")
+    if not isinstance(output, dict) or not (output.get("frames") or output.get("rig")):
+        raise RequestError("'output' must name at least a 'frames' or a 'rig' file")
+    if output.get("pc2") and not output.get("frames"):
+        raise RequestError("a 'pc2' output needs the 'frames' (the vertices) too")
     base = path.parent
 
     def resolve(value):
@@ -133,7 +138,7 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
     request["checkpoint"] = resolve(request.get("checkpoint"))
     request["cache_dir"] = resolve(request.get("cache_dir"))
     request["device"] = request.get("device") or "auto"
-    request["output"] = {k: resolve(output.get(k)) for k in ("frames", "result", "pc2")}
+    request["output"] = {k: resolve(output.get(k)) for k in ("frames", "result", "pc2", "rig")}
     return request
 
 
@@ -224,37 +229,60 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         )
 
     space = build() if warm is None else warm.space(engine, vertices, faces, build)
-    frames_path = request["output"]["frames"]
+    out = request["output"]
+    frames_path, rig_path = out["frames"], out["rig"]
     count = conditions.frames
-    Path(frames_path).parent.mkdir(parents=True, exist_ok=True)
-    frames = np.lib.format.open_memmap(
-        frames_path, mode="w+", dtype=np.float32, shape=(count, len(vertices), 3)
-    )
+    frames = None
+    if frames_path:
+        Path(frames_path).parent.mkdir(parents=True, exist_ok=True)
+        frames = np.lib.format.open_memmap(
+            frames_path, mode="w+", dtype=np.float32, shape=(count, len(vertices), 3)
+        )
 
     def on_frame(index: int, positions, energy: float) -> None:
-        frames[index] = positions
-        frames.flush()
+        if frames is not None:
+            frames[index] = positions
+            frames.flush()
         emit({"type": "frame", "index": index, "count": count, "energy": float(energy)})
 
     on_status("simulate", f"simulating {count} frames")
-    result = engine.simulate(space, conditions, on_frame=on_frame, on_progress=on_progress)
+    result = engine.simulate(
+        space,
+        conditions,
+        on_frame=on_frame,
+        on_progress=on_progress,
+        vertices=frames is not None,
+        rig=bool(rig_path),
+    )
     on_status("write", "writing results")
-    out = request["output"]
     if out["result"]:
         save_result(result, out["result"])
     if out["pc2"]:
         from .pc2 import write_pc2
 
         write_pc2(out["pc2"], result.positions, start_frame=0, sample_rate=1)
+    if rig_path:
+        write_rig_arrays(result.rig, rig_path)
     return {
         "type": "done",
         "frames": frames_path,
         "result": out["result"],
         "pc2": out["pc2"],
+        "rig": rig_path,
         "count": count,
         "seconds": round(time.perf_counter() - start, 3),
         "info": result.info,
     }
+
+
+def write_rig_arrays(rig, path: str) -> None:
+    """The rig's arrays (:meth:`~neurok_core.rig.BoneRig.arrays`) as an ``.npz``, atomically."""
+    import numpy as np
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, **rig.arrays())
+    os.replace(tmp, path)
 
 
 def probe(checkpoint: str | None, device: str) -> dict[str, Any]:

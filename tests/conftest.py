@@ -46,6 +46,24 @@ def tiny_checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_skinned_checkpoint(tmp_path_factory):
+    """A tiny, randomly initialised checkpoint of the skinned decoder (bones) whose bones move
+    (a fresh one decodes to the identity): rig tests."""
+    torch = pytest.importorskip("torch")
+    from neurok_core.checkpoint import save_checkpoint
+    from neurok_core.model import NeuROKModel
+    from neurok_core.model.config import ModelConfig
+
+    torch.manual_seed(0)
+    model = NeuROKModel(ModelConfig.preset("tiny", deformation="skinned"))
+    with torch.no_grad():
+        model.decoder.head.weight.normal_(0.0, 0.2)
+        model.decoder.head.bias.normal_(0.0, 0.05)
+        model.decoder.skin.to_point.weight.normal_(0.0, 0.5)
+    return save_checkpoint(model, tmp_path_factory.mktemp("checkpoint") / "tiny_skinned")
+
+
+@pytest.fixture(scope="session")
 def tiny_slab_space():
     """The kinematic space of a subdivided 0.4 x 0.2 x 0.05 m slab under a tiny float64 model
     with random weights whose decoder moves things (pin clamp and local-model tests)."""

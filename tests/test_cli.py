@@ -9,6 +9,7 @@ from neurok_core.cli import main
 from neurok_core.model import build_model
 from neurok_core.pc2 import read_pc2
 from neurok_core.results import load_result
+from neurok_core.rig import BoneRig
 
 
 def test_simulate_local_and_exact(tmp_path, capsys):
@@ -44,6 +45,33 @@ def test_simulate_local_and_exact(tmp_path, capsys):
     np.testing.assert_allclose(read_pc2(tmp_path / "local.pc2").frames, local.positions, atol=1e-6)
 
 
+def test_simulate_writes_a_rig_with_a_model_with_bones(tmp_path, tiny_skinned_checkpoint, capsys):
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    mesh.export(tmp_path / "slab.obj")
+    common = ["simulate", str(tmp_path / "slab.obj"), "--checkpoint", str(tiny_skinned_checkpoint)]
+    common += ["--force", "0:0,0,1:1.0:0-3", "--frames", "5", "--no-gravity", "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "anim.npz")]) == 0
+    assert main([*common, "--out", str(tmp_path / "rig.json")]) == 0
+    assert "a rig of" in capsys.readouterr().out
+    result = load_result(tmp_path / "anim.npz")
+    rig = BoneRig.load_json(tmp_path / "rig.json")
+    vertices = result.positions[0].astype(np.float64)
+    assert np.abs(result.positions[-1] - vertices).max() > 1e-4  # it moved
+    for t in range(5):  # the JSON rig plays the .npz result's vertices back
+        np.testing.assert_allclose(rig.skin(vertices, t), result.positions[t], atol=1e-4)
+    np.testing.assert_allclose(result.rig.translations, rig.translations, atol=1e-8)
+
+
+def test_a_rig_from_a_model_without_bones_is_refused(tmp_path, tiny_checkpoint, capsys):
+    trimesh.creation.box().export(tmp_path / "box.obj")
+    code = main(
+        ["simulate", str(tmp_path / "box.obj"), "--checkpoint", str(tiny_checkpoint)]
+        + ["--frames", "3", "--quiet", "--out", str(tmp_path / "rig.json")]
+    )
+    assert code == 2 and "needs a model with bones" in capsys.readouterr().err
+    assert not (tmp_path / "rig.json").exists()
+
+
 BAD_SIMULATE = [
     (["--force", "0:0,0,1:abc"], "--force strength (newtons): expected a number, got 'abc'"),
     (["--force", "0:0,0,1:5:x-y"], "--force start frame (START-END): expected a whole number"),
@@ -67,7 +95,7 @@ def test_simulate_refuses_bad_arguments_with_messages(tmp_path):
     cases = [(extra + ["--out", str(tmp_path / "a.npz")], want) for extra, want in BAD_SIMULATE]
     cases += [
         (["--out", str(tmp_path / "missing" / "a.npz")], "does not exist; create it"),
-        (["--out", str(tmp_path / "a.txt")], "must end in .npz or .pc2, not .txt"),
+        (["--out", str(tmp_path / "a.txt")], "must end in .npz or .pc2 or .json, not .txt"),
     ]
     for extra, want in cases:
         proc = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)

@@ -16,6 +16,7 @@ from conftest import ROOT
 from neurok_core.checkpoint import save_checkpoint
 from neurok_core.model import build_model
 from neurok_core.results import load_result
+from neurok_core.rig import BoneRig
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +122,34 @@ def test_probe(checkpoint):
     code, lines, _ = run(["--probe", "--checkpoint", str(checkpoint), "--device", "cpu"])
     assert code == 0 and lines[0]["type"] == "probe" and lines[0]["ok"]
     assert lines[0]["protocol"] == 1
+
+
+def test_rig_request_writes_the_bones_without_decoding_vertices(tmp_path, tiny_skinned_checkpoint):
+    output = {"frames": None, "result": "result.npz", "rig": "rig.npz"}
+    request, rest = write_request(tmp_path, tiny_skinned_checkpoint, output=output)
+    code, lines, err = run(["--request", str(request)])
+    assert code == 0, (lines, err)
+    done = lines[-1]
+    assert done["frames"] is None and done["rig"].endswith("rig.npz")
+    assert [m["index"] for m in lines if m["type"] == "frame"] == [0, 1, 2, 3]
+    with np.load(done["rig"]) as data:
+        rig = BoneRig.from_arrays(data)
+    assert rig.rotations.shape[:1] == (4,) and rig.vertex_bones.shape[0] == len(rest)
+    assert load_result(done["result"]).positions is None
+    assert not (tmp_path / "frames.npy").exists()
+
+
+def test_rig_request_of_a_model_without_bones_is_refused(tmp_path, checkpoint):
+    output = {"frames": "frames.npy", "rig": "rig.npz"}
+    request, _ = write_request(tmp_path, checkpoint, output=output)
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and lines[-1]["kind"] == "ConditionError"
+    assert "bones" in lines[-1]["message"]
+    request, _ = write_request(
+        tmp_path, checkpoint, output={"frames": None, "rig": "r.npz", "pc2": "a.pc2"}
+    )
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and "'pc2' output needs the 'frames'" in lines[-1]["message"]
 
 
 def test_malformed_requests(tmp_path, checkpoint):

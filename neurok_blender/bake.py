@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Write simulated frames onto an object, and take them off again.
 
-Two ways (design section 8): shape keys, one per frame, keyed on the timeline (value 1 on its own
-frame, 0 on the neighbours, linear in between, so sub-frames blend neighbouring frames); or a PC2
-point cache read by a Mesh Cache modifier. Everything added is recorded in
+Three ways (design section 8): shape keys, one per frame, keyed on the timeline (value 1 on its
+own frame, 0 on the neighbours, linear in between, so sub-frames blend neighbouring frames); a
+PC2 point cache read by a Mesh Cache modifier; or, for a model with bones, a rig (an armature
+keyed on every frame, ``rig_bake``). Everything added is recorded in
 ``obj.neurok.results``; re-simulating and Clear remove exactly that, so the user's own shape keys,
 modifiers and animation survive. Frames arrive in world space and are stored in the object's local
 space (the inverse of ``obj.matrix_world``).
@@ -18,6 +19,7 @@ import numpy as np
 from bpy_extras import anim_utils
 
 from .paths import point_cache_path, user_dir
+from .rig_bake import RigError, bake_rig, check_rig_transform, clear_rig
 
 KEY_PREFIX = "NeuROK"
 MODIFIER_NAME = "NeuROK Cache"
@@ -77,6 +79,11 @@ def check_bake(obj, mode: str) -> None:
             " shared mesh would move them all. Make it single-user (Object > Relations > Make"
             " Single User > Object & Data) or bake as a point cache (this object only)"
         )
+    if mode == "RIG":
+        try:
+            check_rig_transform(obj, np.array(obj.matrix_world))
+        except RigError as exc:
+            raise BakeError(str(exc)) from None
     key = obj.data.shape_keys
     if mode == "SHAPE_KEYS" and key is not None and not key.use_relative:
         raise BakeError(
@@ -85,20 +92,34 @@ def check_bake(obj, mode: str) -> None:
         )
 
 
-def bake(obj, frames_world: np.ndarray, frame_start: int, mode: str, matrix_world=None) -> str:
-    """Replace our previous results on ``obj`` by ``frames_world`` (T, N, 3); returns a summary.
+def bake(obj, frames_world, frame_start: int, mode: str, matrix_world=None, rig=None) -> str:
+    """Replace our previous results on ``obj`` by ``frames_world`` (T, N, 3), or by ``rig``
+    (``rig_bake.load_rig``'s arrays) in mode "RIG"; returns a summary.
 
     matrix_world: (4, 4) the object's transform when it was simulated (default: its current
     one), so moving the object while the engine runs does not shift the result.
     """
+    if matrix_world is None:
+        matrix_world = np.array(obj.matrix_world)
+    if mode == "RIG":
+        if rig is None or rig["vertex_bones"].shape[0] != len(obj.data.vertices):
+            raise BakeError(
+                f"'{obj.name}' now has {len(obj.data.vertices)} vertices, not the simulated"
+                " mesh's: the mesh changed meanwhile; simulate again"
+            )
+        check_bake(obj, mode)
+        clear_results(obj)
+        try:
+            bones = bake_rig(obj, rig, frame_start, matrix_world)
+        except RigError as exc:
+            raise BakeError(str(exc)) from None
+        return f"a rig of {bones} bones"
     if frames_world.shape[1] != len(obj.data.vertices):
         raise BakeError(
             f"'{obj.name}' now has {len(obj.data.vertices)} vertices, the simulation"
             f" {frames_world.shape[1]}: the mesh changed meanwhile; simulate again"
         )
     check_bake(obj, mode)
-    if matrix_world is None:
-        matrix_world = np.array(obj.matrix_world)
     local = to_local(matrix_world, frames_world)
     clear_results(obj)
     if mode == "POINT_CACHE":
@@ -269,6 +290,8 @@ def clear_results(obj) -> int:
     removed = 0
     if results.mode == "SHAPE_KEYS" or len(results.shape_keys):
         removed += _clear_shape_keys(obj)
+    if results.mode == "RIG" or results.rig_object is not None or len(results.rig_groups):
+        removed += clear_rig(obj)
     if results.mode == "POINT_CACHE" or results.modifier_name:
         removed += _clear_point_cache(obj)
     results.mode = "NONE"

@@ -70,11 +70,13 @@ DEFORMING = frozenset(
 
 
 def deforming_modifiers(obj) -> list[str]:
-    """'Type 'Name'' of each enabled modifier of ``obj`` that deforms it, in stack order."""
+    """'Type 'Name'' of each enabled modifier of ``obj`` that deforms it, in stack order (our
+    own result's modifier aside: a new bake replaces it)."""
+    ours = obj.neurok.results.modifier_name
     return [
         f"{m.type.replace('_', ' ').title()} '{m.name}'"
         for m in obj.modifiers
-        if m.type in DEFORMING and (m.show_viewport or m.show_render)
+        if m.type in DEFORMING and (m.show_viewport or m.show_render) and m.name != ours
     ]
 
 

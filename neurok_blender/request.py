@@ -11,6 +11,7 @@ Files written for the worker (design section 4)::
     <folder>/mesh.npz      vertices float32 (N, 3) metres (world), faces int32 (F, 3)
     <folder>/request.json  protocol 1 (see neurok_core/worker.py)
     <folder>/frames.npy    written by the worker: float32 (T, N, 3), world space
+    <folder>/rig.npz       written by the worker when a rig is asked for (neurok_core.rig)
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class SimulationRequest:
 
     vertices: (N, 3) float32 metres, world space; faces: (F, 3) int32 triangles.
     checkpoint: a checkpoint folder, None for the engine's bundled default.
+    want_frames / want_rig: what the engine returns, the frames of every vertex and / or the
+    rig (a model with bones).
     """
 
     vertices: np.ndarray = field(repr=False)
@@ -40,6 +43,8 @@ class SimulationRequest:
     checkpoint: str | None = None
     device: str = "auto"
     cache_dir: str | None = None
+    want_frames: bool = True
+    want_rig: bool = False
 
     def write(self, folder: str | Path) -> Path:
         """Write ``mesh.npz`` and ``request.json`` into ``folder``; returns the request path."""
@@ -57,7 +62,12 @@ class SimulationRequest:
             "checkpoint": self.checkpoint,
             "device": self.device,
             "cache_dir": self.cache_dir,
-            "output": {"frames": "frames.npy", "result": None, "pc2": None},
+            "output": {
+                "frames": "frames.npy" if self.want_frames else None,
+                "result": None,
+                "pc2": None,
+                "rig": "rig.npz" if self.want_rig else None,
+            },
         }
         path = folder / "request.json"
         path.write_text(json.dumps(payload, indent=1), encoding="utf-8")

@@ -12,7 +12,7 @@ from test_bones import skinned_model
 from neurok_core.dynamics import Force, SimulationConditions
 from neurok_core.errors import ConditionError, NeuROKError
 from neurok_core.results import load_result, save_result
-from neurok_core.rig import BoneRig, quat_apply, quat_mul, quat_to_matrix
+from neurok_core.rig import BoneRig, quat_apply, quat_from_matrix, quat_mul, quat_to_matrix
 from neurok_core.simulate import simulate
 from neurok_core.space import SpaceSettings, build_space
 
@@ -54,6 +54,10 @@ def test_quaternion_helpers_agree_with_matrices():
     r /= np.linalg.norm(r, axis=1, keepdims=True)
     both = np.einsum("nij,njk->nik", quat_to_matrix(q), quat_to_matrix(r))
     np.testing.assert_allclose(quat_to_matrix(quat_mul(q, r)), both, atol=1e-12)
+    half_turns = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.6, 0.8]])  # w = 0: other branches
+    for one in [*q, *r, *half_turns]:
+        back = quat_from_matrix(quat_to_matrix(one))
+        assert min(np.abs(back - one).max(), np.abs(back + one).max()) < 1e-12 and back[0] >= 0
 
 
 def test_the_rig_plays_back_the_engines_vertices(plate):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import bpy
 from bpy.props import EnumProperty
 
@@ -14,8 +16,11 @@ from ..gather import Gathered, GatherError, gather
 from ..paths import deps_root, engine_dir, new_job_dir
 from ..preferences import engine_settings
 from ..request import edge_strain, frames_on_barrier, load_frames, simulate_report
+from ..rig_bake import load_rig
 from ..scene_query import simulated_object
 from .job_runner import JobOperator
+
+RIG_TOLERANCE = 0.005  # of the object's size: a rig playing back farther than this is reported
 
 
 class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
@@ -43,6 +48,12 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         except (GatherError, BakeError, EngineSetupError) as exc:
             self.report({"ERROR"}, f"Simulate: {exc}")
             return None
+        if obj.neurok.output.bake_mode == "RIG":
+            # the rig alone (the engine's cost no longer grows with the vertices); with pins,
+            # the vertices too, to measure how closely the rig plays the pinned motion back
+            pinned = bool(gathered.request.conditions.pins)
+            request = dataclasses.replace(gathered.request, want_rig=True, want_frames=pinned)
+            gathered = dataclasses.replace(gathered, request=request)
         folder = new_job_dir()
         request_path = gathered.request.write(folder)
         job = SimulationJob(folder, gathered.frame_count)
@@ -66,13 +77,21 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
             self.report({"ERROR"}, f"Simulate: '{obj.name}' is in Edit Mode; nothing baked")
             return {"CANCELLED"}
         try:
-            frames = load_frames(
-                job.result.get("frames") or job.folder / "frames.npy",
-                gathered.frame_count,
-                gathered.num_vertices,
-            )
+            frames = rig = None
+            if self._bake_mode == "RIG":
+                rig = load_rig(
+                    job.result.get("rig") or job.folder / "rig.npz",
+                    gathered.frame_count,
+                    gathered.num_vertices,
+                )
+            else:
+                frames = load_frames(
+                    job.result.get("frames") or job.folder / "frames.npy",
+                    gathered.frame_count,
+                    gathered.num_vertices,
+                )
             summary = bake(
-                obj, frames, gathered.frame_start, self._bake_mode, gathered.matrix_world
+                obj, frames, gathered.frame_start, self._bake_mode, gathered.matrix_world, rig
             )
         except (ValueError, OSError, BakeError) as exc:
             self.report({"ERROR"}, f"Simulate: {exc}")
@@ -87,6 +106,14 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         obj.neurok.results.frames_on_barrier = frames_on_barrier(info)
         obj.neurok.results.edge_strain = edge_strain(info)[0]
         kind, message = simulate_report(obj.name, gathered.frame_count, seconds, summary, info)
+        rig_error = info.get("rig_error") if isinstance(info, dict) else None
+        if isinstance(rig_error, int | float) and rig_error > RIG_TOLERANCE:
+            kind = "WARNING"
+            message += (
+                f". The rig plays the pinned motion back within {rig_error:.1%} of the object's"
+                " size (its bones cannot hold the pins' blend exactly): bake shape keys or a"
+                " point cache for the exact motion"
+            )
         if gathered.warnings:
             kind, message = "WARNING", " ".join((message + ".", *gathered.warnings))
         self.report({kind}, message)

@@ -75,6 +75,15 @@ class NeuROKOutputSettings(bpy.types.PropertyGroup):
                 "FILE_CACHE",
                 1,
             ),
+            (
+                "RIG",
+                "Rig",
+                "An armature whose bones are keyed on every frame, with vertex groups and an"
+                " Armature modifier: editable in the Graph Editor, light for any mesh size"
+                " (needs a model with bones)",
+                "ARMATURE_DATA",
+                2,
+            ),
         ),
         default="SHAPE_KEYS",
     )
@@ -92,9 +101,12 @@ class NeuROKResults(bpy.types.PropertyGroup):
             ("NONE", "None", ""),
             ("SHAPE_KEYS", "Shape Keys", ""),
             ("POINT_CACHE", "Point Cache", ""),
+            ("RIG", "Rig", ""),
         ),
         default="NONE",
     )
+    rig_object: PointerProperty(type=bpy.types.Object, description="The armature the bake made")
+    rig_groups: CollectionProperty(type=NeuROKResultItem)
     shape_keys: CollectionProperty(type=NeuROKResultItem)
     created_basis: BoolProperty(default=False)
     basis_name: StringProperty(default="")

@@ -180,7 +180,7 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
             return
         results = owner.neurok.results
         row = layout.row(align=True)
-        what = "shape keys" if results.mode == "SHAPE_KEYS" else "point cache"
+        what = {"SHAPE_KEYS": "shape keys", "RIG": "a rig"}.get(results.mode, "point cache")
         row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")
         row.operator("neurok.clear_results", text="Clear", icon="TRASH")
         pressed = results.frames_on_barrier

@@ -19,6 +19,7 @@ import sc_bake  # noqa: F401  (each module registers its scenarios)
 import sc_engine  # noqa: F401
 import sc_extension  # noqa: F401
 import sc_panels  # noqa: F401
+import sc_rig  # noqa: F401
 import sc_simulate  # noqa: F401
 from bl_helpers import SCENARIOS, install
 

@@ -200,3 +200,31 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
         ],
         -2,
     )
+
+
+def quat_from_matrix(m: np.ndarray) -> np.ndarray:
+    """The unit quaternion (4,) (w >= 0) of a rotation matrix (3, 3) (Shepperd's method: the
+    largest of w, x, y, z is taken from the diagonal, the others from the off-diagonals)."""
+    m = np.asarray(m, dtype=np.float64)
+    trace = np.trace(m)
+    diag = np.array([trace, m[0, 0], m[1, 1], m[2, 2]])
+    k = int(diag.argmax())
+    if k == 0:
+        w = 0.5 * np.sqrt(max(1.0 + trace, 0.0))
+        q = [
+            w,
+            (m[2, 1] - m[1, 2]) / (4 * w),
+            (m[0, 2] - m[2, 0]) / (4 * w),
+            (m[1, 0] - m[0, 1]) / (4 * w),
+        ]
+    else:
+        i, j, l = k - 1, k % 3, (k + 1) % 3
+        s = 0.5 * np.sqrt(max(1.0 + m[i, i] - m[j, j] - m[l, l], 0.0))
+        q = np.zeros(4)
+        q[1 + i] = s
+        q[0] = (m[l, j] - m[j, l]) / (4 * s)
+        q[1 + j] = (m[j, i] + m[i, j]) / (4 * s)
+        q[1 + l] = (m[l, i] + m[i, l]) / (4 * s)
+    q = np.asarray(q, dtype=np.float64)
+    q = q / np.linalg.norm(q)
+    return -q if q[0] < 0 else q

@@ -169,6 +169,9 @@ def simulate(
     vertex_clamp = _VertexClamp(space, conditions)
     frames: list[np.ndarray | None] = []
     poses: list[tuple[np.ndarray, np.ndarray]] = []  # (rotations, translations) per frame
+    # without the vertices, a rig is checked against a seeded sample of them (rig_error)
+    checked = _rig_sample(len(space.vertices)) if rig and not vertices else None
+    sampled: list[np.ndarray] = []  # (R, 3) per frame
     count = conditions.frames
     pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
     stopped = False
@@ -183,6 +186,8 @@ def simulate(
             batch = [None] * len(pending)
             if vertices:
                 batch = vertex_clamp.decode(z).float().cpu().numpy()  # (B, N, 3)
+            if checked is not None:
+                sampled.extend(vertex_clamp.decode_rows(z, checked).cpu().numpy())
         if rig:
             rotations, translations = space.bone_transforms(z)
             poses.extend(zip(rotations, translations, strict=True))
@@ -203,6 +208,8 @@ def simulate(
             if rig:
                 nb = space.bone_heads.shape[0]
                 poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
+            if checked is not None:
+                sampled.append(space.vertices[checked])
             on_progress("simulate", 1 / count)
             stopped = on_frame is not None and on_frame(index, verts, energy) is False
             return False if stopped else None
@@ -270,8 +277,12 @@ def simulate(
     }
     if bone_rig is not None:
         info["rig_bones"] = bone_rig.num_bones
-        if positions is not None:  # how far the rig's playback is from the vertices
-            info["rig_error"] = _rig_error(bone_rig, space, positions)
+        # how far the rig's playback is from the engine's vertices (all, or a sample)
+        if positions is not None:
+            checked = _rig_sample(len(space.vertices))
+            info["rig_error"] = _rig_error(bone_rig, space, checked, positions[:, checked])
+        else:
+            info["rig_error"] = _rig_error(bone_rig, space, checked, np.stack(sampled[:t]))
     return SimulationResult(
         positions=positions,
         rig=bone_rig,
@@ -303,23 +314,26 @@ def _rig(space: KinematicSpace, conditions: SimulationConditions, poses: list) -
     return BoneRig(heads, rotations, translations, bones, weights)
 
 
-RIG_ERROR_VERTICES = 20_000  # vertices (a seeded sample) the rig's playback is checked on
+RIG_ERROR_VERTICES = 2_000  # vertices (a seeded sample) the rig's playback is checked on
 
 
-def _rig_error(rig: BoneRig, space: KinematicSpace, positions: np.ndarray) -> float:
-    """Largest distance over the frames between the rig's playback and the decoded vertices, in
-    object sizes, on a seeded sample of at most RIG_ERROR_VERTICES vertices."""
-    n = positions.shape[1]
-    pick = np.arange(n)
-    if n > RIG_ERROR_VERTICES:
-        pick = np.sort(np.random.default_rng(0).choice(n, RIG_ERROR_VERTICES, replace=False))
+def _rig_sample(count: int) -> np.ndarray:
+    """Sorted rows of at most RIG_ERROR_VERTICES of ``count`` vertices (seeded)."""
+    if count <= RIG_ERROR_VERTICES:
+        return np.arange(count)
+    return np.sort(np.random.default_rng(0).choice(count, RIG_ERROR_VERTICES, replace=False))
+
+
+def _rig_error(rig: BoneRig, space: KinematicSpace, rows: np.ndarray, truth: np.ndarray) -> float:
+    """Largest distance over the frames between the rig's playback of the vertices ``rows``
+    and their decoded positions ``truth`` (T, R, 3), in object sizes."""
     sub = BoneRig(
-        rig.heads, rig.rotations, rig.translations, rig.vertex_bones[pick], rig.vertex_weights[pick]
+        rig.heads, rig.rotations, rig.translations, rig.vertex_bones[rows], rig.vertex_weights[rows]
     )
-    rest = space.vertices[pick]
+    rest = space.vertices[rows]
     worst = max(
-        float(np.linalg.norm(sub.skin(rest, t) - positions[t, pick], axis=1).max())
-        for t in range(len(positions))
+        float(np.linalg.norm(sub.skin(rest, t) - truth[t], axis=1).max())
+        for t in range(len(truth))
     )
     return worst / space.object_size
 
@@ -386,4 +400,17 @@ class _VertexClamp:
         disp = moved - self.rest  # (B, P, 3) world
         out = verts - self.blend @ disp  # (B, N, 3)
         out[:, self.pinned] = self.pinned_rest
+        return out
+
+    def decode_rows(self, z: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        """:meth:`decode` of the vertices ``rows`` (R,) only (a skinned space)."""
+        index = torch.as_tensor(rows, device=self.space.device)
+        if self.clamp is None:
+            return self.space.decode_vertex_rows(z, index)[0]
+        verts, moved = self.space.decode_vertex_rows(z, index, (self.points, self.inverse))
+        out = verts - self.blend[index] @ (moved - self.rest)  # (B, R, 3)
+        held = np.flatnonzero(np.isin(rows, self.pinned.cpu().numpy()))
+        out[:, held] = torch.as_tensor(
+            self.space.vertices[rows[held]], dtype=out.dtype, device=out.device
+        )
         return out

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .dualquat import dq_apply, dq_conj, dq_mul, dq_to_rt, quat_apply
+from .dualquat import dq_apply, dq_conj, dq_mul, dq_skin, dq_to_rt, quat_apply
 from .errors import MeshError
 from .geometry import (
     Normalization,
@@ -413,6 +413,22 @@ class KinematicSpace:
         (P, 3) with their rest inverses (from :meth:`tracked_points`), from one decoder pass:
         the same as ``normalization.invert(deform_points(z, points, rest_inverse))``."""
         return self._decode(z, (points, rest_inverse))
+
+    def decode_vertex_rows(
+        self, z: Tensor, rows: Tensor, track: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`decode_vertices_and_points` for the vertices ``rows`` (R,) only, of a skinned
+        space (their bones blended as for every vertex): world positions (B, R, 3) and, with
+        ``track``, (B, P, 3). The cost grows with R, not with the mesh."""
+        bones = self.bone_motions(z)  # (B, nb, 8)
+        index, weights = self.vertex_bones[rows], self.vertex_bone_weights[rows]  # (R, K)
+        pivot = index.gather(1, weights.argmax(dim=1, keepdim=True))[:, 0]
+        rest = self.rest_normalized[rows]
+        verts = self.normalization.invert(dq_skin(bones, index, weights[None], pivot, rest[None]))
+        if track is None:
+            return verts, None
+        moved = dq_apply(blend_bones(bones, track[1][None]), track[0][None])
+        return verts, self.normalization.invert(moved)
 
     def _decode(self, z: Tensor, track: tuple[Tensor, Tensor] | None):
         if self.skinned:  # from the bones directly

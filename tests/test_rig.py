@@ -93,7 +93,8 @@ def test_rig_only_runs_skip_the_vertices_and_give_the_same_bones(plate):
     assert only.positions is None and seen == [None] * 7
     np.testing.assert_allclose(only.rig.rotations, both.rig.rotations, atol=1e-12)
     np.testing.assert_allclose(only.rig.translations, both.rig.translations, atol=1e-12)
-    assert "rig_error" not in only.info
+    # checked on a sample of decoded vertices instead
+    assert only.info["rig_error"] < 1e-5
 
 
 def test_pinned_vertices_hold_still_on_a_bone_of_their_own(plate):
@@ -107,7 +108,9 @@ def test_pinned_vertices_hold_still_on_a_bone_of_their_own(plate):
         np.testing.assert_allclose(
             rig.skin(vertices, t)[list(pins)], vertices[list(pins)], atol=1e-9
         )
-    assert np.isfinite(result.info["rig_error"])
+    assert result.info["rig_error"] > 1e-3  # random bones: the pins' blend is no bone's
+    only = simulate(space, push(pins=pins), rig=True, vertices=False)
+    assert only.info["rig_error"] == pytest.approx(result.info["rig_error"], rel=1e-6)
 
 
 def test_a_rig_needs_bones(tiny_slab_space):

@@ -49,10 +49,9 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
             self.report({"ERROR"}, f"Simulate: {exc}")
             return None
         if obj.neurok.output.bake_mode == "RIG":
-            # the rig alone (the engine's cost no longer grows with the vertices); with pins,
-            # the vertices too, to measure how closely the rig plays the pinned motion back
-            pinned = bool(gathered.request.conditions.pins)
-            request = dataclasses.replace(gathered.request, want_rig=True, want_frames=pinned)
+            # the rig alone: the engine's cost no longer grows with the vertices (it checks the
+            # rig's playback on a sample of them: info rig_error)
+            request = dataclasses.replace(gathered.request, want_rig=True, want_frames=False)
             gathered = dataclasses.replace(gathered, request=request)
         folder = new_job_dir()
         request_path = gathered.request.write(folder)

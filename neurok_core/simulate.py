@@ -176,6 +176,15 @@ def simulate(
     pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
     stopped = False
 
+    reported = [0.0]
+
+    def progress(fraction: float) -> None:
+        """on_progress("simulate", fraction), never going back (frames are decoded in batches
+        behind the integration's own progress)."""
+        if fraction > reported[0]:
+            reported[0] = fraction
+            on_progress("simulate", fraction)
+
     def flush() -> bool:
         """Decode the pending frames in one batch and hand them on in order; False once the
         caller asked to stop (the frames after that one are dropped)."""
@@ -193,7 +202,7 @@ def simulate(
             poses.extend(zip(rotations, translations, strict=True))
         for (index, _, energy), verts in zip(pending, batch, strict=True):
             frames.append(verts)
-            on_progress("simulate", (index + 1) / count)
+            progress((index + 1) / count)
             if on_frame is not None and on_frame(index, verts, energy) is False:
                 stopped = True
                 break
@@ -210,7 +219,7 @@ def simulate(
                 poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
             if checked is not None:
                 sampled.append(space.vertices[checked])
-            on_progress("simulate", 1 / count)
+            progress(1 / count)
             stopped = on_frame is not None and on_frame(index, verts, energy) is False
             return False if stopped else None
         # frames are decoded DECODE_BATCH at a time: a batched decoder pass costs far less
@@ -222,8 +231,14 @@ def simulate(
 
     # Pins are held by the clamped kinematics (the dynamics refuse conditions with pins).
     free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
+
+    def frame_work(frame: int, covered: float) -> None:
+        """Progress within slow frames: the step from ``frame`` has covered ``covered`` frames
+        (frame 0, the rest, counts as done from the start)."""
+        progress(min(frame + 1 + covered, count) / count)
+
     # (the run ends at the last frame, which flushes, or when a flush returned False)
-    traj = integrate(system, free, rows, on_frame=frame_done, settings=settings)
+    traj = integrate(system, free, rows, on_frame=frame_done, on_work=frame_work, settings=settings)
     t = len(frames)
     positions = np.stack(frames) if vertices else None
     bone_rig = _rig(space, conditions, poses[:t]) if rig else None
@@ -332,8 +347,7 @@ def _rig_error(rig: BoneRig, space: KinematicSpace, rows: np.ndarray, truth: np.
     )
     rest = space.vertices[rows]
     worst = max(
-        float(np.linalg.norm(sub.skin(rest, t) - truth[t], axis=1).max())
-        for t in range(len(truth))
+        float(np.linalg.norm(sub.skin(rest, t) - truth[t], axis=1).max()) for t in range(len(truth))
     )
     return worst / space.object_size
 

@@ -75,6 +75,31 @@ def test_a_frame_over_its_budget_stops_the_run_with_a_message(tiny_checkpoint):
     assert result.positions.shape[0] == 4
 
 
+def test_progress_moves_within_frames(tiny_checkpoint, monkeypatch):
+    """A frame that takes many steps reports its progress while it is integrated, not only
+    at its end: fractions between frame boundaries, never going back."""
+    from neurok_core.checkpoint import load_checkpoint
+    from neurok_core.dynamics import integrator
+
+    monkeypatch.setattr(integrator, "WORK_INTERVAL", 0.0)  # report after every step
+    model, _ = load_checkpoint(tiny_checkpoint)
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    space = build_space(
+        model, mesh.vertices, mesh.faces, settings=SpaceSettings(dynamics_points=32)
+    )
+    cond = SimulationConditions(
+        frames=4,
+        forces=(Force(vertex=0, direction=(0, 0, 1), strength=5.0),),
+        gravity=(0, 0, 0),
+        substeps=8,  # at least 8 steps a frame: several reports inside each
+    )
+    seen = []
+    simulate(space, cond, on_progress=lambda stage, f: seen.append(f))
+    assert seen == sorted(seen) and seen[-1] == 1.0
+    inside = [f for f in seen if abs(f * 4 - round(f * 4)) > 1e-9]
+    assert len(inside) >= 3, seen  # progress inside frames, not only at their ends
+
+
 SIZES = {"1mm": 1e-3, "1m": 1.0, "1km": 1e3}
 FORCES = (1e-3, 1.0, 1e3, 1e6, 1e9)
 

@@ -54,6 +54,7 @@ it returns False the integration stops and the frames so far come back with ``ca
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -73,6 +74,7 @@ from .system import MechanicalSystem, PointKinematics, point_kinematics
 
 OnFrame = Callable[[int, Tensor, float], bool]
 _CPU = dict(device="cpu", dtype=torch.float64)
+WORK_INTERVAL = 0.25  # seconds between ``on_work`` reports while a frame is integrated
 _SPEED_MATCH = (0.8, 1.25)  # bounds of the speed scale that keeps the energy at a re-expansion
 
 
@@ -242,8 +244,14 @@ class Integrator:
         min_substeps: int | None = None,
         settings: DynamicsSettings = DEFAULT_SETTINGS,
         local: LocalQuadratic | None = None,
+        on_work: Callable[[int, float], None] | None = None,
     ):
+        """on_work(frame, covered): called while a frame is being integrated, at most every
+        ``WORK_INTERVAL`` seconds, with how far (in frames, from ``frame``) its current attempt
+        has come: progress within a slow frame."""
         self.local = local
+        self.on_work = on_work
+        self._last_work = time.monotonic()
         if local is not None:  # every right-hand side from the local model (see ``local``)
             system = replace(system, kinematics=local, dtype=torch.float64, device="cpu")
         self.system, self.loads, self.fps = system, loads, float(fps)
@@ -388,6 +396,9 @@ class Integrator:
             self._within_budget(frame)
             s = self._local_model(s, frame, t0 + i * h)
             s = self._rk4(s, frame, t0 + i * h, h)
+            if self.on_work is not None and time.monotonic() - self._last_work > WORK_INTERVAL:
+                self._last_work = time.monotonic()
+                self.on_work(frame, k * (i + 1) / n)
         return s
 
     def _start_budget(self) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import torch
@@ -106,6 +106,7 @@ def simulate(
     q0: Tensor | None = None,
     qdot0: Tensor | None = None,
     on_frame: OnFrame | None = None,
+    on_work: Callable[[int, float], None] | None = None,
     settings: DynamicsSettings = DEFAULT_SETTINGS,
 ) -> Trajectory:
     """Simulate ``conditions.frames`` frames, by default from the rest state q = 0.
@@ -118,6 +119,9 @@ def simulate(
         ``conditions.anchors()`` (all force, drag and point-velocity anchors are required).
     on_frame: called as on_frame(frame, q (kq,), energy J) for every frame; return False to stop
         (the trajectory so far comes back with ``cancelled=True``).
+    on_work: called as on_work(frame, covered) while frame ``frame`` is integrated, a few times a
+        second, with how many frames from it the current attempt has covered (progress within
+        slow frames).
     q0, qdot0: (kq,) to start elsewhere (default: rest, and q'0 from the initial velocities);
         rest positions and the barrier always refer to q = 0.
     Raises ConditionError for pins or loads beyond what the space can follow (``limits``),
@@ -177,6 +181,7 @@ def simulate(
         min_substeps=conditions.substeps,
         settings=settings,
         local=local,
+        on_work=on_work,
     )
     start = (
         torch.zeros(system.num_coords, dtype=torch.float64)

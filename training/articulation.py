@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     from neurok_core.sequence import load_sequence
     from neurok_core.space import SpaceSettings
 
-    from .benchmarks.bench_simulate import parse_fields
     from .eval_ik import find_sequences
+    from .options import parse_fields
 
     if args.threads:
         torch.set_num_threads(args.threads)

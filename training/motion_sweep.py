@@ -85,7 +85,7 @@ def sweep_one(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .benchmarks.bench_simulate import parse_fields, parse_settings
+    from .options import parse_fields, parse_settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", action="append", required=True, help="folder (repeatable)")

@@ -358,7 +358,7 @@ def main(argv=None) -> int:
     from neurok_core.errors import NeuROKError
     from neurok_core.space import SpaceSettings
 
-    from .benchmarks.bench_simulate import parse_fields
+    from .options import parse_fields
 
     try:
         dynamics = DynamicsSettings(**parse_fields(DynamicsSettings, args.setting, "--setting"))

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+from training.options import parse_settings
+
 
 def mesh_with(vertices: int):
     """A 0.6 x 0.3 m sheet triangulated on a regular grid of about ``vertices`` vertices."""
@@ -74,46 +76,6 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, floa
         mean_ms(lambda: decoder.hessian_tokens(q)),
         round(decode, 1),
     )
-
-
-def parse_settings(items: list[str]) -> dict:
-    """``NAME=VALUE`` strings as DynamicsSettings overrides (VALUE read as that field's type)."""
-    from neurok_core.dynamics.settings import DynamicsSettings
-
-    return parse_fields(DynamicsSettings, items, "--setting")
-
-
-def _number_or_text(value: str):
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
-
-
-def parse_fields(cls, items: list[str], option: str) -> dict:
-    """``NAME=VALUE`` strings as overrides of the dataclass ``cls``'s fields (VALUE read as the
-    type of that field's default; for a field whose default is None, ``none``, an int, a float
-    or else the text); an unknown name stops the command with a message naming ``option``."""
-    import dataclasses
-
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or name not in fields:
-            raise SystemExit(
-                f"{option} {item!r}: expected NAME=VALUE, NAME one of {', '.join(fields)}"
-            )
-        default = getattr(cls(), name)
-        if default is None:  # an optional field: none, a number or a word
-            out[name] = None if value.lower() == "none" else _number_or_text(value)
-        elif isinstance(default, bool):
-            out[name] = value.lower() in ("1", "true", "yes")
-        else:
-            out[name] = type(default)(value)
-    return out
 
 
 def run_one(args) -> dict:

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import torch
 
+from .dualquat import matrix_to_quat, quat_to_matrix
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
 from .dynamics.barrier import PriorBarrier, prior_radius
 from .dynamics.conditions import TRACKED_PINS, pin_subset
@@ -172,6 +173,9 @@ def simulate(
     # without the vertices, a rig is checked against a seeded sample of them (rig_error)
     checked = _rig_sample(len(space.vertices)) if rig and not vertices else None
     sampled: list[np.ndarray] = []  # (R, 3) per frame
+    # with pins, the rig's bones are refitted to the clamped motion of another sample
+    fit_rows = _rig_sample(len(space.vertices), seed=1) if rig and conditions.pins else None
+    fitted: list[np.ndarray] = []  # (R', 3) per frame
     count = conditions.frames
     pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
     stopped = False
@@ -197,6 +201,8 @@ def simulate(
                 batch = vertex_clamp.decode(z).float().cpu().numpy()  # (B, N, 3)
             if checked is not None:
                 sampled.extend(vertex_clamp.decode_rows(z, checked).cpu().numpy())
+            if fit_rows is not None:
+                fitted.extend(vertex_clamp.decode_rows(z, fit_rows).double().cpu().numpy())
         if rig:
             rotations, translations = space.bone_transforms(z)
             poses.extend(zip(rotations, translations, strict=True))
@@ -219,6 +225,8 @@ def simulate(
                 poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
             if checked is not None:
                 sampled.append(space.vertices[checked])
+            if fit_rows is not None:
+                fitted.append(space.vertices[fit_rows])
             progress(1 / count)
             stopped = on_frame is not None and on_frame(index, verts, energy) is False
             return False if stopped else None
@@ -241,7 +249,8 @@ def simulate(
     traj = integrate(system, free, rows, on_frame=frame_done, on_work=frame_work, settings=settings)
     t = len(frames)
     positions = np.stack(frames) if vertices else None
-    bone_rig = _rig(space, conditions, poses[:t]) if rig else None
+    fit = None if fit_rows is None else (fit_rows, np.stack(fitted[:t]))
+    bone_rig = _rig(space, conditions, poses[:t], fit) if rig else None
     strain = _edge_strain(space.vertices, space.faces, frames if vertices else [])  # (t,)
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
     barrier = PriorBarrier.build(system.latent, settings.prior_mass, 1.0)
@@ -309,9 +318,17 @@ def simulate(
     )
 
 
-def _rig(space: KinematicSpace, conditions: SimulationConditions, poses: list) -> BoneRig:
+def _rig(
+    space: KinematicSpace,
+    conditions: SimulationConditions,
+    poses: list,
+    fit: tuple[np.ndarray, np.ndarray] | None = None,
+) -> BoneRig:
     """The result's rig: the space's bones with their poses per frame and its vertex weights;
-    with pins, one more bone, never moving, holds the pinned vertices alone."""
+    with pins, one more bone, never moving, holds the pinned vertices alone, and the other
+    bones are refitted to the clamped motion ``fit`` = (rows (R,), positions (T, R, 3)) of a
+    sample of vertices (:func:`_refit_bones`): the pin clamp bends the motion near the pins,
+    which the decoder's own bone motions do not."""
     heads = space.bone_heads
     rotations = np.stack([r for r, _ in poses])  # (T, nb, 4)
     translations = np.stack([t for _, t in poses])  # (T, nb, 3)
@@ -323,20 +340,78 @@ def _rig(space: KinematicSpace, conditions: SimulationConditions, poses: list) -
         t = len(rotations)
         rotations = np.concatenate([rotations, np.tile([1.0, 0.0, 0.0, 0.0], (t, 1, 1))], 1)
         translations = np.concatenate([translations, np.zeros((t, 1, 3))], 1)
-        bones, weights = bones.copy(), weights.copy()
-        bones[pinned], weights[pinned] = len(heads) - 1, 0.0
-        weights[pinned, 0] = 1.0
+        # the still bone takes each vertex's share of the clamp (1 at the pins, fading with
+        # the distance from them), the vertex's own bones the rest; four bones kept
+        clamp, _ = pin_clamp(space, conditions)
+        share = clamp.sparse(space.vertices)[1].sum(1)  # (N,)
+        share[pinned] = 1.0
+        bones = np.concatenate([bones, np.full((len(bones), 1), len(heads) - 1, np.int32)], 1)
+        weights = np.concatenate([(1.0 - share)[:, None] * weights, share[:, None]], 1)
+        keep = np.argsort(-weights, axis=1, kind="stable")[:, : bones.shape[1] - 1]
+        bones = np.take_along_axis(bones, keep, 1)
+        weights = np.take_along_axis(weights, keep, 1).astype(np.float32)
+        weights /= np.maximum(weights.sum(1, keepdims=True), 1e-30)
+        if fit is not None:
+            rows, moved = fit
+            rotations, translations = _refit_bones(
+                space.vertices[rows], moved, bones[rows], weights[rows], rotations, translations
+            )
     return BoneRig(heads, rotations, translations, bones, weights)
+
+
+def _refit_bones(rest, moved, bones, weights, rotations, translations, ridge=1e-3):
+    """The bones' rigid motions per frame refitted to the motion of sample vertices: rest
+    (R, 3), moved (T, R, 3), their bones / weights (R, K) (the still pin bone, the last one,
+    included) -> (rotations (T, nb, 4), translations (T, nb, 3)).
+
+    Per frame, the affine maps M_b (3 x 4) minimising sum_i |sum_b w_ib M_b [X_i; 1] - x_i|^2
+    + ridge sum_b m_b |M_b - D_b|^2 (D_b the decoded motion, m_b the bone's weight mass: bones
+    that hold few samples stay near it) are one linear least-squares problem whose matrix is the
+    same every frame; each M_b is then made rigid (the rotation nearest its linear part, about
+    the bone's weighted centroid). The still bone keeps the identity."""
+    nb = rotations.shape[1]
+    count = len(rest)
+    w = np.zeros((count, nb))
+    np.add.at(w, (np.repeat(np.arange(count), bones.shape[1]), bones.ravel()), weights.ravel())
+    still = nb - 1
+    free = np.arange(nb - 1)
+    homog = np.concatenate([rest, np.ones((count, 1))], 1)  # (R, 4)
+    phi = (w[:, free, None] * homog[:, None, :]).reshape(count, -1)  # (R, 4 nb')
+    mass = w[:, free].sum(0)  # (nb',)
+    reg = ridge * np.repeat(np.maximum(mass, 1e-6 * max(float(mass.max()), 1e-30)), 4)
+    normal = phi.T @ phi + np.diag(reg * max(float(np.trace(phi.T @ phi)) / len(reg), 1e-30))
+    chol = np.linalg.cholesky(normal)
+    centroid = (w[:, free].T @ rest) / np.maximum(mass, 1e-30)[:, None]  # (nb', 3)
+    out_r, out_t = rotations.copy(), translations.copy()
+    decoded_r = quat_to_matrix_np(rotations)  # (T, nb, 3, 3)
+    for t in range(1, len(moved)):
+        prior = np.concatenate([decoded_r[t, free], translations[t, free, :, None]], 2)
+        prior = prior.transpose(0, 2, 1).reshape(-1, 3)  # (4 nb', 3): rows of M_b^T
+        target = moved[t] - w[:, still : still + 1] * rest  # the still bone's share
+        rhs = phi.T @ target + (normal - phi.T @ phi) @ prior
+        affine = np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))  # (4 nb', 3)
+        affine = affine.reshape(len(free), 4, 3).transpose(0, 2, 1)  # (nb', 3, 4)
+        u, _, vt = np.linalg.svd(affine[:, :, :3])
+        d = np.sign(np.linalg.det(u @ vt))
+        r = u @ (np.concatenate([np.ones((len(d), 2)), d[:, None]], 1)[:, :, None] * vt)
+        moved_centroid = np.einsum("bij,bj->bi", affine[:, :, :3], centroid) + affine[:, :, 3]
+        out_r[t, free] = matrix_to_quat(torch.as_tensor(r)).numpy()
+        out_t[t, free] = moved_centroid - np.einsum("bij,bj->bi", r, centroid)
+    return out_r, out_t
+
+
+def quat_to_matrix_np(q: np.ndarray) -> np.ndarray:
+    return quat_to_matrix(torch.as_tensor(q)).numpy()
 
 
 RIG_ERROR_VERTICES = 2_000  # vertices (a seeded sample) the rig's playback is checked on
 
 
-def _rig_sample(count: int) -> np.ndarray:
+def _rig_sample(count: int, seed: int = 0) -> np.ndarray:
     """Sorted rows of at most RIG_ERROR_VERTICES of ``count`` vertices (seeded)."""
     if count <= RIG_ERROR_VERTICES:
         return np.arange(count)
-    return np.sort(np.random.default_rng(0).choice(count, RIG_ERROR_VERTICES, replace=False))
+    return np.sort(np.random.default_rng(seed).choice(count, RIG_ERROR_VERTICES, replace=False))
 
 
 def _rig_error(rig: BoneRig, space: KinematicSpace, rows: np.ndarray, truth: np.ndarray) -> float:

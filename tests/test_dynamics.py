@@ -645,20 +645,20 @@ def test_step_control_asks_for_the_substeps_the_rk4_error_calls_for():
     with the n that brings it to 0.3 of the limit (one more at least, twice at most); after an
     accepted frame the next starts from the n that would have put this one there (never more,
     at least half), and a frame at 1/32 of the limit or under halves n or doubles the frames."""
-    from neurok_core.dynamics.integrator import _next_step, _refined, _Step
+    from neurok_core.dynamics.steps import Step, next_step, refined
 
     def step(k, n, ratio):
-        return _Step(state=None, frames=k, substeps=n, residual=ratio * 1e-3, limit=1e-3)
+        return Step(state=None, frames=k, substeps=n, residual=ratio * 1e-3, limit=1e-3)
 
-    assert _refined(step(1, 4, 1.5)) == math.ceil(4 * (1.5 / 0.3) ** 0.25) == 6
-    assert _refined(step(1, 4, 1.01)) == 6  # (1.01 / 0.3)^(1/4) = 1.35
-    assert _refined(step(1, 4, 100.0)) == 8  # at most twice
-    assert _refined(step(1, 1, 1.0001)) == 2  # at least one more
-    assert _next_step(step(1, 8, 0.3)) == (1, 8)
-    assert _next_step(step(1, 8, 0.9)) == (1, 8)  # never more
-    assert _next_step(step(1, 8, 0.05)) == (1, math.ceil(8 * (0.05 / 0.3) ** 0.25)) == (1, 6)
-    assert _next_step(step(1, 8, 0.032)) == (1, 5)
-    assert _next_step(step(1, 8, 0.01)) == (1, 4)  # under 1/32: half
-    assert _next_step(step(1, 1, 0.01)) == (2, 1)  # one step a frame: two frames a step
-    assert _next_step(step(2, 1, 0.01)) == (4, 1)
-    assert _next_step(step(2, 1, 0.5)) == (2, 1)
+    assert refined(step(1, 4, 1.5)) == math.ceil(4 * (1.5 / 0.3) ** 0.25) == 6
+    assert refined(step(1, 4, 1.01)) == 6  # (1.01 / 0.3)^(1/4) = 1.35
+    assert refined(step(1, 4, 100.0)) == 8  # at most twice
+    assert refined(step(1, 1, 1.0001)) == 2  # at least one more
+    assert next_step(step(1, 8, 0.3)) == (1, 8)
+    assert next_step(step(1, 8, 0.9)) == (1, 8)  # never more
+    assert next_step(step(1, 8, 0.05)) == (1, math.ceil(8 * (0.05 / 0.3) ** 0.25)) == (1, 6)
+    assert next_step(step(1, 8, 0.032)) == (1, 5)
+    assert next_step(step(1, 8, 0.01)) == (1, 4)  # under 1/32: half
+    assert next_step(step(1, 1, 0.01)) == (2, 1)  # one step a frame: two frames a step
+    assert next_step(step(2, 1, 0.01)) == (4, 1)
+    assert next_step(step(2, 1, 0.5)) == (2, 1)

@@ -89,6 +89,7 @@ class _Hook:
     makes the next Hessian NaN."""
 
     poison = False
+    has_hessian = True
 
     def __call__(self, q, qdot):
         x, jac, hess = self.hessian(q)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 
@@ -52,3 +53,19 @@ def quintic_hermite(
     vel = sum(c * x for c, x in zip(dh, terms, strict=True)) / t
     acc = sum(c * x for c, x in zip(ddh, terms, strict=True)) / (t * t)
     return pos, vel, acc
+
+
+def work_polynomial(w0: float, w1: float, power: list[float], span: float) -> list[float]:
+    """W at the inner frames of a k-frame step: W0 plus the integral of the degree-k polynomial
+    through the power at the k + 1 frames (Newton-Cotes), with the small mismatch to the RK4 end
+    value W1 spread linearly over the step."""
+    k = len(power) - 1
+    deg = torch.arange(k + 1, dtype=torch.float64)  # exponents 0..k
+    nodes = torch.arange(k + 1, dtype=torch.float64) / k  # (k+1,) fractions of the step
+    coef = torch.linalg.solve(nodes[:, None] ** deg, torch.tensor(power, dtype=torch.float64))
+
+    def integral(s: float) -> float:  # span * int_0^s p
+        return span * float((coef * s ** (deg + 1) / (deg + 1)).sum())
+
+    gap = w1 - w0 - integral(1.0)
+    return [w0 + integral(j / k) + (j / k) * gap for j in range(1, k)]

@@ -57,15 +57,12 @@ import torch
 from torch import Tensor
 
 from .fastrhs import as_float64
+from .system import HessianKinematics
 
 
 def supports_hessian(hook) -> bool:
     """Whether a kinematics hook can give x, J and the Hessian in one pass."""
-    return (
-        hook is not None
-        and callable(getattr(hook, "hessian", None))
-        and bool(getattr(hook, "has_hessian", True))
-    )
+    return isinstance(hook, HessianKinematics) and bool(hook.has_hessian)
 
 
 @dataclass

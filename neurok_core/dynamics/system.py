@@ -15,10 +15,37 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 from torch.func import jacfwd, jvp
+
+
+@runtime_checkable
+class KinematicsHook(Protocol):
+    """A faster replacement of the automatic derivatives of ``decode_points``: (q, q') ->
+    (x (S, 3), J (S, 3, kq), D^2x[q', q'] (S, 3)) (``MechanicalSystem.kinematics``)."""
+
+    def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]: ...
+
+
+@runtime_checkable
+class RestrictableKinematics(KinematicsHook, Protocol):
+    """A hook that can make a pass carrying only the tangents of a subspace q = basis r (the
+    decoder's Taylor-mode pass, and the pin clamp around it); ``restrict`` asks for it."""
+
+    def restricted(self, basis: Tensor) -> KinematicsHook: ...
+
+
+@runtime_checkable
+class HessianKinematics(KinematicsHook, Protocol):
+    """A hook that also gives x, J and the Hessian d^2x/dq^2 (S, 3, kq, kq) in one pass, which
+    the local quadratic model (``local``) is built from, when ``has_hessian``."""
+
+    has_hessian: bool
+
+    def hessian(self, q: Tensor) -> tuple[Tensor, Tensor, Tensor]: ...
 
 
 @dataclass(frozen=True)
@@ -233,7 +260,7 @@ def restrict(system: MechanicalSystem, basis: Tensor) -> MechanicalSystem:
 
     kinematics = None
     hook = system.kinematics
-    if hook is not None and hasattr(hook, "restricted"):
+    if isinstance(hook, RestrictableKinematics):
         kinematics = hook.restricted(b)
     elif hook is not None:
 

@@ -499,6 +499,8 @@ class DecoderKinematics:
                 self.form = None
                 self.offset = (points + rest_inverse) / norm.scale + center
 
+    has_hessian = True  # (dynamics.system.HessianKinematics)
+
     def restricted(self, basis: Tensor) -> DecoderKinematics:
         """The same points in the coordinates r of q = basis @ r; basis (kq, r) of this
         object's coordinates (e.g. without the directions that barely move the object): r

@@ -1,0 +1,155 @@
+"""Step-size control of the integrator: how many frames a step covers and in how many RK4 steps.
+
+The energy-balance error of an RK4 step over a frame falls as n^-4 with n substeps; a step aims at
+``AIM`` of its limit, so that the next frame, whose error differs somewhat, mostly passes the
+first time. A rejected frame is redone with the n that brings its error to ``AIM`` of the limit
+(at least one step more, at most twice as many; a multi-frame step is halved), and after an
+accepted frame the next one starts from the n that would have put this one's error there (never
+more: a growing error is met by a rejection); a frame at 1/32 of the limit or under lets the next
+one try twice the step. :class:`StepLimits` fits a wanted step to what the known frequencies need
+for RK4 accuracy and stability (w_stiffness * h <= ``oscillation_step``, w * h <= ``damped_step``
+for critically damped drag hands and the damping rate), to the frames where the loads change
+(a multi-frame step never straddles one), to the user's minimum and, with the local model, to its
+trusted radius.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from .lagrangian import Motion
+from .loads import Loads
+from .settings import DynamicsSettings
+from .system import PointKinematics
+
+AIM = 0.3
+
+
+@dataclass
+class State:
+    """The integrator's state: q, q' (kq,), the work W of the non-conservative forces so far,
+    the points' kinematics and the motion there, and the local model's expansion they come from
+    (None without one)."""
+
+    q: Tensor
+    qdot: Tensor
+    work: float
+    kin: PointKinematics
+    motion: Motion
+    model: object = None
+
+    @property
+    def energy(self) -> float:
+        return self.motion.kinetic + self.motion.potential
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: end state, frames k, substeps n, energy-balance error and its limit."""
+
+    state: State
+    frames: int
+    substeps: int
+    residual: float
+    limit: float
+    rows: tuple = ()  # (q, q', kinetic, potential, work) of each frame it produced
+
+
+def aimed(step: Step) -> int:
+    """Substeps per frame that would have put ``step``'s error (~ n^-4) at AIM of its limit."""
+    return math.ceil(step.substeps * (step.residual / (AIM * step.limit)) ** 0.25)
+
+
+def refined(step: Step) -> int:
+    """Substeps per frame (k = 1) that bring a rejected step's error to AIM of its limit: at
+    least one more than it had, at most twice as many."""
+    n = step.substeps
+    return min(max(aimed(step), n + 1), 2 * n)
+
+
+def shrink(step: Step, k: int, n: int) -> float:
+    """The step length k / n frames over that of ``step``."""
+    return (k / n) / (step.frames / step.substeps)
+
+
+def next_step(step: Step) -> tuple[int, int]:
+    """(k, n) to try after an accepted step: with substeps, the n that puts the error at AIM
+    of the limit (from half to the same n: a growing error is met by a rejection); a frame
+    that would need under one substep doubles the frames per step instead."""
+    k, n = step.frames, step.substeps
+    if step.residual >= step.limit / 32:  # RK4: twice the step, about 16x the error
+        if n == 1:
+            return k, 1
+        return 1, min(max(aimed(step), (n + 1) // 2), n)
+    return (k, n // 2) if n > 1 else (2 * k, 1)
+
+
+class StepLimits:
+    """The largest steps the frequencies, the loads' changes, the user's minimum and the local
+    model's trusted radius allow (module docstring). dt: seconds per frame; drags: the drag
+    hands (``drag.DragHandle``); radius: a callable giving the local model's trusted radius in
+    q (inf without one)."""
+
+    def __init__(
+        self,
+        loads: Loads,
+        drags: list,
+        settings: DynamicsSettings,
+        dt: float,
+        min_substeps: int,
+        radius=None,
+    ) -> None:
+        self.loads, self.drags, self.settings = loads, drags, settings
+        self.dt, self.min_substeps = dt, min_substeps
+        self.radius = radius
+        self.changes = self._change_frames()
+
+    def _change_frames(self) -> list[int]:
+        """Frames where the loads switch (a multi-frame step never straddles one)."""
+        marks = set()
+        for timed in (self.loads.forces, self.loads.winds):
+            marks.update(int(f) for f in timed.start.tolist())
+            marks.update(int(f) for f in timed.end.tolist())
+        for h in self.drags:
+            marks.update((h.start_frame, h.frame))
+        return sorted(marks)
+
+    def need(self, frame: int) -> float:
+        """RK4 steps per frame that the known frequencies require (may be < 1)."""
+        st, loads = self.settings, self.loads
+        damped = [loads.damping, *(h.omega for h in self.drags if h.active(frame))]
+        springs = 0.0 if loads.springs is None else loads.springs.omega
+        return max(
+            self.dt * max(loads.stiffness_omega, springs) / st.oscillation_step,
+            self.dt * max(damped) / st.damped_step,
+        )
+
+    def clamp(
+        self,
+        frame: int,
+        last: int,
+        k: int,
+        n: int,
+        qdot: Tensor | None = None,
+        qddot: Tensor | None = None,
+    ) -> tuple[int, int]:
+        """Fit a wanted step (k frames, n substeps) to the frequencies, loads and user minimum,
+        and with the local model to its trusted radius (a step moves q by at most about it)."""
+        need = self.need(frame)
+        radius = math.inf if self.radius is None else self.radius()
+        if qdot is not None and math.isfinite(radius):
+            move = float(qdot.norm()) * self.dt  # per frame, with the acceleration's part
+            if qddot is not None:
+                move += 0.5 * float(qddot.norm()) * self.dt * self.dt
+            need = max(need, 2.0 * move / radius)
+        limit = self.settings.max_substeps
+        n_min = min(max(self.min_substeps, math.ceil(need - 1e-9), 1), limit)
+        if n_min > 1 or n > 1:
+            return 1, min(max(n, n_min), limit)
+        span = min((c for c in self.changes if c > frame), default=last) - frame
+        k_stab = math.floor(1.0 / need + 1e-9) if need > 0 else k
+        k_max = max(1, min(k, span, last - frame, k_stab, self.settings.max_frames_per_step))
+        return 1 << (k_max.bit_length() - 1), 1  # a power of two

@@ -9,7 +9,6 @@ of the mesh by dual-quaternion blending (:meth:`KinematicSpace.decode_vertices`)
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -58,7 +57,7 @@ def pin_clamp(space: KinematicSpace, conditions: SimulationConditions):
 
 
 def build_system(
-    space: KinematicSpace, conditions: SimulationConditions, *, autodiff: bool | None = None
+    space: KinematicSpace, conditions: SimulationConditions, *, autodiff: bool = False
 ):
     """The mechanical system of ``space`` under ``conditions`` and the row of each anchor.
 
@@ -66,12 +65,10 @@ def build_system(
     points are exactly still and the dynamics need no pin springs.
 
     The points' derivatives come from the decoder's Taylor-mode forward
-    (:class:`~neurok_core.model.jets.DecoderKinematics`); ``autodiff`` (default: the
-    environment variable ``NEUROK_AUTODIFF_KINEMATICS=1``) leaves them to ``torch.func``
-    instead, which is exact too but far slower (kept as the reference).
+    (:class:`~neurok_core.model.jets.DecoderKinematics`); ``autodiff`` leaves them to
+    ``torch.func`` instead, which is exact too but far slower: the reference the tests check
+    the Taylor-mode pass against.
     """
-    if autodiff is None:
-        autodiff = os.environ.get("NEUROK_AUTODIFF_KINEMATICS", "") == "1"
     anchors = conditions.anchors(space.vertices)
     extra, extra_inverse = space.tracked_points(anchor_positions(space, anchors).reshape(-1, 3))
     points = torch.cat([space.dynamics_points, extra])  # (S + A, 3) normalised
@@ -127,7 +124,6 @@ def simulate(
     *,
     on_frame=None,
     on_progress=_noop,
-    pinned_directions: bool = True,
     settings: DynamicsSettings = DEFAULT_SETTINGS,
     vertices: bool = True,
     rig: bool = False,
@@ -138,13 +134,10 @@ def simulate(
     order, as frames are decoded (``DECODE_BATCH`` at a time, frame 0 at once); return False
     from it to stop (the result then holds the frames up to that one, ``info["cancelled"]``).
     vertices: decode every frame onto the vertices (``result.positions``); off (with ``rig``),
-    positions are None and the cost no longer grows with the vertex count.
+    positions are None and the cost does not grow with the vertex count.
     rig: also return the motion as a rig (``result.rig``, :class:`~neurok_core.rig.BoneRig`:
     the bones' rigid motions per frame and the vertex weights); a skinned space only. With
     pins, the rig has one more bone that never moves, holding the pinned vertices.
-    pinned_directions: with pins, move only along the latent directions that leave the pinned
-    vertices (nearly) still (:func:`~neurok_core.pinning.pinned_subspace`) instead of the
-    space's own active subspace.
     settings: numerical settings of the dynamics (e.g. ``local_model=False`` to evaluate the
     decoder at every right-hand side instead of its local quadratic model).
     Raises ConditionError for conditions that do not fit the mesh, SimulationError when the
@@ -164,7 +157,7 @@ def simulate(
         raise ConditionError("ask for the vertices, the rig or both")
     started = time.perf_counter()
     pin_report: dict = {}
-    if conditions.pins and pinned_directions:
+    if conditions.pins:  # only the latent directions that leave the pins (nearly) still
         space, pin_report = pinned_subspace(space, conditions.pins)
     system, rows = build_system(space, conditions)
     vertex_clamp = _VertexClamp(space, conditions)

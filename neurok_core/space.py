@@ -65,12 +65,15 @@ class SpaceSettings:
     skin_clearance: with dual quaternions, a vertex blends only skinning points at least this far
         (object sizes) from the mesh's other islands where its island has K of them (0: the
         nearest; :func:`~neurok_core.skinning.blend_neighbors`). Off by default: it helps a model
-        whose field moves each part rigidly and hurts one whose field does not (README).
+        whose field moves each part rigidly and hurts one whose field does not
+        (``docs/experiments/evaluation.md``); kept as that lever, for such models.
     max_dims: cap on kq; energy_fraction: share of the active-subspace spectrum to keep.
     subspace_samples: prior samples for the active-subspace estimate.
     rest_steps: optimisation steps refining the rest latent (0: the posterior mean of no motion).
-    subspace: "gradient" (the paper's scalar surrogate) or "jacobian" (E[J^T J], the vector
-        variant); seed: everything random in the space derives from it.
+    subspace: "gradient" (the paper's scalar surrogate, the product's) or "jacobian"
+        (E[J^T J], the vector variant, kept as the surrogate lever of the part-aware space's
+        experiments, ``docs/experiments/part_aware_space.md``); seed: everything random in the
+        space derives from it.
     bones_by_part: with a skinned decoder, a point blends only the bones placed on its own
         loose part of the mesh (where that part has any), so separate parts never share a bone.
     """

@@ -49,7 +49,7 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
             self.report({"ERROR"}, f"Simulate: {exc}")
             return None
         if obj.neurok.output.bake_mode == "RIG":
-            # the rig alone: the engine's cost no longer grows with the vertices (it checks the
+            # the rig alone: the engine's cost does not grow with the vertices (it checks the
             # rig's playback on a sample of them: info rig_error)
             request = dataclasses.replace(gathered.request, want_rig=True, want_frames=False)
             gathered = dataclasses.replace(gathered, request=request)

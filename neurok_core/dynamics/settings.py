@@ -22,7 +22,7 @@ class DynamicsSettings:
     drag_weak: damping of a hand's least-squares solve, as a share of its strongest direction
         (see ``drag``): along directions in which the grabbed point barely moves, the hand's
         gain is at most about 1 / (2 drag_weak) times the strongest direction's, so it never flings
-        the state toward a target the point can hardly reach (1e-3 did: 500x).
+        the state toward a target the point can hardly reach.
     drag_bias_cap: a hand compensates the grabbed point's velocity-dependent acceleration only
         up to this many times its task's acceleration scale (see ``drag``): beyond it, where
         the decoder is strongly curved, the compensation feeds itself and blows up.
@@ -45,8 +45,8 @@ class DynamicsSettings:
     metric_floor: directions of q whose mass-metric eigenvalue at rest is below this share of
         the largest are removed: they barely move the object, so an initial velocity or a load
         throws the state along them at several latent units a frame into the prior barrier,
-        where the steps shrink and energy is lost (1e-3 kept such directions; 3e-2 brought the
-        undamped drift of the door, curtain and drawer scenes from 0.5-11 to under 1%).
+        where the steps shrink and energy is lost (``docs/experiments/part_aware_space.md``,
+        "Undamped energy drift").
     local_model: integrate with the local quadratic model of the decoder (see ``local``),
         re-expanded as the state moves, when the kinematics hook can give Hessians.
     local_tolerance: allowed position error of that model, in object sizes.

@@ -57,10 +57,11 @@ class ModelConfig:
         field at a latent drawn from the prior (no data: each point's rigid motion should carry
         its neighbours where their own motions take them), so that the whole high-density
         region, where the dynamics move, decodes to locally rigid, uncrumpled shapes and not
-        only the latents of training frames (0: off, as in the first released models). Dual
+        only the latents of training frames (0: off). Dual
         quaternions only. The sample's mean, mu_cond, takes this term's gradient too, so it
         may also move the prior toward latents that decode rigidly (the KL term holds it to
-        the posteriors).
+        the posteriors). Kept, off, as a lever measured in ``docs/experiments/`` (parts stay
+        more rigid but hardly move at this training budget).
     prior_rigidity_robust: 0: that term sums squared misfits d^2; c > 0: it sums the
         Charbonnier penalty sqrt(d^2 + c^2) - c (c in normalised units), which grows like |d|
         beyond c, so that a few neighbour pairs bent far apart (across a hinge or a crease) cost

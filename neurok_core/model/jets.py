@@ -573,10 +573,3 @@ class DecoderKinematics:
                 moved = structural(raw, lambda t: t / space.normalization.scale)
             x = moved.value + self.offset  # (S, 3)
             return x, moved.tangents.permute(1, 2, 0), moved.second  # J: (S, 3, kq)
-
-
-def decoder_point_kinematics(
-    space: KinematicSpace, points: Tensor, rest_inverse: Tensor, q: Tensor, qdot: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """One-off :class:`DecoderKinematics` ``(space, points, rest_inverse)(q, qdot)``."""
-    return DecoderKinematics(space, points, rest_inverse)(q, qdot)

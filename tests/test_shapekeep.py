@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_dynamics import crossing_period, pendulum
+from dynamics_systems import crossing_period, pendulum
 
 from neurok_core.dynamics import MechanicalSystem, SimulationConditions, simulate
 from neurok_core.dynamics.loads import build_loads

@@ -31,7 +31,7 @@ Scheme (ours; the paper leaves action encoding to its supplement):
    PD law corrects. Where b is large for good reason (a chain whipping round) the cap costs
    some accuracy: on a five-link pendulum the point ends 0.041 object sizes from its target
    with the default cap (1), 0.034 with 4, 0.010 with 16, 0.001 uncapped; but 4 lets the
-   saturating map of ``tests/test_dynamics.py`` blow up, and 16 a quadruped. (A drag that
+   saturating map of ``tests/dynamics_systems.py`` blow up, and 16 a quadruped. (A drag that
    holds a point where it already is has a scale of 0: it compensates none of b.)
 3. Release. From ``frame`` on the hand is gone; the state (the point is at the target, nearly at
    rest, as far as the damped solve reaches it: a direction the point can barely move is

@@ -17,7 +17,7 @@ steps are, and how a rejected one is shortened: ``steps``.
 Why RK4 and not a variational integrator: the metric G(q) makes the Hamiltonian non-separable, so
 symplectic schemes are implicit (several decoder evaluations per Newton iteration); RK4 at one
 step per frame already keeps the drift of smooth motions at 24-30 fps far under 1%
-(tests/test_dynamics.py measures it), and slow motions take several frames per step.
+(tests/test_integrator.py measures it), and slow motions take several frames per step.
 
 Budget: a frame may take at most ``max_frame_evaluations`` right-hand sides and
 ``max_frame_expansions`` re-expansions of the local model (all its attempts together), and never

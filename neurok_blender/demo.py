@@ -254,12 +254,12 @@ def motion_summary(example, frames: int) -> dict:
 
 
 def scene_scores(example, rest, frames, pins) -> dict:
-    """The plausibility benchmark's scores of a demo object (``training.scene_metrics``; lengths
-    in object sizes): the laptop as two parts (the pinned base, the free lid) with the lid's
+    """The plausibility benchmark's scores of a demo object (``training.eval.scene_metrics``;
+    lengths in object sizes): the laptop as two parts (the pinned base, the free lid) with the lid's
     turn in degrees, the flag as cloth (edge strain)."""
     import numpy as np
 
-    from training.scene_metrics import part_rotations, rotation_angles, score_motion
+    from training.eval.scene_metrics import part_rotations, rotation_angles, score_motion
 
     faces = [tuple(p.vertices) for p in example.obj.data.polygons]
     tris = np.array([(f[0], f[i], f[i + 1]) for f in faces for i in range(1, len(f) - 1)])

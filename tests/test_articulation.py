@@ -1,4 +1,4 @@
-"""training.articulation: the moving part's rotation in the ground truth, in the model's
+"""training.eval.articulation: the moving part's rotation in the ground truth, in the model's
 reconstruction and in its prior draws, measured exactly where the answer is known."""
 
 import json
@@ -9,7 +9,7 @@ import trimesh
 from test_evaluate import bent, slab
 
 from neurok_core.sequence import Sequence4D, load_sequence, save_sequence
-from training.articulation import main, moving_part, rotation_angle
+from training.eval.articulation import main, moving_part, rotation_angle
 
 
 @pytest.fixture(scope="module")

@@ -17,16 +17,16 @@ from neurok_core.ik import chamfer_loss
 from neurok_core.metrics import compare_meshes, edge_strain
 from neurok_core.model import build_model
 from neurok_core.sequence import Sequence4D, load_sequence, save_sequence
-from training.baselines import (
+from training.eval.baselines import (
     BaselineSettings,
     best_rotations,
     fit_baseline,
     start_rotations,
 )
-from training.eval_ik import family_of, select_sequences, target_frames
-from training.eval_motion import key_vertex, run_simulation, standard_conditions
-from training.eval_report import format_table, summarize, summarize_motion
-from training.evaluate import main
+from training.eval.evaluate import main
+from training.eval.ik import family_of, select_sequences, target_frames
+from training.eval.motion import key_vertex, run_simulation, standard_conditions
+from training.eval.report import format_table, summarize, summarize_motion
 
 FAST = BaselineSettings(steps=60, restarts=3, points=256)
 
@@ -245,7 +245,7 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     report = json.loads(out.read_text())
     methods = ["neurok", "no_reduction", "other", "unchanged", "rigid", "per_vertex_arap"]
     assert report["settings"]["methods"] == methods
-    assert report["command"] == "python -m training.evaluate " + shlex.join(argv)
+    assert report["command"] == "python -m training.eval.evaluate " + shlex.join(argv)
     ckpt = report["checkpoints"]["neurok"]
     weights = (checkpoint / "model.safetensors").read_bytes()
     assert ckpt["weights_sha256"] == hashlib.sha256(weights).hexdigest()

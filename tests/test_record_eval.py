@@ -1,4 +1,4 @@
-"""Recording evaluation tables in a checkpoint's config (training.record_eval)."""
+"""Recording evaluation tables in a checkpoint's config (training.eval.record)."""
 
 import json
 import shutil
@@ -6,10 +6,10 @@ import shutil
 import pytest
 
 from neurok_core.checkpoint import checkpoint_info, load_checkpoint
-from training.record_eval import main as record_main
+from training.eval.record import main as record_main
 
 
-def _report(sha, methods, dataset="val", command="python -m training.evaluate --data val"):
+def _report(sha, methods, dataset="val", command="python -m training.eval.evaluate --data val"):
     checkpoints = {"neurok": {"path": "ckpt", "weights_sha256": sha}} if "neurok" in methods else {}
     summary = {
         m: {"all": {"targets": 2, "chamfer_l1": 0.0123456789, "chamfer_l2": 1e-3, "iou": None}}
@@ -41,7 +41,7 @@ def test_tables_of_the_checkpoint_and_its_ablations_land_in_its_config(checkpoin
     row = evaluation["tables"]["val"]["neurok"]["all"]
     assert row == {"chamfer_l1": 0.01235, "chamfer_l2": 0.001, "iou": None, "targets": 2}
     assert [s["command"] for s in evaluation["sources"]] == [
-        "python -m training.evaluate --data val",
+        "python -m training.eval.evaluate --data val",
         "python -m x",
     ]
     load_checkpoint(checkpoint)  # the weights still match the config

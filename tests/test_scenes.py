@@ -12,8 +12,8 @@ import trimesh
 from neurok_core.checkpoint import save_checkpoint
 from neurok_core.errors import NeuROKError
 from neurok_core.model import ModelConfig, build_model
-from training.scene_meshes import BUILDERS, grid_box, rotation, sheet, tube
-from training.scene_metrics import (
+from training.eval.scene_meshes import BUILDERS, grid_box, rotation, sheet, tube
+from training.eval.scene_metrics import (
     motion_extent,
     opening_angles,
     part_residuals,
@@ -25,14 +25,14 @@ from training.scene_metrics import (
     turn_scores,
     volume_ratios,
 )
-from training.scene_specs import (
+from training.eval.scene_specs import (
     SCENES,
     TARGETS,
     check_targets,
     scene_conditions,
     undamped_conditions,
 )
-from training.scenes import main, run_scene
+from training.eval.scenes import main, run_scene
 
 ARTICULATED = ("laptop", "chest", "door", "drawer")
 
@@ -313,7 +313,7 @@ def test_a_failing_scene_is_reported_not_raised(monkeypatch):
     def explode(*args):
         raise RuntimeError("the integrator fell over")
 
-    monkeypatch.setattr("training.eval_motion.run_simulation", explode)
+    monkeypatch.setattr("training.eval.motion.run_simulation", explode)
     record, _, result = run_scene(Engine(), "rope", 4, undamped=True)
     assert result is None and not record["pass"]
     assert record["run"]["error"] == "RuntimeError: the integrator fell over"
@@ -364,7 +364,7 @@ def test_the_benchmark_writes_its_table_json_and_contact_sheet(checkpoint, tmp_p
 
 def test_a_run_out_of_time_is_scored_on_its_frames_and_fails(checkpoint):
     from neurok_core.api import NeuROK
-    from training.scenes import format_table
+    from training.eval.scenes import format_table
 
     engine = NeuROK.load(checkpoint, device="cpu")
     record, _, result = run_scene(engine, "rope", 2000, undamped=False, timeout=1.0)
@@ -398,9 +398,9 @@ def test_undamped_scenes_keep_their_energy_with_the_bundled_model(name):
 
 
 def test_reach_probe_measures_the_lid_turn_of_its_fits(tiny_checkpoint):
-    """training.reach fits closed-lid targets and measures the turn of what it fitted: checked
+    """training.eval.reach fits closed-lid targets and measures the turn of what it fitted: checked
     against an exact rigid turn, and run end to end on a tiny model (a few steps)."""
-    from training.reach import _turn_toward_base, probe
+    from training.eval.reach import _turn_toward_base, probe
 
     lid = np.random.default_rng(0).normal(size=(50, 3))
     turned = lid @ rotation([1, 0, 0], math.radians(20.0)).T + np.array([0.1, 0.2, 0.3])

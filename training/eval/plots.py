@@ -1,9 +1,9 @@
-"""Figures of the evaluation (PNG, matplotlib Agg), written by ``python -m training.evaluate``.
+"""Figures of the evaluation (PNG, matplotlib Agg), written by ``python -m training.eval.evaluate``.
 
 - ``ik_<set>.png``: one row per example target (a few per category): the target mesh, then each
   method's fitted mesh with its Chamfer-L1; all panels of a row share one cubic box and view.
 - ``motion_<set>.png``: the generated motion of the same examples under the standard ``force``
-  and ``drag`` conditions (:mod:`training.eval_motion`), four frames each; the drag target is a
+  and ``drag`` conditions (:mod:`training.eval.motion`), four frames each; the drag target is a
   black cross.
 - ``energy_<set>.png``: total energy against time of the undamped and damped runs of the first
   example (the paper's energy-conservation figure): flat when undamped, decaying when damped.

@@ -1,10 +1,10 @@
-"""Summaries and printed tables of the evaluation (:mod:`training.evaluate`).
+"""Summaries and printed tables of the evaluation (:mod:`training.eval.evaluate`).
 
 IK summary: for each method and category (and "all", every target of the folder), the mean of
 Chamfer-L1 and Chamfer-L2 over the targets and the mean IoU over the targets of closed sequences.
 Motion summary: per category, the mean of each plausibility metric over the sequences whose run
 finished (a run stopped by the time limit keeps its partial numbers in the JSON only; see
-:mod:`training.eval_motion`).
+:mod:`training.eval.motion`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,19 @@
 """The plausibility benchmark: standard scenes an artist would try, simulated and scored.
 
-    python -m training.scenes --out DIR [--checkpoint CKPT] [--scenes laptop,flag,...]
+    python -m training.eval.scenes --out DIR [--checkpoint CKPT] [--scenes laptop,flag,...]
         [--frames 48] [--no-undamped] [--undamped-fps 12] [--timeout 120] [--threads 1]
         [--setting NAME=VALUE ...] [--space NAME=VALUE ...]
 
-Every scene of :mod:`training.scene_specs` (its mesh from :mod:`training.scene_meshes`) gets its
-kinematic space from the checkpoint (no cache, so the timings are those of a first run), is
-simulated through the engine for ``frames`` frames and, unless ``--no-undamped``, once more
-undamped for 10 s of animation at ``--undamped-fps`` (12 by default, to keep the benchmark short),
-and is scored by :func:`training.scene_metrics.score_motion`. Prints one row per scene and writes
+Every scene of :mod:`training.eval.scene_specs` (its mesh from
+:mod:`training.eval.scene_meshes`) gets its kinematic space from the checkpoint (no cache, so
+the timings are those of a first run), is simulated through the engine for ``frames`` frames
+and, unless ``--no-undamped``, once more undamped for 10 s of animation at ``--undamped-fps``
+(12 by default, to keep the benchmark short), and is scored by
+:func:`training.eval.scene_metrics.score_motion`. Prints one row per scene and writes
 ``scenes.json`` (every score, condition, timing, the checkpoint and the versions) and
-``contact_sheet.png`` (:mod:`training.scene_sheet`) into ``--out``. A run that fails is reported
-with its error; one that times out is scored on the frames it made and fails its targets.
+``contact_sheet.png`` (:mod:`training.eval.scene_sheet`) into ``--out``. A run that fails is
+reported with its error; one that times out is scored on the frames it made and fails its
+targets.
 ``--setting`` / ``--space`` override fields of the engine's ``DynamicsSettings`` /
 ``SpaceSettings`` (e.g. ``--setting shape_keeping_hz=0``), recorded in the JSON.
 One torch thread by default: the model's matrices are small, and it leaves the other cores free.
@@ -47,9 +49,9 @@ from .scene_specs import (
 
 
 def _run(space, conditions: SimulationConditions, timeout: float, settings=None):
-    """(result or None, info): ``eval_motion.run_simulation`` that also reports unexpected
+    """(result or None, info): ``motion.run_simulation`` that also reports unexpected
     errors (any exception) instead of raising them."""
-    from .eval_motion import run_simulation
+    from .motion import run_simulation
 
     started = time.perf_counter()
     try:
@@ -322,7 +324,7 @@ def format_table(report: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m training.scenes", description=__doc__.split("\n")[0]
+        prog="python -m training.eval.scenes", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", required=True, help="folder for scenes.json and contact_sheet.png")
     parser.add_argument("--checkpoint", default=None, help="default: the bundled model")
@@ -358,7 +360,7 @@ def main(argv=None) -> int:
     from neurok_core.errors import NeuROKError
     from neurok_core.space import SpaceSettings
 
-    from .options import parse_fields
+    from ..options import parse_fields
 
     try:
         dynamics = DynamicsSettings(**parse_fields(DynamicsSettings, args.setting, "--setting"))

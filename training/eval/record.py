@@ -1,9 +1,9 @@
 """Record evaluation tables in a checkpoint's ``config.json`` (``metrics.evaluation``).
 
-    python -m training.record_eval --checkpoint neurok_core/weights/default \
+    python -m training.eval.record --checkpoint neurok_core/weights/default \
         results/eval.json [results/eval_ablations.json ...] [--note TEXT]
 
-Each results file is the JSON that ``training.evaluate --out`` wrote. Their per-category means
+Each results file is the JSON that ``training.eval.evaluate --out`` wrote. Their per-category means
 (``summary``) are merged into one table per data folder and method; a row may come from one
 file only. At least one file must hold the ``neurok`` row of this very checkpoint (same weights
 SHA-256), so that a table never lands in the config of a model it was not measured on; files
@@ -23,7 +23,7 @@ from typing import Any
 from neurok_core.checkpoint import CONFIG_FILE, checkpoint_info
 from neurok_core.errors import NeuROKError
 
-from .eval_ik import MAIN
+from .ik import MAIN
 
 KEYS = ("chamfer_l1", "chamfer_l2", "iou", "targets")
 
@@ -42,7 +42,7 @@ def merge_tables(reports: list[tuple[str, dict]], weights_sha256: str) -> dict[s
         try:
             datasets, checkpoints = report["datasets"], report["checkpoints"]
         except (KeyError, TypeError):
-            raise NeuROKError(f"{name}: not a results file of training.evaluate") from None
+            raise NeuROKError(f"{name}: not a results file of training.eval.evaluate") from None
         main = checkpoints.get(MAIN)
         if main is not None:
             if main.get("weights_sha256") != weights_sha256:
@@ -111,13 +111,13 @@ def record(checkpoint: str | os.PathLike, files: list[str], note: str | None = N
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", required=True, help="checkpoint folder whose config gets it")
-    p.add_argument("results", nargs="+", help="results JSON of training.evaluate")
+    p.add_argument("results", nargs="+", help="results JSON of training.eval.evaluate")
     p.add_argument("--note", help="a line kept with the tables (e.g. the reduced budget)")
     args = p.parse_args(argv)
     try:
         path = record(args.checkpoint, args.results, args.note)
     except NeuROKError as exc:
-        print(f"record_eval: error: {exc}", file=sys.stderr)
+        print(f"training.eval.record: error: {exc}", file=sys.stderr)
         return 2
     print(f"recorded {len(args.results)} results file(s) in {path}")
     return 0

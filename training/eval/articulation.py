@@ -1,6 +1,6 @@
 """How much of articulated objects' part motion a checkpoint captures.
 
-    python -m training.articulation --data data/val --checkpoint neurok_core/weights/default
+    python -m training.eval.articulation --data data/val --checkpoint neurok_core/weights/default
         [--families door,laptop] [--per-family 3] [--samples 32] [--space skin_clearance=0.1]
         [--out articulation.json]
 
@@ -48,7 +48,7 @@ import numpy as np
 
 from neurok_core.metrics import best_rotations
 
-from .eval_report import jsonable
+from .report import jsonable
 
 
 def rotation_angles(rest: np.ndarray, moved: np.ndarray) -> np.ndarray:
@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     from neurok_core.sequence import load_sequence
     from neurok_core.space import SpaceSettings
 
-    from .eval_ik import find_sequences
-    from .options import parse_fields
+    from ..options import parse_fields
+    from .ik import find_sequences
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,19 +1,19 @@
 """Evaluation: the inverse-kinematics table of design section 6 (the paper's Table 1 and its
 ablations) on folders of 4D sequences, and the plausibility of generated motion.
 
-    python -m training.evaluate --data DIR [--data DIR2 ...] --checkpoint CKPT \
+    python -m training.eval.evaluate --data DIR [--data DIR2 ...] --checkpoint CKPT \
         [--ablation displacement=CKPT2 --ablation no_augmentation=CKPT3] --out results.json \
         [--figures DIR] [--max-per-family N] [--targets 4] [--ik-steps 150 --ik-restarts 8] \
         [--methods neurok,rigid,...] [--motion/--no-motion] [--seed 0]
 
 Sequences: every ``.npz`` of each ``--data`` folder (``FAMILY/*.npz`` or flat), at most
 ``--max-per-family`` per family, evenly spaced in file order. The IK task (rows = methods,
-columns = categories) is described in :mod:`training.eval_ik`, the baselines in
-:mod:`training.baselines`. Motion (:mod:`training.eval_motion`): the first
+columns = categories) is described in :mod:`training.eval.ik`, the baselines in
+:mod:`training.eval.baselines`. Motion (:mod:`training.eval.motion`): the first
 ``--motion-per-category`` sequences of each category are simulated by the ``--motion-methods``
 checkpoints under fixed standard conditions. Prints one IK table (and one motion table) per data
 folder; ``--out`` gets every raw number, the summaries, the settings, the checkpoints' SHA-256
-and the timings; ``--figures`` the PNGs of :mod:`training.eval_plots`.
+and the timings; ``--figures`` the PNGs of :mod:`training.eval.plots`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from neurok_core.sequence import load_sequence
 from neurok_core.space import SpaceSettings
 
 from .baselines import BASELINES, BaselineSettings
-from .eval_ik import (
+from .ik import (
     FULL_LATENT,
     MAIN,
     IKTask,
@@ -46,8 +46,8 @@ from .eval_ik import (
     resolve_methods,
     select_sequences,
 )
-from .eval_motion import RUNS, evaluate_motion, ground_truth_scores
-from .eval_report import format_motion_table, format_table, jsonable, summarize, summarize_motion
+from .motion import RUNS, evaluate_motion, ground_truth_scores
+from .report import format_motion_table, format_table, jsonable, summarize, summarize_motion
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def _ablation(text: str) -> tuple[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m training.evaluate", description=__doc__.split("\n\n")[0]
+        prog="python -m training.eval.evaluate", description=__doc__.split("\n\n")[0]
     )
     add = p.add_argument
     add("--data", action="append", required=True, help="folder of sequences (repeatable)")
@@ -246,10 +246,10 @@ def settings_from_args(args) -> EvalSettings:
 
 def evaluate(args, command: str | None = None) -> dict[str, Any]:
     """Run the evaluation of parsed ``args``; returns the report (also written to --out).
-    command: the command line, kept in the report (what ``training.record_eval`` cites)."""
+    command: the command line, kept in the report (what ``training.eval.record`` cites)."""
     import torch
 
-    from . import eval_plots
+    from . import plots as eval_plots
 
     started = time.perf_counter()
     settings = settings_from_args(args)
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     words = sys.argv[1:] if argv is None else argv
     try:
-        evaluate(args, command="python -m training.evaluate " + shlex.join(words))
+        evaluate(args, command="python -m training.eval.evaluate " + shlex.join(words))
     except NeuROKError as exc:
         print(f"evaluate: error: {exc}", file=sys.stderr)
         return 2

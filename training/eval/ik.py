@@ -10,7 +10,7 @@ area-uniform points per mesh, IoU for closed sequences only, in the normalised f
 Rows: ``neurok`` (inverse kinematics in the reduced space of the main checkpoint),
 ``no_reduction`` (the same checkpoint searched in the full latent), one row per extra checkpoint
 (reduced space, e.g. ``displacement``, ``no_augmentation``) and the baselines of
-:mod:`training.baselines`.
+:mod:`training.eval.baselines`.
 """
 
 from __future__ import annotations

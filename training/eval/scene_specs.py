@@ -1,6 +1,6 @@
 """The plausibility scenes' conditions and targets (design sections 7 and 10).
 
-Each scene (meshes: :mod:`training.scene_meshes`) runs once under its own conditions at 24 fps,
+Each scene (meshes: :mod:`training.eval.scene_meshes`) runs once under its own conditions at 24 fps,
 with gravity (0, 0, -9.81) m/s^2:
 
 - laptop / chest: base pinned, a push on the middle of the lid's free edge along its closing

@@ -1,8 +1,9 @@
 """Can a model's kinematic space turn a hinged part rigidly? A reachability probe.
 
-    python -m training.reach --checkpoint CKPT [--scene laptop] [--angles 15 30 60] [--steps 300]
+    python -m training.eval.reach --checkpoint CKPT [--scene laptop] [--angles 15 30 60]
+        [--steps 300]
 
-For a plausibility scene with a hinge (``training.scene_meshes``: laptop, chest), the targets
+For a plausibility scene with a hinge (``training.eval.scene_meshes``: laptop, chest), the targets
 are the same mesh with its lid closed by each angle about the hinge (exact correspondences: the
 mesh built at a smaller opening). For each target the state that best matches it vertex for
 vertex is fitted with Adam from the rest state, (a) over the full latent z and (b) over the

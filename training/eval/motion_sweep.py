@@ -1,16 +1,16 @@
 """Standard runs over many sequences, per sequence: how far drags end from their targets and how
 rigid (articulated) or unstretched (cloth) the generated motion stays.
 
-    python -m training.motion_sweep --data DIR [--data DIR ...] [--checkpoint CKPT]
+    python -m training.eval.motion_sweep --data DIR [--data DIR ...] [--checkpoint CKPT]
         [--per-family N] [--runs drag] [--frames 24] [--setting NAME=VALUE ...]
         [--space NAME=VALUE ...] [--out JSON]
 
 For the first ``--per-family`` sequences of every family folder, each run of ``--runs`` (the
-evaluation's standard conditions, ``eval_motion.standard_conditions``) is simulated with the
+evaluation's standard conditions, ``motion.standard_conditions``) is simulated with the
 checkpoint (default: the bundled model) and reported: ``miss`` (drag runs: distance of the
 dragged point from its target at its frame, in object sizes), ``shape`` (the mean over frames of
 the part rigidity error for articulated sequences with part labels, of the edge strain for cloth,
-``eval_motion.shape_scores``), or the simulator's error. ``--setting`` overrides
+``motion.shape_scores``), or the simulator's error. ``--setting`` overrides
 ``DynamicsSettings`` fields (e.g. ``--setting drag_bias_cap=inf`` for drag hands that cancel
 all of the grabbed point's velocity term) and ``--space`` those of ``SpaceSettings`` (e.g.
 ``--space rest_steps=0`` to start from the posterior mean of no motion), so that numerical
@@ -55,7 +55,7 @@ def sweep_one(
     from neurok_core.errors import NeuROKError
     from neurok_core.sequence import load_sequence
 
-    from .eval_motion import shape_scores, standard_conditions
+    from .motion import shape_scores, standard_conditions
 
     seq = load_sequence(path)
     rest = seq.vertices[0].astype(np.float64)
@@ -85,7 +85,7 @@ def sweep_one(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .options import parse_fields, parse_settings
+    from ..options import parse_fields, parse_settings
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", action="append", required=True, help="folder (repeatable)")

@@ -15,7 +15,7 @@ from torch.testing import assert_close
 from neurok_core.checkpoint import load_checkpoint, save_checkpoint
 from neurok_core.dualquat import dq_apply, dq_from_rt
 from neurok_core.metrics import best_rotations, rigid_fit_residual
-from neurok_core.model import ModelConfig, NeuROKModel
+from neurok_core.model import LossConfig, ModelConfig, NeuROKModel
 from neurok_core.model.bones import about_centers, blend_bones, farthest_point_centers
 from neurok_core.space import SpaceSettings, build_space
 
@@ -165,13 +165,14 @@ def test_two_part_fit_gives_sharp_weights_and_a_rigid_hinge():
     """A bar whose half x > 0 swings about a hinge: after a short fit the skinning weights are
     nearly one-hot and the swung half turns most of the way (160 steps: about 80%), rigidly."""
     torch.set_num_threads(1)
-    model = skinned_model(seed=0, skin_entropy_weight=0.01).train()
+    model = skinned_model(seed=0).train()
+    loss_config = LossConfig.preset("tiny", skin_entropy_weight=0.01)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(14)
     for step in range(160):
         rest, deformed = hinge_bar(16, model.config.num_points, 100 + step)
         opt.zero_grad()
-        model.loss(rest, deformed, generator=gen)["loss"].backward()
+        model.loss(rest, deformed, generator=gen, loss_config=loss_config)["loss"].backward()
         opt.step()
     model.eval()
     rest, deformed = hinge_bar(6, model.config.num_points, 7)
@@ -253,14 +254,16 @@ def test_the_part_term_makes_a_labelled_part_share_its_weights():
     torch.set_num_threads(1)
     spread = {}
     for weight in (0.0, 1.0):
-        model = skinned_model(seed=0, skin_part_weight=weight).train()
+        model = skinned_model(seed=0).train()
+        loss_config = LossConfig.preset("tiny", skin_part_weight=weight)
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         gen = torch.Generator().manual_seed(14)
         for step in range(60):
             rest, deformed = hinge_bar(16, model.config.num_points, 100 + step)
             parts = (rest[..., 0] > 0).long()  # (B, P)
             opt.zero_grad()
-            model.loss(rest, deformed, parts=parts, generator=gen)["loss"].backward()
+            out = model.loss(rest, deformed, parts=parts, generator=gen, loss_config=loss_config)
+            out["loss"].backward()
             opt.step()
         rest, _ = hinge_bar(4, model.config.num_points, 7)
         with torch.no_grad():
@@ -307,15 +310,18 @@ def test_agreement_terms_make_a_labelled_parts_bones_move_together():
     torch.set_num_threads(1)
     spread = {}
     for weight in (0.0, 1.0):
-        model = skinned_model(
-            seed=0, part_agreement_weight=weight, prior_agreement_weight=weight
-        ).train()
+        model = skinned_model(seed=0).train()
+        loss_config = LossConfig.preset(
+            "tiny", part_agreement_weight=weight, prior_agreement_weight=weight
+        )
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         gen = torch.Generator().manual_seed(14)
         for step in range(60):
             rest, deformed = hinge_bar(16, model.config.num_points, 100 + step)
             parts = (rest[..., 0] > 0).long()  # (B, P)
-            out = model.loss(rest, deformed, parts=parts, islands=parts, generator=gen)
+            out = model.loss(
+                rest, deformed, parts=parts, islands=parts, generator=gen, loss_config=loss_config
+            )
             assert float(out["agree"]) >= 0 and float(out["prior_agree"]) >= 0
             opt.zero_grad()
             out["loss"].backward()

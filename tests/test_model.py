@@ -8,7 +8,7 @@ import torch.autograd.forward_ad as fwAD
 from torch.testing import assert_close
 
 from neurok_core.dualquat import dq_apply, dq_from_rt
-from neurok_core.model import PRESETS, ModelConfig, NeuROKModel, ShapeCode, build_model
+from neurok_core.model import PRESETS, LossConfig, ModelConfig, NeuROKModel, ShapeCode, build_model
 from neurok_core.model.layers import Attention, LayerNorm, gaussian_kl
 from neurok_core.model.losses import knn_indices, rigidity_error
 
@@ -67,12 +67,25 @@ def test_config_round_trip_and_strictness():
         {"width": 0},
         {"width": 30, "heads": 4},
         {"deformation": "quaternion"},
-        {"kl_weight": -1.0},
-        {"rigidity_neighbors": 400, "num_points": 384},
         {"encoder_layers": 1.5},
+        {"bone_sigma": -1.0},
     ):
         with pytest.raises(ValueError):
             ModelConfig(**bad)
+    # the loss's settings are the training's: their own config, checked against the model
+    with pytest.raises(ValueError, match="kl_weight"):
+        LossConfig(kl_weight=-1.0)
+    with pytest.raises(ValueError, match="rigidity_neighbors"):
+        LossConfig(rigidity_neighbors=400).check(ModelConfig(num_points=384))
+    with pytest.raises(ValueError, match="dual quaternions"):
+        LossConfig(prior_rigidity_weight=1.0).check(ModelConfig(deformation="displacement"))
+    assert LossConfig.from_dict(LossConfig.preset("skinned").to_dict()) == LossConfig.preset(
+        "skinned"
+    )
+    # a model config written when it also held the loss's settings still loads
+    old = {**cfg.to_dict(), "kl_weight": 0.02, "rigidity_neighbors": 4}
+    assert ModelConfig.from_dict(old) == cfg
+    assert LossConfig.from_dict(old) == LossConfig(kl_weight=0.02, rigidity_neighbors=4)
 
 
 # ---------------------------------------------------------------------------------- shapes
@@ -245,19 +258,19 @@ def test_rigidity_error_is_zero_for_the_true_rigid_motion():
 def test_loss_with_given_neighbours_equals_computed_and_is_differentiable():
     model = tiny_model(randomize_head=True)
     rest, deformed = hinge_bar(2, model.config.num_points, 12)
-    nb = knn_indices(rest, model.config.rigidity_neighbors)
-    a = model.loss(rest, deformed, sample=False)
-    b = model.loss(rest, deformed, neighbors=nb, sample=False)
+    cfg = LossConfig.preset("tiny")
+    nb = knn_indices(rest, cfg.rigidity_neighbors)
+    a = model.loss(rest, deformed, sample=False, loss_config=cfg)
+    b = model.loss(rest, deformed, neighbors=nb, sample=False, loss_config=cfg)
     for key in ("loss", "recon", "rigidity", "kl"):
         assert_close(a[key], b[key])
-    cfg = model.config
     expected = a["recon"] + cfg.rigidity_weight * a["rigidity"] + cfg.kl_weight * a["kl"]
     assert_close(a["loss"], expected)
     a["loss"].backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     # forward() is the loss (the DistributedDataParallel entry point).
-    assert_close(model(rest, deformed, sample=False)["loss"], a["loss"])
+    assert_close(model(rest, deformed, sample=False, loss_config=cfg)["loss"], a["loss"])
 
 
 def test_prior_rigidity_measures_the_decoded_field_at_prior_samples():
@@ -266,15 +279,15 @@ def test_prior_rigidity_measures_the_decoded_field_at_prior_samples():
     validation (sample=False), in the loss with its weight, and its gradient reaches the
     decoder."""
     rest, deformed = hinge_bar(2, 64, 3)
-    still = tiny_model(prior_rigidity_weight=2.0)
-    out = still.loss(rest, deformed, generator=torch.Generator().manual_seed(0))
+    cfg = LossConfig.preset("tiny", prior_rigidity_weight=2.0)
+    still = tiny_model()
+    out = still.loss(rest, deformed, generator=torch.Generator().manual_seed(0), loss_config=cfg)
     assert out["prior_rigidity"].item() == 0.0
 
-    model = tiny_model(randomize_head=True, prior_rigidity_weight=2.0)
+    model = tiny_model(randomize_head=True)
     gen = torch.Generator().manual_seed(1)
-    out = model.loss(rest, deformed, generator=gen)
+    out = model.loss(rest, deformed, generator=gen, loss_config=cfg)
     assert out["prior_rigidity"].item() > 0
-    cfg = model.config
     expected = (
         out["recon"]
         + cfg.rigidity_weight * out["rigidity"]
@@ -285,7 +298,7 @@ def test_prior_rigidity_measures_the_decoded_field_at_prior_samples():
     model.zero_grad()
     out["prior_rigidity"].backward()
     assert float(model.decoder.head.weight.grad.abs().sum()) > 0
-    assert model.loss(rest, deformed, sample=False)["prior_rigidity"].item() == 0.0
+    assert model.loss(rest, deformed, sample=False, loss_config=cfg)["prior_rigidity"].item() == 0
     off = tiny_model(randomize_head=True).loss(rest, deformed, generator=gen)
     assert off["prior_rigidity"].item() == 0.0
 
@@ -337,14 +350,14 @@ def test_robust_prior_rigidity_tells_a_hinge_from_a_crumple():
     want = (torch.sqrt(d2 + c * c) - c).mean(-1).sum()
     assert_close(_field_rigidity(crumpled, rest, c), want)
     with pytest.raises(ValueError, match="prior_rigidity_robust"):
-        ModelConfig.preset("tiny", prior_rigidity_robust=-1.0)
+        LossConfig.preset("tiny", prior_rigidity_robust=-1.0)
 
 
 def test_loss_decreases_on_a_bending_bar():
     model = tiny_model(seed=1).train()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     rest, deformed = hinge_bar(8, model.config.num_points, 13)
-    nb = knn_indices(rest, model.config.rigidity_neighbors)
+    nb = knn_indices(rest, LossConfig.preset("tiny").rigidity_neighbors)
     gen = torch.Generator().manual_seed(14)
     losses = []
     for _ in range(30):

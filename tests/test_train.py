@@ -112,7 +112,7 @@ def test_resume_rejects_another_model(data_dir, tmp_path):
     train.main(base_args(data_dir, run, "--steps", "2"))
     with pytest.raises(SystemExit, match="--resume"):  # never overwrites a run silently
         train.main(base_args(data_dir, run, "--steps", "4"))
-    with pytest.raises(Exception, match="model config differs"):
+    with pytest.raises(Exception, match="model or loss config differs"):
         train.main(base_args(data_dir, run, "--steps", "4", "--resume", "--override", "width=32"))
 
 
@@ -129,7 +129,7 @@ def test_init_fine_tunes_from_a_checkpoint_with_other_loss_weights(data_dir, tmp
     after, info = load_checkpoint(tuned / "checkpoint")
     for (name, a), b in zip(before.state_dict().items(), after.state_dict().values(), strict=True):
         torch.testing.assert_close(b, a, msg=name)
-    assert after.config.prior_rigidity_weight == 10.0
+    assert info["training"]["loss"]["prior_rigidity_weight"] == 10.0  # the training's own
     assert info["training"]["init"]["weights_sha256"] == info_before["weights_sha256"]
     assert info["training"]["init"]["steps"] == 4
     assert all(m["prior_rigidity"] > 0 for m in read_metrics(tuned) if m["kind"] == "train")
@@ -146,17 +146,22 @@ def test_init_fine_tunes_from_a_checkpoint_with_other_loss_weights(data_dir, tmp
 
 
 def test_resume_accepts_a_state_saved_before_a_config_field_existed(data_dir, tmp_path):
-    """A training state written before ``prior_rigidity_weight`` existed still resumes (the
-    missing field takes its default)."""
+    """A training state written before ``prior_rigidity_weight`` existed, and when the loss's
+    settings were kept in the model config, still resumes (a missing field takes its
+    default); one whose loss differs from the command's is refused."""
     run = tmp_path / "run"
     train.main(base_args(data_dir, run, "--steps", "2", "--save-every", "2"))
     state = torch.load(run / train.STATE_FILE, weights_only=True)
-    old = json.loads(state["model_config"])
+    old = {**json.loads(state["model_config"]), **json.loads(state.pop("loss_config"))}
     del old["prior_rigidity_weight"]
     state["model_config"] = json.dumps(old)
     torch.save(state, run / train.STATE_FILE)
     record = train.main(base_args(data_dir, run, "--steps", "4", "--resume"))
     assert record["steps"] == 4
+    with pytest.raises(Exception, match="model or loss config differs"):
+        train.main(
+            base_args(data_dir, run, "--steps", "6", "--resume", "--override", "kl_weight=1")
+        )
 
 
 def test_learning_rate_schedule():

@@ -46,7 +46,7 @@ from tqdm import tqdm
 from neurok_core.checkpoint import load_checkpoint, save_checkpoint
 from neurok_core.device import describe_device, select_device
 from neurok_core.errors import CheckpointError
-from neurok_core.model import ModelConfig, build_model
+from neurok_core.model import LossConfig, ModelConfig, build_model
 
 from .dataset import Augmentation, PairBatchSampler, PairDataset
 
@@ -149,18 +149,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # ---------------------------------------------------------------------------- set-up helpers
-def model_config(args: argparse.Namespace) -> ModelConfig:
-    """The preset with ``--deformation`` and ``--override KEY=VALUE`` applied."""
-    overrides: dict = {}
+def model_config(args: argparse.Namespace) -> tuple[ModelConfig, LossConfig]:
+    """The preset's architecture and loss with ``--deformation`` and ``--override KEY=VALUE``
+    applied (a key of either config)."""
+    model_over: dict = {}
+    loss_over: dict = {}
     if args.deformation:
-        overrides["deformation"] = args.deformation
-    base = ModelConfig.preset(args.preset).to_dict()
+        model_over["deformation"] = args.deformation
+    model_base = ModelConfig.preset(args.preset).to_dict()
+    loss_base = LossConfig.preset(args.preset).to_dict()
     for item in args.override:
         key, sep, value = item.partition("=")
-        if not sep or key not in base:
-            raise SystemExit(f"--override {item!r}: use KEY=VALUE with KEY one of {sorted(base)}")
-        overrides[key] = type(base[key])(value)
-    return ModelConfig.preset(args.preset, **overrides)
+        if not sep or key not in {**model_base, **loss_base}:
+            known = sorted({**model_base, **loss_base})
+            raise SystemExit(f"--override {item!r}: use KEY=VALUE with KEY one of {known}")
+        if key in model_base:
+            model_over[key] = type(model_base[key])(value)
+        else:
+            loss_over[key] = type(loss_base[key])(value)
+    config = ModelConfig.preset(args.preset, **model_over)
+    loss = LossConfig.preset(args.preset, **loss_over)
+    try:
+        loss.check(config)
+    except ValueError as exc:
+        raise SystemExit(f"--preset/--override: {exc}") from None
+    return config, loss
 
 
 def setup_distributed(args: argparse.Namespace) -> tuple[int, int, int, torch.device]:
@@ -267,28 +280,18 @@ def broadcast_value(value: float, device: torch.device, world: int) -> float:
     return float(t.item())
 
 
-# config fields that do not shape the weights (--init may change them)
-LOSS_FIELDS = (
-    "kl_weight",
-    "rigidity_weight",
-    "prior_rigidity_weight",
-    "prior_rigidity_robust",
-    "rigidity_neighbors",
-    "num_points",
-    "skin_entropy_weight",
-    "skin_part_weight",
-    "part_agreement_weight",
-    "prior_agreement_weight",
-)
+# model config fields that do not shape the weights (--init may change them; the loss's
+# settings are not the model's at all)
+FREE_FIELDS = ("num_points",)
 
 
 def init_from(model: torch.nn.Module, config: ModelConfig, checkpoint: str) -> dict:
     """Load a checkpoint's weights into ``model`` (``--init``); its architecture must be
-    ``config``'s (the loss settings, ``LOSS_FIELDS``, may differ). Returns the record of where
+    ``config``'s (``FREE_FIELDS`` and the loss may differ). Returns the record of where
     the run started (path, weights hash, steps), kept in the run's config."""
     source, info = load_checkpoint(checkpoint)
-    theirs = {k: v for k, v in source.config.to_dict().items() if k not in LOSS_FIELDS}
-    ours = {k: v for k, v in config.to_dict().items() if k not in LOSS_FIELDS}
+    theirs = {k: v for k, v in source.config.to_dict().items() if k not in FREE_FIELDS}
+    ours = {k: v for k, v in config.to_dict().items() if k not in FREE_FIELDS}
     if theirs != ours:
         differ = sorted(k for k in ours if theirs.get(k) != ours[k])
         raise CheckpointError(
@@ -320,7 +323,7 @@ def atomic_torch_save(obj: dict, path: Path) -> None:
 
 # ---------------------------------------------------------------------------- validation
 @torch.no_grad()
-def validate(model, loader, device, world: int, autocast) -> dict[str, float]:
+def validate(model, loader, device, world: int, autocast, loss: LossConfig) -> dict[str, float]:
     """Mean over the fixed validation pairs (each rank takes a share, sums are all-reduced).
 
     rmse: sqrt(mean over pairs and points of |y_p - x_p|^2) with z the posterior mean;
@@ -336,7 +339,14 @@ def validate(model, loader, device, world: int, autocast) -> dict[str, float]:
         neighbors = batch["neighbors"].to(device) if "neighbors" in batch else None
         islands = batch["islands"].to(device) if "islands" in batch else None
         with autocast():
-            out = model.loss(rest, deformed, neighbors=neighbors, islands=islands, sample=False)
+            out = model.loss(
+                rest,
+                deformed,
+                neighbors=neighbors,
+                islands=islands,
+                sample=False,
+                loss_config=loss,
+            )
         b = rest.shape[0]
         err += float(out["recon"]) * b
         kl += float(out["kl"]) * b
@@ -365,6 +375,7 @@ class Run:
     device: torch.device
     precision: str  # "bf16" (autocast) or "fp32"
     config: ModelConfig
+    loss: LossConfig
     model: torch.nn.Module
     ddp_model: torch.nn.Module  # ``model``, wrapped in DistributedDataParallel when world > 1
     optimizer: torch.optim.AdamW
@@ -414,7 +425,7 @@ def loader_workers(args: argparse.Namespace, device: torch.device) -> int:
 
 
 def make_datasets(
-    args: argparse.Namespace, config: ModelConfig, device: torch.device
+    args: argparse.Namespace, config: ModelConfig, loss: LossConfig, device: torch.device
 ) -> tuple[PairDataset, PairDataset | None]:
     """The training pairs (augmented unless ``--no-augment``) and the validation pairs (none
     without ``--val``)."""
@@ -425,7 +436,7 @@ def make_datasets(
     )
     # the rigidity term's neighbourhoods: built by the loader workers on the CPU, by the model
     # (cdist + topk, fast there) on a GPU
-    use_neighbors = config.rigidity_neighbors if config.rigid_motions else 0
+    use_neighbors = loss.rigidity_neighbors if config.rigid_motions else 0
     use_neighbors = use_neighbors if device.type == "cpu" else 0
     train_set = PairDataset(
         args.data,
@@ -455,6 +466,7 @@ def restore(
     optimizer: torch.optim.AdamW,
     args: argparse.Namespace,
     config: ModelConfig,
+    loss: LossConfig,
     *,
     rank: int,
     world: int,
@@ -470,10 +482,13 @@ def restore(
         state = torch.load(state_path, map_location="cpu", weights_only=True)
         if state.get("version") != STATE_VERSION:
             raise CheckpointError(f"{state_path}: unknown training state version")
-        # (through from_dict: a state saved before a config field existed has its default)
-        if ModelConfig.from_dict(json.loads(state["model_config"])) != config:
+        # (through from_dict: a state saved before a config field existed has its default;
+        # one saved when the loss's settings were kept in the model config has them there)
+        saved = json.loads(state["model_config"])
+        saved_loss = json.loads(state.get("loss_config", "null")) or saved
+        if ModelConfig.from_dict(saved) != config or LossConfig.from_dict(saved_loss) != loss:
             raise CheckpointError(
-                f"{state_path}: the model config differs from this command's; "
+                f"{state_path}: the model or loss config differs from this command's; "
                 "resume with the same --preset/--override/--deformation"
             )
         model.load_state_dict(state["model"])
@@ -518,7 +533,7 @@ def setup(argv: list[str] | None = None) -> Run:
     args = parse_args(argv)
     rank, world, _local_rank, device = setup_distributed(args)
     out_dir = Path(args.out)
-    config = model_config(args)
+    config, loss = model_config(args)
     precision = (
         args.precision
         if args.precision != "auto"
@@ -533,12 +548,12 @@ def setup(argv: list[str] | None = None) -> Run:
         )
 
     # --- data, model, optimiser, resume
-    train_set, val_set = make_datasets(args, config, device)
+    train_set, val_set = make_datasets(args, config, loss, device)
     torch.manual_seed(args.seed)
     model = build_model(config).to(device)
     optimizer = make_optimizer(model, args)
     step, elapsed_before, samples, init_record = restore(
-        model, optimizer, args, config, rank=rank, world=world, device=device
+        model, optimizer, args, config, loss, rank=rank, world=world, device=device
     )
     ddp_model = model
     if world > 1:
@@ -585,6 +600,7 @@ def setup(argv: list[str] | None = None) -> Run:
         device=device,
         precision=precision,
         config=config,
+        loss=loss,
         model=model,
         ddp_model=ddp_model,
         optimizer=optimizer,
@@ -614,7 +630,9 @@ def log_metrics(run: Run, record: dict) -> None:
 
 def validate_and_log(run: Run) -> None:
     """Validate (a collective: every rank calls it) and log the metrics on rank 0."""
-    run.val_metrics = validate(run.model, run.val_loader, run.device, run.world, run.autocast)
+    run.val_metrics = validate(
+        run.model, run.val_loader, run.device, run.world, run.autocast, run.loss
+    )
     if run.master:
         log_metrics(
             run,
@@ -649,6 +667,7 @@ def training_record(run: Run) -> dict:
         "precision": run.precision,
         "augmentation": None if augmentation is None else asdict(augmentation),
         "rest_probability": args.rest_probability,
+        "loss": run.loss.to_dict(),
         "optimizer": {
             "name": "AdamW",
             "lr": args.lr,
@@ -683,6 +702,7 @@ def save(run: Run) -> None:
             "optimizer": run.optimizer.state_dict(),
             "rng": rngs,
             "model_config": json.dumps(run.config.to_dict()),
+            "loss_config": json.dumps(run.loss.to_dict()),
             "args": json.dumps(vars(run.args)),
             "init": json.dumps(run.init_record),
         },
@@ -737,7 +757,14 @@ def train_step(run: Run, batch: dict[str, torch.Tensor], lr: float) -> tuple[dic
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     with run.autocast():
-        out = run.ddp_model(rest, deformed, neighbors=neighbors, parts=parts, islands=islands)
+        out = run.ddp_model(
+            rest,
+            deformed,
+            neighbors=neighbors,
+            parts=parts,
+            islands=islands,
+            loss_config=run.loss,
+        )
     out["loss"].backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(
         run.model.parameters(), run.args.grad_clip if run.args.grad_clip > 0 else math.inf

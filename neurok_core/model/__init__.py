@@ -1,10 +1,10 @@
 """The NeuROK networks: a conditional VAE of transformers over dual-quaternion deformations.
 
-Public API: :class:`ModelConfig` (+ ``PRESETS``), :class:`NeuROKModel`, :class:`ShapeCode`,
-and :func:`build_model`.
+Public API: :class:`ModelConfig` (+ ``PRESETS``), :class:`LossConfig` (+ ``LOSS_PRESETS``),
+:class:`NeuROKModel`, :class:`ShapeCode`, and :func:`build_model`.
 """
 
-from .config import PRESETS, ModelConfig
+from .config import LOSS_PRESETS, PRESETS, LossConfig, ModelConfig
 from .cvae import NeuROKModel
 from .networks import ShapeCode
 
@@ -16,4 +16,12 @@ def build_model(config: ModelConfig | str = "default") -> NeuROKModel:
     return NeuROKModel(config)
 
 
-__all__ = ["PRESETS", "ModelConfig", "NeuROKModel", "ShapeCode", "build_model"]
+__all__ = [
+    "LOSS_PRESETS",
+    "PRESETS",
+    "LossConfig",
+    "ModelConfig",
+    "NeuROKModel",
+    "ShapeCode",
+    "build_model",
+]

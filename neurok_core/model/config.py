@@ -1,7 +1,8 @@
-"""``ModelConfig``: the architecture and loss settings of the NeuROK CVAE, with named presets.
+"""``ModelConfig``: the architecture of the NeuROK CVAE; ``LossConfig``: how it is trained.
 
-The config is stored in every checkpoint (``to_dict``) and alone rebuilds the model
-(``from_dict``), as nanoGPT's ``GPTConfig`` does.
+The model config is stored in every checkpoint (``to_dict``) and alone rebuilds the model
+(``from_dict``), as nanoGPT's ``GPTConfig`` does. The loss settings are the training's: a
+training run records them in the checkpoint's training section. Both have named presets.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from typing import Any
 DEFORMATIONS = ("dualquat", "displacement", "skinned")
 
 
+def _check_non_negative(owner: str, name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{owner}.{name} must be a finite number >= 0, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{owner}.{name} must be a finite number >= 0, got {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """Architecture of E_cond, E_VAE and D (method.md "Model") and the training loss weights.
+    """Architecture of E_cond, E_VAE and D (method.md "Model").
 
     width: token / feature width C of every transformer block.
     heads: attention heads; ``width`` must be divisible by it (head size = width // heads).
@@ -37,36 +45,6 @@ class ModelConfig:
         skinning weights; it is learned.
     bone_sigma_min: a floor under that width, ``sigma^2 = exp(2 s) + sigma_min^2`` with the
         learned s: the blend between neighbouring bones stays smooth (0: no floor).
-    skin_entropy_weight: weight of the skinning weights' entropy summed over the points (a
-        sharpness term: 0 leaves the blend as wide as the data asks).
-    skin_part_weight: weight of the part-consistency term: the points of one labelled rigid part
-        should share one weight vector, so that the part moves by one blended rigid motion
-        (rigid by construction); training pairs without labels do not take it.
-    part_agreement_weight: weight of the bones' agreement inside each labelled rigid part at
-        the posterior latent: every bone placed on a part, applied to the part's points, should
-        move them as the part's other bones do (a part whose bones agree moves rigidly under
-        any blend of them). Training pairs without labels do not take it.
-    prior_agreement_weight: the same agreement at a latent drawn from the prior, where the
-        dynamics move: the whole high-density region keeps labelled parts rigid while leaving
-        them free to move as wholes (bones only, no reconstruction target).
-    kl_weight: lambda of the loss (0.01 in the paper).
-    rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
-        carry onto their deformed positions (0 disables the rigidity term).
-    rigidity_weight: weight of that term relative to the reconstruction.
-    prior_rigidity_weight: weight of the same local rigidity measured on the decoder's own
-        field at a latent drawn from the prior (no data: each point's rigid motion should carry
-        its neighbours where their own motions take them), so that the whole high-density
-        region, where the dynamics move, decodes to locally rigid, uncrumpled shapes and not
-        only the latents of training frames (0: off). Dual
-        quaternions only. The sample's mean, mu_cond, takes this term's gradient too, so it
-        may also move the prior toward latents that decode rigidly (the KL term holds it to
-        the posteriors). Kept, off, as a lever measured in ``docs/experiments/`` (parts stay
-        more rigid but hardly move at this training budget).
-    prior_rigidity_robust: 0: that term sums squared misfits d^2; c > 0: it sums the
-        Charbonnier penalty sqrt(d^2 + c^2) - c (c in normalised units), which grows like |d|
-        beyond c, so that a few neighbour pairs bent far apart (across a hinge or a crease) cost
-        little against many slightly crumpled ones: it asks for piecewise rigid fields rather
-        than for little motion.
     """
 
     width: int = 96
@@ -83,15 +61,6 @@ class ModelConfig:
     bone_layers: int = 1
     bone_sigma: float = 0.08
     bone_sigma_min: float = 0.0
-    skin_entropy_weight: float = 0.0
-    skin_part_weight: float = 0.0
-    part_agreement_weight: float = 0.0
-    prior_agreement_weight: float = 0.0
-    kl_weight: float = 0.01
-    rigidity_neighbors: int = 8
-    rigidity_weight: float = 1.0
-    prior_rigidity_weight: float = 0.0
-    prior_rigidity_robust: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -108,7 +77,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("encoder_layers", "decoder_layers", "rigidity_neighbors", "bone_layers"):
+        for name in ("encoder_layers", "decoder_layers", "bone_layers"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(
@@ -122,40 +91,13 @@ class ModelConfig:
             raise ValueError(
                 f"ModelConfig.deformation must be one of {DEFORMATIONS}, got {self.deformation!r}"
             )
-        for name in (
-            "kl_weight",
-            "rigidity_weight",
-            "prior_rigidity_weight",
-            "prior_rigidity_robust",
-            "skin_entropy_weight",
-            "skin_part_weight",
-            "part_agreement_weight",
-            "prior_agreement_weight",
-            "bone_sigma",
-            "bone_sigma_min",
-        ):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ValueError(f"ModelConfig.{name} must be a finite number >= 0, got {value!r}")
-        if self.prior_rigidity_weight > 0 and not self.rigid_motions:
-            raise ValueError("ModelConfig.prior_rigidity_weight needs dual quaternions")
+        for name in ("bone_sigma", "bone_sigma_min"):
+            _check_non_negative("ModelConfig", name, getattr(self, name))
         if not self.bone_sigma > 0:
             raise ValueError(f"ModelConfig.bone_sigma must be > 0, got {self.bone_sigma!r}")
         if self.deformation == "skinned" and self.bones > self.num_points:
             raise ValueError(
                 f"ModelConfig.bones ({self.bones}) must not exceed num_points ({self.num_points})"
-            )
-        if self.prior_rigidity_weight > 0 and self.num_points <= 8 and not self.rigidity_neighbors:
-            raise ValueError("ModelConfig.prior_rigidity_weight needs more than 8 points")
-        if self.rigidity_neighbors >= self.num_points:
-            raise ValueError(
-                f"ModelConfig.rigidity_neighbors ({self.rigidity_neighbors}) must be smaller "
-                f"than num_points ({self.num_points})"
             )
 
     @property
@@ -185,9 +127,11 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """Inverse of :meth:`to_dict`; unknown keys are an error (missing ones take defaults)."""
+        """Inverse of :meth:`to_dict`; unknown keys are an error (missing ones take defaults).
+        The loss settings older checkpoints kept here (``LOSS_KEYS``) are left out."""
         if not isinstance(data, dict):
             raise ValueError(f"a model config must be a dict, got {type(data).__name__}")
+        data = {k: v for k, v in data.items() if k not in LOSS_KEYS}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -210,17 +154,106 @@ PRESETS: dict[str, ModelConfig] = {
         fourier_frequencies=4,
         ff_mult=2,
         num_points=128,
-        rigidity_neighbors=4,
         bones=8,
     ),
     # Trainable on a 2-core CPU in about an hour (see training/benchmarks/bench_model.py).
     "default": ModelConfig(),
     # The part-aware kinematic space (design section 10) at the default width.
     # Bones of one labelled rigid part agree (posterior and prior samples); blends stay wide.
-    "skinned": ModelConfig(
-        deformation="skinned",
-        bone_sigma_min=0.05,
-        part_agreement_weight=1.0,
-        prior_agreement_weight=1.0,
-    ),
+    "skinned": ModelConfig(deformation="skinned", bone_sigma_min=0.05),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossConfig:
+    """The weights and settings of the CVAE loss (``NeuROKModel.loss``): training only.
+
+    kl_weight: lambda of the loss (0.01 in the paper).
+    rigidity_neighbors: K nearest rest-shape neighbours each point's dual quaternion must also
+        carry onto their deformed positions (0 disables the rigidity term).
+    rigidity_weight: weight of that term relative to the reconstruction.
+    skin_entropy_weight: weight of the skinning weights' entropy summed over the points (a
+        sharpness term: 0 leaves the blend as wide as the data asks).
+    skin_part_weight: weight of the part-consistency term: the points of one labelled rigid part
+        should share one weight vector, so that the part moves by one blended rigid motion
+        (rigid by construction); training pairs without labels do not take it.
+    part_agreement_weight: weight of the bones' agreement inside each labelled rigid part at
+        the posterior latent: every bone placed on a part, applied to the part's points, should
+        move them as the part's other bones do (a part whose bones agree moves rigidly under
+        any blend of them). Training pairs without labels do not take it.
+    prior_agreement_weight: the same agreement at a latent drawn from the prior, where the
+        dynamics move: the whole high-density region keeps labelled parts rigid while leaving
+        them free to move as wholes (bones only, no reconstruction target).
+    prior_rigidity_weight: weight of the same local rigidity measured on the decoder's own
+        field at a latent drawn from the prior (no data: each point's rigid motion should carry
+        its neighbours where their own motions take them), so that the whole high-density
+        region, where the dynamics move, decodes to locally rigid, uncrumpled shapes and not
+        only the latents of training frames (0: off). Dual
+        quaternions only. The sample's mean, mu_cond, takes this term's gradient too, so it
+        may also move the prior toward latents that decode rigidly (the KL term holds it to
+        the posteriors). Kept, off, as a lever measured in ``docs/experiments/`` (parts stay
+        more rigid but hardly move at this training budget).
+    prior_rigidity_robust: 0: that term sums squared misfits d^2; c > 0: it sums the
+        Charbonnier penalty sqrt(d^2 + c^2) - c (c in normalised units), which grows like |d|
+        beyond c, so that a few neighbour pairs bent far apart (across a hinge or a crease) cost
+        little against many slightly crumpled ones: it asks for piecewise rigid fields rather
+        than for little motion.
+    """
+
+    kl_weight: float = 0.01
+    rigidity_neighbors: int = 8
+    rigidity_weight: float = 1.0
+    prior_rigidity_weight: float = 0.0
+    prior_rigidity_robust: float = 0.0
+    skin_entropy_weight: float = 0.0
+    skin_part_weight: float = 0.0
+    part_agreement_weight: float = 0.0
+    prior_agreement_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = self.rigidity_neighbors
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(
+                f"LossConfig.rigidity_neighbors must be a non-negative integer, got {n!r}"
+            )
+        for f in dataclasses.fields(self):
+            if f.name != "rigidity_neighbors":
+                _check_non_negative("LossConfig", f.name, getattr(self, f.name))
+
+    def check(self, model: ModelConfig) -> None:
+        """Refuse settings this model cannot be trained with (ValueError)."""
+        if self.prior_rigidity_weight > 0 and not model.rigid_motions:
+            raise ValueError("LossConfig.prior_rigidity_weight needs dual quaternions")
+        if self.rigidity_neighbors >= model.num_points:
+            raise ValueError(
+                f"LossConfig.rigidity_neighbors ({self.rigidity_neighbors}) must be smaller "
+                f"than the model's num_points ({model.num_points})"
+            )
+        if self.prior_rigidity_weight > 0 and model.num_points <= 8 and not self.rigidity_neighbors:
+            raise ValueError("LossConfig.prior_rigidity_weight needs more than 8 points")
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> LossConfig:
+        """The loss of the named model preset with optional field overrides."""
+        if name not in LOSS_PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(LOSS_PRESETS)}")
+        return dataclasses.replace(LOSS_PRESETS[name], **overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LossConfig:
+        """Inverse of :meth:`to_dict`, also from an older checkpoint's model config (its loss
+        keys are taken, the others ignored)."""
+        return cls(**{k: v for k, v in data.items() if k in LOSS_KEYS})
+
+
+LOSS_KEYS = frozenset(f.name for f in dataclasses.fields(LossConfig))
+
+LOSS_PRESETS: dict[str, LossConfig] = {
+    "tiny": LossConfig(rigidity_neighbors=4),
+    "default": LossConfig(),
+    # Bones of one labelled rigid part agree (posterior and prior samples).
+    "skinned": LossConfig(part_agreement_weight=1.0, prior_agreement_weight=1.0),
 }

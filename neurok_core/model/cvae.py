@@ -19,10 +19,12 @@ from .bones import (
     part_inconsistency,
     skin_entropy,
 )
-from .config import ModelConfig
+from .config import LossConfig, ModelConfig
 from .layers import gaussian_kl, reparameterize, standard_normal
 from .losses import knn_indices, rigidity_error, squared_error_sum
 from .networks import DeformationDecoder, PosteriorEncoder, ShapeCode, ShapeEncoder
+
+DEFAULT_LOSS = LossConfig()
 
 
 class NeuROKModel(nn.Module):
@@ -122,6 +124,7 @@ class NeuROKModel(nn.Module):
         islands: Tensor | None = None,
         sample: bool = True,
         generator: torch.Generator | None = None,
+        loss_config: LossConfig = DEFAULT_LOSS,
     ) -> dict[str, Tensor]:
         """The CVAE loss on corresponding surface points of M0 and M_t.
 
@@ -134,6 +137,7 @@ class NeuROKModel(nn.Module):
         point then blends only the bones placed on its own loose part, as the kinematic space
         does at inference (None: all bones).
         sample: draw z from the posterior (training) or take its mean (validation).
+        loss_config: the loss's weights and settings (a training run's own).
 
         With ``x_p`` the true and ``y_p = F(z)(x0_p)`` the predicted deformed points,
         ``z ~ q = N(mu_post, diag sigma^2)`` and the prior ``p = N(mu_cond, I)``::
@@ -157,7 +161,7 @@ class NeuROKModel(nn.Module):
         ``skin_entropy``, ``skin_parts``, ``agree``, ``prior_agree`` and ``rmse`` (root mean
         squared per-point error, for logging).
         """
-        cfg = self.config
+        cfg, w = self.config, loss_config
         shape = self.encode_shape(rest_points)
         mu, logvar = self.encode_posterior(rest_points, deformed_points, shape)  # (B, k) each
         z = reparameterize(mu, logvar, generator=generator) if sample else mu  # (B, k)
@@ -173,15 +177,15 @@ class NeuROKModel(nn.Module):
                 own = own_part_mask(islands, torch.gather(islands, 1, centre_index))
             weights = self.skin_weights(shape, rest_points, own)  # (B, P, nb)
             entropy = skin_entropy(weights).mean()
-            if parts is not None and cfg.skin_part_weight > 0:
+            if parts is not None and w.skin_part_weight > 0:
                 part_term = part_inconsistency(weights, parts).mean()
             bones = self.bones(z, shape)  # (B, nb, 8)
             out = blend_bones(bones, weights)  # (B, P, 8)
             if parts is not None:
                 bone_parts = torch.gather(parts, 1, centre_index)  # (B, nb)
-                if cfg.part_agreement_weight > 0:
+                if w.part_agreement_weight > 0:
                     agree = bone_disagreement(bones, rest_points, parts, bone_parts).mean()
-                if sample and cfg.prior_agreement_weight > 0:
+                if sample and w.prior_agreement_weight > 0:
                     z_prior = shape.mu_cond + standard_normal(mu, mu.shape, generator)  # (B, k)
                     prior_bones = self.bones(z_prior, shape)  # (B, nb, 8)
                     prior_agree = bone_disagreement(
@@ -195,12 +199,12 @@ class NeuROKModel(nn.Module):
             predicted = rest_points + out
         recon = squared_error_sum(predicted, deformed_points).mean()
         rigidity = recon.new_zeros(())
-        if cfg.rigid_motions and cfg.rigidity_neighbors > 0:
+        if cfg.rigid_motions and w.rigidity_neighbors > 0:
             if neighbors is None:
-                neighbors = knn_indices(rest_points, cfg.rigidity_neighbors)  # (B, P, K)
+                neighbors = knn_indices(rest_points, w.rigidity_neighbors)  # (B, P, K)
             rigidity = rigidity_error(out, rest_points, deformed_points, neighbors).mean()
         prior_rigidity = recon.new_zeros(())
-        if sample and cfg.prior_rigidity_weight > 0:  # (dual quaternions: ModelConfig)
+        if sample and w.prior_rigidity_weight > 0:  # (dual quaternions: ModelConfig)
             # the field's own rigidity at a prior sample: its points' motions are the targets
             z_prior = shape.mu_cond + standard_normal(mu, mu.shape, generator)  # (B, k)
             if self.skinned:
@@ -209,20 +213,20 @@ class NeuROKModel(nn.Module):
                 field = self.decode(z_prior, shape, rest_points)  # (B, P, 8)
             own = dq_apply(field, rest_points)  # (B, P, 3)
             if neighbors is None:
-                neighbors = knn_indices(rest_points, cfg.rigidity_neighbors or 8)
+                neighbors = knn_indices(rest_points, w.rigidity_neighbors or 8)
             prior_rigidity = rigidity_error(
-                field, rest_points, own, neighbors, robust=cfg.prior_rigidity_robust
+                field, rest_points, own, neighbors, robust=w.prior_rigidity_robust
             ).mean()
         kl = gaussian_kl(mu, logvar, shape.mu_cond).mean()
         total = (
             recon
-            + cfg.rigidity_weight * rigidity
-            + cfg.prior_rigidity_weight * prior_rigidity
-            + cfg.kl_weight * kl
-            + cfg.skin_entropy_weight * entropy
-            + cfg.skin_part_weight * part_term
-            + cfg.part_agreement_weight * agree
-            + cfg.prior_agreement_weight * prior_agree
+            + w.rigidity_weight * rigidity
+            + w.prior_rigidity_weight * prior_rigidity
+            + w.kl_weight * kl
+            + w.skin_entropy_weight * entropy
+            + w.skin_part_weight * part_term
+            + w.part_agreement_weight * agree
+            + w.prior_agreement_weight * prior_agree
         )
         rmse = torch.sqrt(recon.detach() / rest_points.shape[-2])
         return {

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from neurok_core.sequence import save_sequence
-from training import motion_sweep
 from training.data.registry import all_families
+from training.eval import motion_sweep
 
 
 def test_sequences_takes_the_first_of_every_family(tmp_path):

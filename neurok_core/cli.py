@@ -214,11 +214,9 @@ def cmd_simulate(args) -> int:
 
     settings = None
     if args.exact_kinematics:
-        import dataclasses
-
         from .dynamics.settings import DEFAULT_SETTINGS
 
-        settings = dataclasses.replace(DEFAULT_SETTINGS, local_model=False)
+        settings = DEFAULT_SETTINGS.with_overrides(local_model=False)
     rig_only = out.suffix.lower() == ".json"
     if rig_only and not space.skinned:
         raise ConditionError(

@@ -138,7 +138,7 @@ def simulate(
     rig: also return the motion as a rig (``result.rig``, :class:`~neurok_core.rig.BoneRig`:
     the bones' rigid motions per frame and the vertex weights); a skinned space only. With
     pins, the rig has one more bone that never moves, holding the pinned vertices.
-    settings: numerical settings of the dynamics (e.g. ``local_model=False`` to evaluate the
+    settings: numerical settings of the dynamics (e.g. ``local.enabled=False`` to evaluate the
     decoder at every right-hand side instead of its local quadratic model).
     Raises ConditionError for conditions that do not fit the mesh, SimulationError when the
     motion cannot be integrated.
@@ -246,7 +246,7 @@ def simulate(
     bone_rig = _rig(space, conditions, poses[:t], fit) if rig else None
     strain = _edge_strain(space.vertices, space.faces, frames if vertices else [])  # (t,)
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
-    barrier = PriorBarrier.build(system.latent, settings.prior_mass, 1.0)
+    barrier = PriorBarrier.build(system.latent, settings.barrier.prior_mass, 1.0)
     distances = _latent_distances(barrier, traj.q[:t])  # (t,)
     info = {
         "reduced_dims": space.reduced_dims,
@@ -260,7 +260,7 @@ def simulate(
         "rest_latent_distance": float((space.z_rest - space.mu_cond).norm()),
         # the farthest the state went from the prior's mean (beyond prior_radius: outside)
         "max_latent_distance": float(distances.max()),
-        "prior_radius": prior_radius(int(space.z_rest.shape[0]), settings.prior_mass),
+        "prior_radius": prior_radius(int(space.z_rest.shape[0]), settings.barrier.prior_mass),
         # frames whose state the barrier pushes back: more than BARRIER_MARGIN beyond its radius
         # (the larger of prior_radius and the rest's distance), the motion pressing against
         # the limits of the learned shapes

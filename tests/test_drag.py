@@ -44,7 +44,7 @@ def test_a_hand_pushes_boundedly_where_the_point_barely_moves():
             torch.zeros(2, dtype=F64),
         )  # fmt: skip
 
-    weak = DEFAULT_SETTINGS.drag_weak
+    weak = DEFAULT_SETTINGS.drag.weak
     got = push(weak)
     mu = weak * 1.0  # times the largest singular value
     assert float(got[0]) == pytest.approx(0.5 / (1.0 + mu**2), rel=1e-9)

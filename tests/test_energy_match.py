@@ -1,8 +1,6 @@
 """Undamped motion of a learned model keeps its energy across re-expansions of the local model
 (integrator: ``local_energy_match``), the design's drift limit of 1%."""
 
-import dataclasses
-
 import numpy as np
 
 from neurok_core.dynamics import InitialVelocity, SimulationConditions
@@ -24,7 +22,7 @@ def test_undamped_motion_keeps_its_energy_across_re_expansions(tiny_slab_space, 
     )
     matched = simulate(space, cond)
     booked = simulate(
-        space, cond, settings=dataclasses.replace(DEFAULT_SETTINGS, local_energy_match=False)
+        space, cond, settings=DEFAULT_SETTINGS.with_overrides(local_energy_match=False)
     )
     drift, drift_booked = energy_drift(matched.energy), energy_drift(booked.energy)
     with capsys.disabled():

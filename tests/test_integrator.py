@@ -53,7 +53,7 @@ def test_absurd_force_stops_with_a_clear_error():
     with pytest.raises(ConditionError, match="times its size in one frame.*lower their total"):
         simulate(translation((0, 0, 1)), cond, {Anchor(vertex=3): 3})
     # without that check, the step control stops it as a blow-up
-    unchecked = DynamicsSettings(max_load_sizes_per_frame=math.inf)
+    unchecked = DynamicsSettings().with_overrides(max_load_sizes_per_frame=math.inf)
     with pytest.raises(SimulationError, match="blew up between frames 0 and 1.*object sizes"):
         simulate(translation((0, 0, 1)), cond, {Anchor(vertex=3): 3}, settings=unchecked)
 
@@ -65,7 +65,7 @@ def test_decoder_nan_stops_with_a_clear_error():
 
     system = MechanicalSystem(fragile, torch.ones(12, dtype=F64), 1, dtype=F64)
     cond = SimulationConditions(gravity=(0, 0, 9.81), frames=30, fps=24)
-    few_retries = DynamicsSettings(max_refinements=2)
+    few_retries = DynamicsSettings().with_overrides(max_refinements=2)
     with pytest.raises(SimulationError, match=r"NaN or infinite, even with \d+ integration steps"):
         simulate(system, cond, {}, settings=few_retries)
 

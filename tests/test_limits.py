@@ -45,7 +45,7 @@ def test_loads_beyond_the_reach_per_frame_are_refused_with_the_value_that_passes
 
 def test_stiffness_and_damping_that_need_too_many_steps_are_refused():
     # stiffness is at most 100 Hz: it needs too many steps only at a low frame rate
-    limit_hz = SETTINGS.max_substeps * SETTINGS.oscillation_step * 1.0 / (2 * math.pi)
+    limit_hz = SETTINGS.steps.max_substeps * SETTINGS.steps.oscillation_step * 1.0 / (2 * math.pi)
     check_bounded(
         _conditions(stiffness=0.9 * limit_hz, fps=1.0, gravity=(0, 0, 0)), 1.0, 1.0, SETTINGS
     )
@@ -68,7 +68,7 @@ def test_a_frame_over_its_budget_stops_the_run_with_a_message(tiny_checkpoint):
     cond = SimulationConditions(
         frames=4, forces=(Force(vertex=0, direction=(0, 0, 1), strength=5.0),), gravity=(0, 0, 0)
     )
-    budget = DynamicsSettings(max_frame_evaluations=3)  # less than one RK4 step
+    budget = DynamicsSettings().with_overrides(max_frame_evaluations=3)  # less than one RK4 step
     with pytest.raises(SimulationError, match=r"stopped at frame 0 of 3: .* limit of work"):
         simulate(space, cond, settings=budget)
     result = simulate(space, cond)  # the default budget is far above what this needs
@@ -127,7 +127,7 @@ def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, ti
                 info = load_result(out).info
                 frames = load_result(out).positions.shape[0]
                 assert frames == 4
-                assert info["decoder_evaluations"] <= 3 * SETTINGS.max_frame_evaluations + 64
+                assert info["decoder_evaluations"] <= 3 * SETTINGS.limits.max_frame_evaluations + 64
                 assert np.isfinite(load_result(out).positions).all()
                 outcomes[name, newtons] = "frames"
             else:

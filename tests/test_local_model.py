@@ -1,8 +1,6 @@
 """The local quadratic model of the decoder (neurok_core.dynamics.local) against the decoder
 itself: same kinematics at the expansion point, cubic error away from it, same motion."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -57,7 +55,7 @@ def test_model_is_exact_at_its_centre_and_cubic_away(space, pinned):
 @pytest.mark.parametrize("pinned", [False, True])
 def test_local_model_moves_like_the_decoder(space, pinned, capsys):
     cond = _conditions(space, pinned)
-    exact = simulate(space, cond, settings=dataclasses.replace(DEFAULT_SETTINGS, local_model=False))
+    exact = simulate(space, cond, settings=DEFAULT_SETTINGS.with_overrides(local_model=False))
     local = simulate(space, cond)
     size = space.object_size
     motion = float(np.linalg.norm(exact.positions - exact.positions[0], axis=2).max()) / size

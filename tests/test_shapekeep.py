@@ -1,7 +1,6 @@
 """The shape-keeping springs (neurok_core.dynamics.shapekeep): pairs, forces, frequency, and
 their effect on motions that stretch the object against motions that keep it isometric."""
 
-import dataclasses
 import math
 
 import numpy as np
@@ -20,7 +19,7 @@ from neurok_core.dynamics.shapekeep import (
 from neurok_core.dynamics.system import point_kinematics
 
 F64 = torch.float64
-SPRINGS = dataclasses.replace(DEFAULT_SETTINGS, shape_keeping_hz=3.0)
+SPRINGS = DEFAULT_SETTINGS.with_overrides(shape_keeping_hz=3.0)
 
 
 @pytest.fixture(autouse=True)

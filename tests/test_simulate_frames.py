@@ -84,7 +84,7 @@ def test_frames_on_barrier_counts_the_states_the_dynamics_barrier_pushes_back(ti
     )
     result = simulate(space, hard)
     system, _ = build_system(space, hard)
-    barrier = PriorBarrier.build(system.latent, DEFAULT_SETTINGS.prior_mass, 1.0)
+    barrier = PriorBarrier.build(system.latent, DEFAULT_SETTINGS.barrier.prior_mass, 1.0)
     excess = [barrier.excess(torch.as_tensor(q, dtype=torch.float64)) for q in result.q]
     assert result.info["frames_on_barrier"] == sum(e > BARRIER_MARGIN for e in excess) > 0
     assert result.info["max_latent_distance"] == pytest.approx(barrier.radius + max(excess))

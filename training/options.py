@@ -6,10 +6,12 @@ import dataclasses
 
 
 def parse_settings(items: list[str]) -> dict:
-    """``NAME=VALUE`` strings as DynamicsSettings overrides (VALUE read as that field's type)."""
-    from neurok_core.dynamics.settings import DynamicsSettings
+    """``NAME=VALUE`` strings as DynamicsSettings overrides by option name (``OPTION_NAMES``;
+    VALUE read as that option's type), for ``DynamicsSettings.with_overrides``; an unknown name
+    stops the command with a message."""
+    from neurok_core.dynamics.settings import DEFAULT_SETTINGS
 
-    return parse_fields(DynamicsSettings, items, "--setting")
+    return parse_values(DEFAULT_SETTINGS.option_values(), items, "--setting")
 
 
 def _number_or_text(value: str):
@@ -22,18 +24,24 @@ def _number_or_text(value: str):
 
 
 def parse_fields(cls, items: list[str], option: str) -> dict:
-    """``NAME=VALUE`` strings as overrides of the dataclass ``cls``'s fields (VALUE read as the
-    type of that field's default; for a field whose default is None, ``none``, an int, a float
-    or else the text); an unknown name stops the command with a message naming ``option``."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    """``NAME=VALUE`` strings as overrides of the dataclass ``cls``'s fields (see
+    :func:`parse_values`)."""
+    defaults = {f.name: getattr(cls(), f.name) for f in dataclasses.fields(cls)}
+    return parse_values(defaults, items, option)
+
+
+def parse_values(defaults: dict, items: list[str], option: str) -> dict:
+    """``NAME=VALUE`` strings with NAME one of ``defaults`` (VALUE read as the type of that
+    default; for a default of None, ``none``, an int, a float or else the text); an unknown
+    name stops the command with a message naming ``option``."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or name not in fields:
+        if not sep or name not in defaults:
             raise SystemExit(
-                f"{option} {item!r}: expected NAME=VALUE, NAME one of {', '.join(fields)}"
+                f"{option} {item!r}: expected NAME=VALUE, NAME one of {', '.join(defaults)}"
             )
-        default = getattr(cls(), name)
+        default = defaults[name]
         if default is None:  # an optional field: none, a number or a word
             out[name] = None if value.lower() == "none" else _number_or_text(value)
         elif isinstance(default, bool):

@@ -79,7 +79,7 @@ class _Cached:
 
     def __init__(self, loads: Loads, settings: DynamicsSettings) -> None:
         self.loads, self.settings = loads, settings
-        self.bound = settings.max_displacement * loads.size
+        self.bound = settings.limits.max_displacement * loads.size
         self.evaluations = 0
         self._last: tuple[Tensor, Tensor, PointKinematics] | None = None
 
@@ -134,9 +134,9 @@ class TorchBackend(_Cached):
         if float((kin.x - self.loads.rest_points).norm(dim=1).max()) > self.bound:
             return "bounds"
         barrier = self.loads.barrier
-        if barrier is not None and barrier.excess(q) > self.settings.max_latent_excess:
+        if barrier is not None and barrier.excess(q) > self.settings.limits.max_latent_excess:
             return "latent"
-        if float(q.abs().max()) > self.settings.max_coordinate:
+        if float(q.abs().max()) > self.settings.limits.max_coordinate:
             return "latent"
         return None
 
@@ -196,9 +196,9 @@ class NumpyBackend(_Cached):
         if float((dx * dx).sum(1).max()) > self.bound * self.bound:
             return "bounds"
         qn = q.numpy()
-        if self.dynamics.excess(qn) > self.settings.max_latent_excess:
+        if self.dynamics.excess(qn) > self.settings.limits.max_latent_excess:
             return "latent"
-        if float(np.abs(qn).max()) > self.settings.max_coordinate:
+        if float(np.abs(qn).max()) > self.settings.limits.max_coordinate:
             return "latent"
         return None
 

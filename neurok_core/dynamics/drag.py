@@ -16,7 +16,7 @@ Scheme (ours; the paper leaves action encoding to its supplement):
    "A unified approach for motion and force control of robot manipulators", 1987). A drag
    never fights a pin: pinned points are still along every direction of the kinematics, which
    are clamped around them (``neurok_core.pinclamp``).
-   The solve is damped (``DynamicsSettings.drag_weak`` of the largest singular value): in a
+   The solve is damped (``DynamicsSettings.drag.weak`` of the largest singular value): in a
    direction the point can barely move the hand's gain is bounded (1 / (2 drag_weak) times the
    best direction's), instead of accelerating the state without limit toward a target it
    can hardly reach.
@@ -96,8 +96,8 @@ class DragHandle:
     start_frame: int
     frame: int
     omega: float
-    weak: float  # DynamicsSettings.drag_weak (the solve takes the largest of its hands')
-    bias_cap: float = math.inf  # DynamicsSettings.drag_bias_cap (inf: always compensated)
+    weak: float  # DynamicsSettings.drag.weak (the solve takes the largest of its hands')
+    bias_cap: float = math.inf  # DynamicsSettings.drag.bias_cap (inf: always compensated)
 
     def active(self, frame: int) -> bool:
         """Whether the hand holds the point during the step from ``frame`` to ``frame + 1``."""

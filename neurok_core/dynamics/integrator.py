@@ -173,7 +173,7 @@ class Integrator:
         eps = torch.finfo(system.dtype).eps
         reach = 1.0 + float(loads.rest_points.abs().max()) / loads.size
         self.noise = 4.0 * eps * loads.energy_scale * reach
-        self.energy_floor = settings.energy_floor * loads.energy_scale
+        self.energy_floor = settings.steps.energy_floor * loads.energy_scale
 
     @property
     def evaluations(self) -> int:
@@ -247,7 +247,10 @@ class Integrator:
         st = self.settings
         evaluations = self.evaluations - self._budget_start[0]
         expansions = self._expansions() - self._budget_start[1]
-        if evaluations <= st.max_frame_evaluations and expansions <= st.max_frame_expansions:
+        if (
+            evaluations <= st.limits.max_frame_evaluations
+            and expansions <= st.limits.max_frame_expansions
+        ):
             return
         raise SimulationError(
             f"the simulation stopped at frame {frame} of {self.frames - 1}: that frame needed "
@@ -330,7 +333,7 @@ class Integrator:
             if h.start_frame == frame and i not in self.paths:
                 pos = s.kin.x[h.row].to(**_CPU)
                 vel = s.kin.velocity(s.qdot)[h.row].to(**_CPU)
-                self.paths[i] = h.plan(pos, vel, self.fps, self.settings.drag_arrival)
+                self.paths[i] = h.plan(pos, vel, self.fps, self.settings.drag.arrival)
         motion = self.backend.motion(s.kin, s.q, s.qdot, frame, frame * self.dt, self._hands(frame))
         return State(q=s.q, qdot=s.qdot, work=s.work, kin=s.kin, motion=motion, model=s.model)
 
@@ -341,7 +344,7 @@ class Integrator:
         best, prev, reason = None, None, "nonfinite"
         e0 = self._energy(s)
         refreshed = self.local is None  # the local model may be re-expanded once (below)
-        for attempt in range(st.max_refinements + 1):
+        for attempt in range(st.steps.max_refinements + 1):
             try:
                 new = self._steps(s, frame, k, n)
                 e1 = self._energy(new)
@@ -352,7 +355,9 @@ class Integrator:
                 if res > 0.5:
                     raise Blowup("energy")
                 step = Step(new, k, n, res, k * self.frame_tolerance + self.noise / ref)
-                last = attempt == st.max_refinements or (k == 1 and n >= st.max_substeps)
+                last = attempt == st.steps.max_refinements or (
+                    k == 1 and n >= st.steps.max_substeps
+                )
                 # a refinement that did not cut the error to within 4x of what RK4 should
                 # ((h'/h)^4) is not fighting truncation error (e.g. the local model's): keep it
                 stalled = prev is not None and res > 4.0 * prev.residual * shrink(prev, k, n) ** 4
@@ -373,13 +378,13 @@ class Integrator:
                         return replace(best, rows=self._fill(s, best, frame))
                     except Blowup:
                         best = None
-            if k == 1 and n >= st.max_substeps:
+            if k == 1 and n >= st.steps.max_substeps:
                 break
             if k > 1:
                 k, n = k // 2, 1
             else:  # the step the error asks for (twice as many after a failure)
                 wanted = 2 * n if best is None else refined(best)
-                n = min(wanted, st.max_substeps)
+                n = min(wanted, st.steps.max_substeps)
         raise SimulationError(self._blow_up_message(reason, frame, n))
 
     def _fill(self, s: State, step: Step, frame: int) -> tuple:
@@ -417,8 +422,8 @@ class Integrator:
         what = {
             "nonfinite": "the state became NaN or infinite",
             "bounds": (
-                f"a point moved more than {self.settings.max_displacement:g} object sizes from "
-                "its rest position"
+                f"a point moved more than {self.settings.limits.max_displacement:g} object sizes"
+                " from its rest position"
             ),
             "energy": "the energy balance broke down (energy appeared from nowhere)",
             "latent": "the state ran far outside the object's space of plausible shapes",

@@ -34,10 +34,11 @@ def check_bounded(
     cond: SimulationConditions, total_mass: float, size: float, settings: DynamicsSettings
 ) -> None:
     """Raise ConditionError when ``cond`` on an object of ``total_mass`` kg and ``size`` m would
-    move it more than ``settings.max_load_sizes_per_frame`` object sizes in one frame, or when its
-    stiffness or damping would need more than ``settings.max_substeps`` steps per frame."""
+    move it more than ``settings.limits.max_load_sizes_per_frame`` object sizes in one frame, or
+    when its stiffness or damping would need more than ``settings.steps.max_substeps`` steps per
+    frame."""
     dt = 1.0 / cond.fps
-    reach = settings.max_load_sizes_per_frame
+    reach = settings.limits.max_load_sizes_per_frame
     accel_limit = 2.0 * reach * size / (dt * dt)  # m/s^2 that moves the object ``reach`` L
     span = f"{reach:g} times its size ({_metres(size)}) in one frame at {cond.fps:g} fps"
     push = sum(f.strength for f in cond.forces) + sum(w.strength for w in cond.winds)
@@ -69,16 +70,16 @@ def check_bounded(
                 f"{speed * dt / size:.3g} times its size in one frame (the limit is {span}): "
                 f"lower it below {speed_limit:.4g} m/s"
             )
-    steps = settings.max_substeps
+    steps = settings.steps.max_substeps
     omega = 2.0 * math.pi * cond.stiffness
-    if omega * dt / settings.oscillation_step > steps:
-        hz = steps * settings.oscillation_step / dt / (2.0 * math.pi)
+    if omega * dt / settings.steps.oscillation_step > steps:
+        hz = steps * settings.steps.oscillation_step / dt / (2.0 * math.pi)
         raise ConditionError(
             f"a stiffness of {cond.stiffness:.4g} Hz would need more than {steps} integration "
             f"steps per frame at {cond.fps:g} fps: lower it below {hz:.4g} Hz"
         )
-    if cond.damping * dt / settings.damped_step > steps:
-        limit = steps * settings.damped_step / dt
+    if cond.damping * dt / settings.steps.damped_step > steps:
+        limit = steps * settings.steps.damped_step / dt
         raise ConditionError(
             f"a damping of {cond.damping:.4g} 1/s would need more than {steps} integration "
             f"steps per frame at {cond.fps:g} fps: lower it below {limit:.4g} 1/s"

@@ -153,9 +153,9 @@ def build_loads(
     gravity = torch.tensor(cond.gravity, dtype=wt, device=dev)
     barrier = None
     if system.latent is not None:
-        strength = settings.barrier_scale * scale
-        stop = settings.barrier_damping if cond.damping > 0 else 0.0
-        barrier = PriorBarrier.build(system.latent, settings.prior_mass, strength, stop)
+        strength = settings.barrier.scale * scale
+        stop = settings.barrier.damping if cond.damping > 0 else 0.0
+        barrier = PriorBarrier.build(system.latent, settings.barrier.prior_mass, strength, stop)
     return Loads(
         masses=masses,
         rest_points=rest.x.detach().clone(),
@@ -208,8 +208,8 @@ def drag_handles(
     settings: DynamicsSettings,
 ) -> list[DragHandle]:
     """Each drag resolved to its row with tracking frequency drag_gain / duration."""
-    if not settings.drag_bias_cap >= 0:  # (NaN fails too) a negative cap would amplify b
-        raise ValueError(f"drag_bias_cap must be >= 0, got {settings.drag_bias_cap!r}")
+    if not settings.drag.bias_cap >= 0:  # (NaN fails too) a negative cap would amplify b
+        raise ValueError(f"drag_bias_cap must be >= 0, got {settings.drag.bias_cap!r}")
     out = []
     for d in cond.drags:
         duration = (d.frame - d.start_frame) / cond.fps
@@ -219,9 +219,9 @@ def drag_handles(
                 target=torch.tensor(d.target, dtype=torch.float64),
                 start_frame=d.start_frame,
                 frame=d.frame,
-                omega=settings.drag_gain / duration,
-                weak=settings.drag_weak,
-                bias_cap=settings.drag_bias_cap,
+                omega=settings.drag.gain / duration,
+                weak=settings.drag.weak,
+                bias_cap=settings.drag.bias_cap,
             )
         )
     return out

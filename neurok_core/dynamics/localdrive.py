@@ -76,7 +76,7 @@ class LocalModelDriver:
         before = s.energy
         jump = motion.kinetic + motion.potential - before
         qdot = s.qdot
-        if self.settings.local_energy_match and jump != 0.0 and motion.kinetic > 0.0:
+        if self.settings.local.energy_match and jump != 0.0 and motion.kinetic > 0.0:
             # the same energy in the new model: scale q' (T is quadratic in q'), at most by
             # the bounds, which a model within its tolerances never needs
             low, high = SPEED_MATCH

@@ -1,8 +1,129 @@
-"""Numerical settings of the dynamics (not user conditions): defaults that hold for any object."""
+"""Numerical settings of the dynamics (not user conditions): defaults that hold for any object.
+
+``DynamicsSettings`` groups them by what uses them (the barrier, drag handles, step-size
+control, limits, the local model; the rest at the top). ``with_overrides`` sets fields by their
+option names (``--setting NAME=VALUE`` of the commands): the names of ``OPTION_NAMES`` (e.g.
+``local_model``, ``max_substeps``) or ``group.field``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BarrierSettings:
+    """The prior barrier (``barrier``). Lengths are in object sizes.
+
+    prior_mass: the prior barrier is flat inside the ball holding this much prior mass.
+    scale: barrier energy one latent unit outside that ball, in units of the problem's energy
+        scale (see ``loads.energy_scale``).
+    damping: in damped scenes (damping > 0), the prior barrier is an inelastic stop damped at
+        this share of critical damping (``barrier.PriorBarrier``): the motion meets the limits
+        of the learned shapes and stays near them instead of bouncing back off them into the
+        opposite extreme. Undamped scenes keep it elastic (their energy is conserved).
+    """
+
+    prior_mass: float = 0.99
+    scale: float = 1.0
+    damping: float = 0.5
+
+
+@dataclass(frozen=True)
+class DragSettings:
+    """Drag handles (``drag``). Lengths are in object sizes.
+
+    gain: tracking frequency of a drag handle times its duration (omega_d * T_drag).
+    arrival: fraction of the drag window after which the hand holds still at the target.
+    weak: damping of a hand's least-squares solve, as a share of its strongest direction (see
+        ``drag``): along directions in which the grabbed point barely moves, the hand's gain is
+        at most about 1 / (2 drag_weak) times the strongest direction's, so it never flings the
+        state toward a target the point can hardly reach.
+    bias_cap: a hand compensates the grabbed point's velocity-dependent acceleration only up to
+        this many times its task's acceleration scale (see ``drag``): beyond it, where the
+        decoder is strongly curved, the compensation feeds itself and blows up.
+    """
+
+    gain: float = 12.0
+    arrival: float = 0.8
+    weak: float = 0.03
+    bias_cap: float = 1.0
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """Step-size control of the integrator (``steps``, ``integrator``). Lengths are in object sizes.
+
+    oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
+    damped_step: largest omega * h for critically damped modes (drag hands, damping).
+    max_substeps: integration steps per frame never exceed this.
+    max_frames_per_step: longest RK4 step, in frames, where the motion is smooth and slow.
+    max_refinements: how many times a frame is retried with more steps (as many as its energy-
+        balance error asks for, at least one and at most twice as many as before).
+    energy_floor: the energy-balance error of a step is measured relative to the largest energy
+        seen so far, but never less than this fraction of the problem's energy scale (a start
+        from rest has no energy to compare with).
+    """
+
+    oscillation_step: float = 0.5
+    damped_step: float = 1.5
+    max_substeps: int = 512
+    max_frames_per_step: int = 4
+    max_refinements: int = 6
+    energy_floor: float = 1e-3
+
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """What a run may cost and how far a state may go (``limits``, ``integrator``). Lengths are
+    in object sizes.
+
+    max_load_sizes_per_frame: loads (forces, winds, gravity, initial velocities) that would move
+        the object farther than this many object sizes in one frame are refused before any work,
+        with the value that would pass (``limits``).
+    max_frame_evaluations: right-hand-side evaluations one frame may take (all its attempts);
+        beyond it the run stops with a message instead of shrinking its steps without end.
+    max_frame_expansions: re-expansions of the local model one frame may take (each a decoder
+        pass with its Hessian); the same.
+    max_displacement: a point moving farther than this from its rest position is a blow-up.
+    max_latent_excess: the latent farther than this (latent units) outside the prior ball is a
+        blow-up.
+    max_coordinate: any |q_i| above this is a blow-up.
+    """
+
+    max_load_sizes_per_frame: float = 4.0
+    max_frame_evaluations: int = 16384
+    max_frame_expansions: int = 48
+    max_displacement: float = 1000.0
+    max_latent_excess: float = 10.0
+    max_coordinate: float = 1e6
+
+
+@dataclass(frozen=True)
+class LocalModelSettings:
+    """The local quadratic model of the decoder (``local``, ``localdrive``). Lengths are in
+    object sizes.
+
+    enabled: integrate with the local quadratic model of the decoder (see ``local``),
+        re-expanded as the state moves, when the kinematics hook can give Hessians.
+    tolerance: allowed position error of that model, in object sizes.
+    jacobian_tolerance: allowed error of its Jacobian, relative to the largest |dx/dq|.
+    max_frames: re-expand it at least this often.
+    reuse: a state that needs a new expansion takes a kept one lying within this many trusted
+        radii instead (0: always a new decoder pass; see ``local``).
+    energy_match: at a re-expansion of that model, scale the velocities so that the state keeps
+        its energy (see ``integrator``); off, the model's energy jump is booked with the work
+        and shows as drift in undamped runs.
+    """
+
+    enabled: bool = True
+    tolerance: float = 1e-3
+    jacobian_tolerance: float = 1e-2
+    max_frames: int = 8
+    reuse: float = 0.5
+    energy_match: bool = True
 
 
 @dataclass(frozen=True)
@@ -10,94 +131,99 @@ class DynamicsSettings:
     """Knobs of the simulator; lengths are in object sizes (longest side of the rest box).
 
     ridge: added to the metric, G + ridge * trace(G_rest) / kq * I, so G is never singular.
-    prior_mass: the prior barrier is flat inside the ball holding this much prior mass.
-    barrier_scale: barrier energy one latent unit outside that ball, in units of the problem's
-        energy scale (see ``loads.energy_scale``).
-    barrier_damping: in damped scenes (damping > 0), the prior barrier is an inelastic stop
-        damped at this share of critical damping (``barrier.PriorBarrier``): the motion meets
-        the limits of the learned shapes and stays near them instead of bouncing back off them
-        into the opposite extreme. Undamped scenes keep it elastic (their energy is conserved).
-    drag_gain: tracking frequency of a drag handle times its duration (omega_d * T_drag).
-    drag_arrival: fraction of the drag window after which the hand holds still at the target.
-    drag_weak: damping of a hand's least-squares solve, as a share of its strongest direction
-        (see ``drag``): along directions in which the grabbed point barely moves, the hand's
-        gain is at most about 1 / (2 drag_weak) times the strongest direction's, so it never flings
-        the state toward a target the point can hardly reach.
-    drag_bias_cap: a hand compensates the grabbed point's velocity-dependent acceleration only
-        up to this many times its task's acceleration scale (see ``drag``): beyond it, where
-        the decoder is strongly curved, the compensation feeds itself and blows up.
-    oscillation_step: largest omega * h for undamped oscillations (stiffness): RK4 accuracy.
-    damped_step: largest omega * h for critically damped modes (drag hands, damping).
-    max_substeps: integration steps per frame never exceed this.
-    max_load_sizes_per_frame: loads (forces, winds, gravity, initial velocities) that would move
-        the object farther than this many object sizes in one frame are refused before any
-        work, with the value that would pass (``limits``).
-    max_frame_evaluations: right-hand-side evaluations one frame may take (all its attempts);
-        beyond it the run stops with a message instead of shrinking its steps without end.
-    max_frame_expansions: re-expansions of the local model one frame may take (each a decoder
-        pass with its Hessian); the same.
-    max_frames_per_step: longest RK4 step, in frames, where the motion is smooth and slow.
-    max_refinements: how many times a frame is retried with more steps (as many as its
-        energy-balance error asks for, at least one and at most twice as many as before).
-    max_displacement: a point moving farther than this from its rest position is a blow-up.
-    max_latent_excess: the latent farther than this (latent units) outside the prior ball, or
-    max_coordinate: any |q_i| above this, is a blow-up.
     metric_floor: directions of q whose mass-metric eigenvalue at rest is below this share of
         the largest are removed: they barely move the object, so an initial velocity or a load
         throws the state along them at several latent units a frame into the prior barrier,
         where the steps shrink and energy is lost (``docs/experiments/part_aware_space.md``,
         "Undamped energy drift").
-    local_model: integrate with the local quadratic model of the decoder (see ``local``),
-        re-expanded as the state moves, when the kinematics hook can give Hessians.
-    local_tolerance: allowed position error of that model, in object sizes.
-    local_jacobian_tolerance: allowed error of its Jacobian, relative to the largest |dx/dq|.
-    local_max_frames: re-expand it at least this often.
-    local_reuse: a state that needs a new expansion takes a kept one lying within this many
-        trusted radii instead (0: always a new decoder pass; see ``local``).
-    local_energy_match: at a re-expansion of that model, scale the velocities so that the
-        state keeps its energy (see ``integrator``); off, the model's energy jump is booked with
-        the work and shows as drift in undamped runs.
     check_derivatives: before simulating, compare the decoder's J and D^2x at rest with finite
         differences and refuse to run if they disagree (see ``simulation.check_derivatives``).
     shape_keeping_hz: frequency of the shape-keeping springs between neighbouring mass points of
-        one loose part (``shapekeep``): stretching and crumpling the surface cost energy, isometric
-        motions do not (0: off).
+        one loose part (``shapekeep``): stretching and crumpling the surface cost energy,
+        isometric motions do not (0: off).
     shape_keeping_neighbors: springs per point (its nearest neighbours).
-    energy_floor: the energy-balance error of a step is measured relative to the largest energy
-        seen so far, but never less than this fraction of the problem's energy scale (a start
-        from rest has no energy to compare with).
+    barrier, drag, steps, limits, local: the groups above.
     """
 
     ridge: float = 1e-3
-    prior_mass: float = 0.99
-    barrier_scale: float = 1.0
-    barrier_damping: float = 0.5
-    drag_gain: float = 12.0
-    drag_arrival: float = 0.8
-    drag_weak: float = 0.03
-    drag_bias_cap: float = 1.0
-    oscillation_step: float = 0.5
-    damped_step: float = 1.5
-    max_substeps: int = 512
-    max_load_sizes_per_frame: float = 4.0
-    max_frame_evaluations: int = 16384
-    max_frame_expansions: int = 48
-    max_frames_per_step: int = 4
-    max_refinements: int = 6
-    max_displacement: float = 1000.0
-    max_latent_excess: float = 10.0
-    max_coordinate: float = 1e6
-    energy_floor: float = 1e-3
     metric_floor: float = 3e-2
     check_derivatives: bool = True
-    local_model: bool = True
-    local_tolerance: float = 1e-3
-    local_jacobian_tolerance: float = 1e-2
-    local_max_frames: int = 8
-    local_reuse: float = 0.5
-    local_energy_match: bool = True
     shape_keeping_hz: float = 0.0
     shape_keeping_neighbors: int = 6
+    barrier: BarrierSettings = field(default_factory=BarrierSettings)
+    drag: DragSettings = field(default_factory=DragSettings)
+    steps: StepSettings = field(default_factory=StepSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    local: LocalModelSettings = field(default_factory=LocalModelSettings)
 
+    def with_overrides(self, **values: Any) -> DynamicsSettings:
+        """A copy with fields set by their option names (``OPTION_NAMES``) or ``group.field``;
+        an unknown name is a ValueError."""
+        by_group: dict[str | None, dict[str, Any]] = {}
+        for name, value in values.items():
+            where = OPTION_NAMES.get(name) or _dotted(name)
+            if where is None:
+                raise ValueError(
+                    f"unknown dynamics setting {name!r}; one of {', '.join(OPTION_NAMES)}"
+                )
+            group, key = where
+            by_group.setdefault(group, {})[key] = value
+        top = by_group.pop(None, {})
+        for group, changes in by_group.items():
+            top[group] = dataclasses.replace(getattr(self, group), **changes)
+        return dataclasses.replace(self, **top)
+
+    def option_values(self) -> dict[str, Any]:
+        """Each option name's value here (``--setting`` reads a value as that value's type)."""
+        return {
+            name: getattr(self, key) if group is None else getattr(getattr(self, group), key)
+            for name, (group, key) in OPTION_NAMES.items()
+        }
+
+
+def _dotted(name: str) -> tuple[str | None, str] | None:
+    """(group, field) of a ``group.field`` name, or None."""
+    group, sep, key = name.partition(".")
+    groups = {f.name: f.default_factory for f in dataclasses.fields(DynamicsSettings)}
+    if not sep or group not in groups or groups[group] is dataclasses.MISSING:
+        return None
+    if key not in {f.name for f in dataclasses.fields(groups[group])}:
+        return None
+    return group, key
+
+
+OPTION_NAMES: dict[str, tuple[str | None, str]] = {
+    "ridge": (None, "ridge"),
+    "metric_floor": (None, "metric_floor"),
+    "check_derivatives": (None, "check_derivatives"),
+    "shape_keeping_hz": (None, "shape_keeping_hz"),
+    "shape_keeping_neighbors": (None, "shape_keeping_neighbors"),
+    "prior_mass": ("barrier", "prior_mass"),
+    "barrier_scale": ("barrier", "scale"),
+    "barrier_damping": ("barrier", "damping"),
+    "drag_gain": ("drag", "gain"),
+    "drag_arrival": ("drag", "arrival"),
+    "drag_weak": ("drag", "weak"),
+    "drag_bias_cap": ("drag", "bias_cap"),
+    "oscillation_step": ("steps", "oscillation_step"),
+    "damped_step": ("steps", "damped_step"),
+    "max_substeps": ("steps", "max_substeps"),
+    "max_frames_per_step": ("steps", "max_frames_per_step"),
+    "max_refinements": ("steps", "max_refinements"),
+    "energy_floor": ("steps", "energy_floor"),
+    "max_load_sizes_per_frame": ("limits", "max_load_sizes_per_frame"),
+    "max_frame_evaluations": ("limits", "max_frame_evaluations"),
+    "max_frame_expansions": ("limits", "max_frame_expansions"),
+    "max_displacement": ("limits", "max_displacement"),
+    "max_latent_excess": ("limits", "max_latent_excess"),
+    "max_coordinate": ("limits", "max_coordinate"),
+    "local_model": ("local", "enabled"),
+    "local_tolerance": ("local", "tolerance"),
+    "local_jacobian_tolerance": ("local", "jacobian_tolerance"),
+    "local_max_frames": ("local", "max_frames"),
+    "local_reuse": ("local", "reuse"),
+    "local_energy_match": ("local", "energy_match"),
+}
+"""Option name -> (group, or None for the top level; field): the names ``--setting`` takes."""
 
 DEFAULT_SETTINGS = DynamicsSettings()

@@ -161,16 +161,16 @@ def simulate(
     if qdot0 is None:
         qdot0 = initial_velocity(conditions, anchor_rows, rest, loads)
     local = None
-    if settings.local_model and supports_hessian(system.kinematics):
+    if settings.local.enabled and supports_hessian(system.kinematics):
         local = LocalQuadratic(
             system.kinematics,
             dtype=system.dtype,
             device=system.device,
             size=loads.size,
-            tolerance=settings.local_tolerance,
-            jacobian_tolerance=settings.local_jacobian_tolerance,
-            max_frames=settings.local_max_frames,
-            reuse=settings.local_reuse,
+            tolerance=settings.local.tolerance,
+            jacobian_tolerance=settings.local.jacobian_tolerance,
+            max_frames=settings.local.max_frames,
+            reuse=settings.local.reuse,
         )
     integrator = Integrator(
         system,

@@ -123,8 +123,8 @@ class StepLimits:
         damped = [loads.damping, *(h.omega for h in self.drags if h.active(frame))]
         springs = 0.0 if loads.springs is None else loads.springs.omega
         return max(
-            self.dt * max(loads.stiffness_omega, springs) / st.oscillation_step,
-            self.dt * max(damped) / st.damped_step,
+            self.dt * max(loads.stiffness_omega, springs) / st.steps.oscillation_step,
+            self.dt * max(damped) / st.steps.damped_step,
         )
 
     def clamp(
@@ -145,11 +145,11 @@ class StepLimits:
             if qddot is not None:
                 move += 0.5 * float(qddot.norm()) * self.dt * self.dt
             need = max(need, 2.0 * move / radius)
-        limit = self.settings.max_substeps
+        limit = self.settings.steps.max_substeps
         n_min = min(max(self.min_substeps, math.ceil(need - 1e-9), 1), limit)
         if n_min > 1 or n > 1:
             return 1, min(max(n, n_min), limit)
         span = min((c for c in self.changes if c > frame), default=last) - frame
         k_stab = math.floor(1.0 / need + 1e-9) if need > 0 else k
-        k_max = max(1, min(k, span, last - frame, k_stab, self.settings.max_frames_per_step))
+        k_max = max(1, min(k, span, last - frame, k_stab, self.settings.steps.max_frames_per_step))
         return 1 << (k_max.bit_length() - 1), 1  # a power of two

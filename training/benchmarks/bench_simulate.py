@@ -79,7 +79,6 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, floa
 
 
 def run_one(args) -> dict:
-    import dataclasses
 
     import numpy as np
     import torch
@@ -134,8 +133,8 @@ def run_one(args) -> dict:
         damping=args.damping,
         device=args.device,
     )
-    settings = dataclasses.replace(
-        DEFAULT_SETTINGS, local_model=not args.exact, **parse_settings(args.setting)
+    settings = DEFAULT_SETTINGS.with_overrides(
+        local_model=not args.exact, **parse_settings(args.setting)
     )
     result = engine.simulate(space, conditions, settings=settings)
     t_sim = time.perf_counter()

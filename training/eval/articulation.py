@@ -28,7 +28,7 @@ For the frame where the ground truth turns it most:
   that the object's active subspace W spans (what the dynamics can move along);
 - ``latent_distance``: |z - mu_cond| of that code, against ``barrier_radius``, the radius
   beyond which the simulator's barrier pushes the state back (the prior's
-  ``DynamicsSettings.prior_mass`` ball, or the rest latent's distance when that is larger).
+  ``DynamicsSettings.barrier.prior_mass`` ball, or the rest latent's distance when that is larger).
 
 A model that captures articulation reconstructs the rotation, its prior draws span it and its
 subspace holds it. Prints a table per family (medians) and writes every record to ``--out``.
@@ -128,7 +128,9 @@ def measure(
         "prior_max": float(np.max(rotations)),
         "in_subspace": float(inside.norm() / dz.norm().clamp_min(1e-12)),
         "latent_distance": float((mu - space.mu_cond).norm()),
-        "barrier_radius": PriorBarrier.build(latent, DEFAULT_SETTINGS.prior_mass, 1.0).radius,
+        "barrier_radius": PriorBarrier.build(
+            latent, DEFAULT_SETTINGS.barrier.prior_mass, 1.0
+        ).radius,
         "reduced_dims": int(space.reduced_dims),
     }
 

@@ -21,7 +21,6 @@ category, this covers every family.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -112,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from neurok_core.space import SpaceSettings
 
     torch.set_num_threads(args.threads)
-    settings = dataclasses.replace(DEFAULT_SETTINGS, **parse_settings(args.setting))
+    settings = DEFAULT_SETTINGS.with_overrides(**parse_settings(args.setting))
     space_settings = SpaceSettings(**parse_fields(SpaceSettings, args.space, "--space"))
     engine = NeuROK.load(args.checkpoint or default_checkpoint())
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]

@@ -343,7 +343,7 @@ def main(argv=None) -> int:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="override a DynamicsSettings field (repeatable)",
+        help="override a DynamicsSettings option, e.g. metric_floor=0.03 (repeatable)",
     )
     parser.add_argument(
         "--space",
@@ -356,14 +356,14 @@ def main(argv=None) -> int:
     if args.frames < 2 or args.timeout <= 0 or args.undamped_fps <= 0:
         parser.error("--frames must be >= 2, --timeout and --undamped-fps > 0")
     names = [n for n in args.scenes.split(",") if n] or None
-    from neurok_core.dynamics.settings import DynamicsSettings
+    from neurok_core.dynamics.settings import DEFAULT_SETTINGS
     from neurok_core.errors import NeuROKError
     from neurok_core.space import SpaceSettings
 
-    from ..options import parse_fields
+    from ..options import parse_fields, parse_settings
 
     try:
-        dynamics = DynamicsSettings(**parse_fields(DynamicsSettings, args.setting, "--setting"))
+        dynamics = DEFAULT_SETTINGS.with_overrides(**parse_settings(args.setting))
         space_settings = SpaceSettings(**parse_fields(SpaceSettings, args.space, "--space"))
         report = run_scenes(
             args.checkpoint,

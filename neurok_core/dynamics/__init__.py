@@ -25,7 +25,7 @@ _LAZY = {
     "MechanicalSystem": ".system",
     "PointKinematics": ".system",
     "point_kinematics": ".system",
-    "Trajectory": ".integrator",
+    "Trajectory": ".trajectory",
     "Integrator": ".integrator",
     "simulate": ".simulation",
     "initial_velocity": ".simulation",

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from ..errors import ConditionError, SimulationError
 from .conditions import Anchor, SimulationConditions
-from .integrator import Integrator, OnFrame, Trajectory
+from .integrator import Integrator, OnFrame
 from .lagrangian import mass_metric
 from .limits import check_bounded
 from .linalg import metric_lstsq
@@ -24,6 +24,7 @@ from .system import (
     point_kinematics,
     restrict,
 )
+from .trajectory import Trajectory
 
 
 def check_derivatives(

@@ -94,7 +94,7 @@ def check_bake(obj, mode: str) -> None:
 
 def bake(obj, frames_world, frame_start: int, mode: str, matrix_world=None, rig=None) -> str:
     """Replace our previous results on ``obj`` by ``frames_world`` (T, N, 3), or by ``rig``
-    (``rig_bake.load_rig``'s arrays) in mode "RIG"; returns a summary.
+    (a ``BoneRig``, ``rig_bake.load_rig``) in mode "RIG"; returns a summary.
 
     matrix_world: (4, 4) the object's transform when it was simulated (default: its current
     one), so moving the object while the engine runs does not shift the result.
@@ -102,7 +102,7 @@ def bake(obj, frames_world, frame_start: int, mode: str, matrix_world=None, rig=
     if matrix_world is None:
         matrix_world = np.array(obj.matrix_world)
     if mode == "RIG":
-        if rig is None or rig["vertex_bones"].shape[0] != len(obj.data.vertices):
+        if rig is None or rig.vertex_bones.shape[0] != len(obj.data.vertices):
             raise BakeError(
                 f"'{obj.name}' now has {len(obj.data.vertices)} vertices, not the simulated"
                 " mesh's: the mesh changed meanwhile; simulate again"

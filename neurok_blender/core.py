@@ -4,10 +4,11 @@
 The engine's conditions schema (``neurok_core.dynamics.conditions``) is the one boundary type
 between the two sides: the add-on builds ``SimulationConditions`` itself (so bad values are
 refused in Blender, before any engine starts, with the engine's own messages) and the request
-carries its ``to_dict``. ``write_pc2`` writes point caches; the quaternion helpers of
-``neurok_core.rig`` pose a baked rig. Installed, ``neurok_core`` ships beside
-``neurok_blender`` in the extension's package; in a development checkout it is a top-level
-package. ``tests/test_layout.py`` proves that importing the add-on never imports torch.
+carries its ``to_dict``. ``write_pc2`` writes point caches; a rig bake reads the engine's rig
+and poses it with ``neurok_core.rig`` (``BoneRig``, the quaternion helpers). Installed,
+``neurok_core`` ships beside ``neurok_blender`` in the extension's package; in a development
+checkout it is a top-level package. ``tests/test_layout.py`` proves that importing the add-on
+never imports torch.
 """
 
 try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
@@ -19,7 +20,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     )
     from ..neurok_core.errors import ConditionError
     from ..neurok_core.pc2 import write_pc2
-    from ..neurok_core.rig import quat_from_matrix, quat_mul, quat_to_matrix
+    from ..neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.dynamics.conditions import (
         Drag,
@@ -29,9 +30,10 @@ except ImportError:  # a development checkout, where neurok_core is top level
     )
     from neurok_core.errors import ConditionError
     from neurok_core.pc2 import write_pc2
-    from neurok_core.rig import quat_from_matrix, quat_mul, quat_to_matrix
+    from neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 
 __all__ = [
+    "BoneRig",
     "ConditionError",
     "Drag",
     "Force",

@@ -30,40 +30,41 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from .core import quat_from_matrix, quat_mul, quat_to_matrix
+from .core import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 
 RIG_MODIFIER = "NeuROK Rig"
 BONE_PREFIX = "NeuROK"
 BONE_COLLECTION = "NeuROK"
 WEIGHT_STEPS = 2048  # vertex weights are written in steps of 1 / WEIGHT_STEPS (few add calls)
 SCALE_TOLERANCE = 1e-4  # relative spread of the axis scales a rig accepts (uniform scale)
-RIG_ARRAYS = ("heads", "rotations", "translations", "vertex_bones", "vertex_weights")
 
 
 class RigError(Exception):
     """The rig cannot be baked onto this object; the message says why."""
 
 
-def load_rig(path, count: int, num_vertices: int) -> dict[str, np.ndarray]:
-    """Read the engine's rig file (``rig_*`` arrays, :mod:`neurok_core.rig`), checked."""
+def load_rig(path, count: int, num_vertices: int) -> BoneRig:
+    """Read the engine's rig file (``BoneRig.arrays``), checked against the mesh and frames."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            rig = {k: np.array(data["rig_" + k]) for k in RIG_ARRAYS}
+            rig = BoneRig.from_arrays(data)
     except (OSError, KeyError, ValueError) as exc:
         raise ValueError(f"the engine's rig file is not readable ({exc})") from exc
-    nb = rig["heads"].shape[0]
+    if rig is None:
+        raise ValueError("the engine's rig file holds no rig")
+    nb = rig.num_bones
     if (
-        rig["heads"].shape != (nb, 3)
-        or rig["rotations"].shape[1:] != (nb, 4)
-        or rig["translations"].shape[1:] != (nb, 3)
-        or rig["rotations"].shape[0] < count
-        or rig["vertex_bones"].shape[0] != num_vertices
-        or rig["vertex_weights"].shape != rig["vertex_bones"].shape
+        rig.heads.shape != (nb, 3)
+        or rig.rotations.shape[1:] != (nb, 4)
+        or rig.translations.shape[1:] != (nb, 3)
+        or rig.num_frames < count
+        or rig.vertex_bones.shape[0] != num_vertices
+        or rig.vertex_weights.shape != rig.vertex_bones.shape
     ):
         raise ValueError("the engine returned a rig that does not match the mesh or the frames")
-    if not all(np.isfinite(rig[k]).all() for k in ("heads", "rotations", "translations")):
+    if not all(np.isfinite(a).all() for a in (rig.heads, rig.rotations, rig.translations)):
         raise ValueError("the engine returned a rig with NaN or infinite transforms")
-    rig["rotations"], rig["translations"] = rig["rotations"][:count], rig["translations"][:count]
+    rig.rotations, rig.translations = rig.rotations[:count], rig.translations[:count]
     return rig
 
 
@@ -80,24 +81,24 @@ def check_rig_transform(obj, matrix_world: np.ndarray) -> None:
         )
 
 
-def bake_rig(obj, rig: dict[str, np.ndarray], frame_start: int, matrix_world: np.ndarray) -> int:
+def bake_rig(obj, rig: BoneRig, frame_start: int, matrix_world: np.ndarray) -> int:
     """Add the armature, its action, the vertex groups and the modifier; returns the bones."""
     check_rig_transform(obj, matrix_world)
     results = obj.neurok.results
-    nb = rig["heads"].shape[0]
+    nb = rig.num_bones
     prefix = _free_prefix(obj, nb)
     names = [f"{prefix}.{b:03d}" for b in range(nb)]
     w = np.asarray(matrix_world, dtype=np.float64)
     scale = float(np.linalg.norm(w[:3, 0]))
     rw = w[:3, :3] / scale  # (3, 3) rotation
-    heads = (rig["heads"] - w[:3, 3]) @ rw / scale  # (B, 3) in the mesh's space
+    heads = (rig.heads - w[:3, 3]) @ rw / scale  # (B, 3) in the mesh's space
     arm = _armature(obj, names, heads, w)
     results.rig_object = arm
     rest = [np.array(arm.data.bones[n].matrix_local, dtype=np.float64) for n in names]
     rest = np.stack(rest)  # (B, 4, 4)
     quats, locations = _pose_channels(rig, rw, w[:3, 3], scale, rest)  # (T, B, 4), (T, B, 3)
     _keyframes(arm, names, quats, locations, frame_start)
-    used = _vertex_groups(obj, names, rig["vertex_bones"], rig["vertex_weights"])
+    used = _vertex_groups(obj, names, rig.vertex_bones, rig.vertex_weights)
     for name in used:
         results.rig_groups.add().name = name
     modifier = obj.modifiers.new(name=RIG_MODIFIER, type="ARMATURE")
@@ -210,8 +211,8 @@ def _armature(obj, names: list[str], heads: np.ndarray, matrix_world: np.ndarray
 def _pose_channels(rig, rw, tw, scale, rest):
     """Pose-bone (rotation_quaternion (T, B, 4), location (T, B, 3)) of the engine's world
     motions (module docstring), quaternions kept on one hemisphere from frame to frame."""
-    q = rig["rotations"]  # (T, B, 4) world rotations
-    t = rig["translations"]  # (T, B, 3)
+    q = rig.rotations  # (T, B, 4) world rotations
+    t = rig.translations  # (T, B, 3)
     qw = quat_from_matrix(rw)  # (4,)
     conj = np.array([1.0, -1.0, -1.0, -1.0])
     q_local = quat_mul(quat_mul(qw * conj, q), qw)  # Rw^T R Rw, (T, B, 4)

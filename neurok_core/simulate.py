@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from .dualquat import matrix_to_quat, quat_to_matrix
+from .dualquat import matrix_to_quat
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
 from .dynamics.barrier import PriorBarrier, prior_radius
 from .dynamics.conditions import TRACKED_PINS, pin_subset
@@ -26,7 +26,7 @@ from .model.jets import DecoderKinematics
 from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
 from .pinning import pinned_subspace
 from .results import SimulationResult
-from .rig import BoneRig
+from .rig import BoneRig, quat_to_matrix
 from .space import KinematicSpace
 
 DECODE_BATCH = 8  # frames decoded per batched decoder pass
@@ -192,13 +192,14 @@ def simulate(
             batch = [None] * len(pending)
             if vertices:
                 batch = vertex_clamp.decode(z).float().cpu().numpy()  # (B, N, 3)
+            if rig:  # one pass of the bone network for the poses and the sampled vertices
+                bones = space.bone_motions(z)  # (B, nb, 8)
+                rotations, translations = space.bone_transforms(bones)
+                poses.extend(zip(rotations, translations, strict=True))
             if checked is not None:
-                sampled.extend(vertex_clamp.decode_rows(z, checked).cpu().numpy())
+                sampled.extend(vertex_clamp.decode_rows(bones, checked).cpu().numpy())
             if fit_rows is not None:
-                fitted.extend(vertex_clamp.decode_rows(z, fit_rows).double().cpu().numpy())
-        if rig:
-            rotations, translations = space.bone_transforms(z)
-            poses.extend(zip(rotations, translations, strict=True))
+                fitted.extend(vertex_clamp.decode_rows(bones, fit_rows).double().cpu().numpy())
         for (index, _, energy), verts in zip(pending, batch, strict=True):
             frames.append(verts)
             progress((index + 1) / count)
@@ -243,7 +244,7 @@ def simulate(
     t = len(frames)
     positions = np.stack(frames) if vertices else None
     fit = None if fit_rows is None else (fit_rows, np.stack(fitted[:t]))
-    bone_rig = _rig(space, conditions, poses[:t], fit) if rig else None
+    bone_rig = _rig(space, conditions, poses[:t], vertex_clamp, fit) if rig else None
     strain = _edge_strain(space.vertices, space.faces, frames if vertices else [])  # (t,)
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
     barrier = PriorBarrier.build(system.latent, settings.barrier.prior_mass, 1.0)
@@ -315,6 +316,7 @@ def _rig(
     space: KinematicSpace,
     conditions: SimulationConditions,
     poses: list,
+    vertex_clamp: _VertexClamp,
     fit: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> BoneRig:
     """The result's rig: the space's bones with their poses per frame and its vertex weights;
@@ -335,8 +337,7 @@ def _rig(
         translations = np.concatenate([translations, np.zeros((t, 1, 3))], 1)
         # the still bone takes each vertex's share of the clamp (1 at the pins, fading with
         # the distance from them), the vertex's own bones the rest; four bones kept
-        clamp, _ = pin_clamp(space, conditions)
-        share = clamp.sparse(space.vertices)[1].sum(1)  # (N,)
+        share = vertex_clamp.blend.sum(1).double().cpu().numpy()  # (N,)
         share[pinned] = 1.0
         bones = np.concatenate([bones, np.full((len(bones), 1), len(heads) - 1, np.int32)], 1)
         weights = np.concatenate([(1.0 - share)[:, None] * weights, share[:, None]], 1)
@@ -376,7 +377,7 @@ def _refit_bones(rest, moved, bones, weights, rotations, translations, ridge=1e-
     chol = np.linalg.cholesky(normal)
     centroid = (w[:, free].T @ rest) / np.maximum(mass, 1e-30)[:, None]  # (nb', 3)
     out_r, out_t = rotations.copy(), translations.copy()
-    decoded_r = quat_to_matrix_np(rotations)  # (T, nb, 3, 3)
+    decoded_r = quat_to_matrix(rotations)  # (T, nb, 3, 3)
     for t in range(1, len(moved)):
         prior = np.concatenate([decoded_r[t, free], translations[t, free, :, None]], 2)
         prior = prior.transpose(0, 2, 1).reshape(-1, 3)  # (4 nb', 3): rows of M_b^T
@@ -391,10 +392,6 @@ def _refit_bones(rest, moved, bones, weights, rotations, translations, ridge=1e-
         out_r[t, free] = matrix_to_quat(torch.as_tensor(r)).numpy()
         out_t[t, free] = moved_centroid - np.einsum("bij,bj->bi", r, centroid)
     return out_r, out_t
-
-
-def quat_to_matrix_np(q: np.ndarray) -> np.ndarray:
-    return quat_to_matrix(torch.as_tensor(q)).numpy()
 
 
 RIG_ERROR_VERTICES = 2_000  # vertices (a seeded sample) the rig's playback is checked on
@@ -484,12 +481,13 @@ class _VertexClamp:
         out[:, self.pinned] = self.pinned_rest
         return out
 
-    def decode_rows(self, z: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
-        """:meth:`decode` of the vertices ``rows`` (R,) only (a skinned space)."""
+    def decode_rows(self, bones: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        """:meth:`decode` of the vertices ``rows`` (R,) only, from a skinned space's corrected
+        bone motions (B, nb, 8)."""
         index = torch.as_tensor(rows, device=self.space.device)
         if self.clamp is None:
-            return self.space.decode_vertex_rows(z, index)[0]
-        verts, moved = self.space.decode_vertex_rows(z, index, (self.points, self.inverse))
+            return self.space.decode_vertex_rows(bones, index)[0]
+        verts, moved = self.space.decode_vertex_rows(bones, index, (self.points, self.inverse))
         out = verts - self.blend[index] @ (moved - self.rest)  # (B, R, 3)
         held = np.flatnonzero(np.isin(rows, self.pinned.cpu().numpy()))
         out[:, held] = torch.as_tensor(

@@ -350,14 +350,13 @@ class KinematicSpace:
         """(nb, 3) float64 bone centres of a skinned space at rest, in the caller's frame."""
         return self.normalization.invert(self.shape.centers[0].double().cpu().numpy())
 
-    def bone_transforms(self, z: Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """The corrected bone motions of latents z (B, k) as rigid motions of the caller's frame:
-        (rotations (B, nb, 4) unit quaternions (w, x, y, z), translations (B, nb, 3) metres),
-        x -> R x + t, float64 (see :mod:`~neurok_core.rig`). In the normalised frame a bone maps
-        x_n to R x_n + t_n; with x_n = (x - c) s that is x -> R x + (c - R c + t_n / s)."""
-        with torch.no_grad():
-            dq = self.bone_motions(z).double().cpu()  # (B, nb, 8)
-        rotation, t_n = dq_to_rt(dq)
+    def bone_transforms(self, bones: Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """Corrected bone motions ``bones`` (B, nb, 8) (:meth:`bone_motions`) as rigid motions of
+        the caller's frame: (rotations (B, nb, 4) unit quaternions (w, x, y, z), translations
+        (B, nb, 3) metres), x -> R x + t, float64 (see :mod:`~neurok_core.rig`). In the
+        normalised frame a bone maps x_n to R x_n + t_n; with x_n = (x - c) s that is
+        x -> R x + (c - R c + t_n / s)."""
+        rotation, t_n = dq_to_rt(bones.detach().double().cpu())
         norm = self.normalization
         c = torch.tensor(np.array(norm.center), dtype=torch.float64)
         t = c - quat_apply(rotation, c.expand_as(t_n)) + t_n / norm.scale
@@ -418,12 +417,12 @@ class KinematicSpace:
         return self._decode(z, (points, rest_inverse))
 
     def decode_vertex_rows(
-        self, z: Tensor, rows: Tensor, track: tuple[Tensor, Tensor] | None = None
+        self, bones: Tensor, rows: Tensor, track: tuple[Tensor, Tensor] | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """:meth:`decode_vertices_and_points` for the vertices ``rows`` (R,) only, of a skinned
-        space (their bones blended as for every vertex): world positions (B, R, 3) and, with
+        space, from its corrected bone motions ``bones`` (B, nb, 8) (:meth:`bone_motions`, so
+        that one network pass serves every use of a frame): world positions (B, R, 3) and, with
         ``track``, (B, P, 3). The cost grows with R, not with the mesh."""
-        bones = self.bone_motions(z)  # (B, nb, 8)
         index, weights = self.vertex_bones[rows], self.vertex_bone_weights[rows]  # (R, K)
         pivot = index.gather(1, weights.argmax(dim=1, keepdim=True))[:, 0]
         rest = self.rest_normalized[rows]

@@ -5,6 +5,18 @@ from __future__ import annotations
 import dataclasses
 
 
+def add_setting_option(parser) -> None:
+    """The ``--setting NAME=VALUE`` option (repeatable) of the commands that simulate."""
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a dynamics setting by its option name, e.g. metric_floor=0.03"
+        " (repeatable; neurok_core.dynamics.settings.OPTION_NAMES)",
+    )
+
+
 def parse_settings(items: list[str]) -> dict:
     """``NAME=VALUE`` strings as DynamicsSettings overrides by option name (``OPTION_NAMES``;
     VALUE read as that option's type), for ``DynamicsSettings.with_overrides``; an unknown name

@@ -101,6 +101,10 @@ class _Cached:
             self._last = (q, qdot, kin)
         return kin, self.motion(kin, q, qdot, frame, t, hands)
 
+    def tensor(self, a) -> Tensor:
+        """A backend array (or tensor) as a tensor, without a copy."""
+        return torch.as_tensor(a)
+
     def _kinematics(self, q: Tensor, qdot: Tensor) -> PointKinematics:
         raise NotImplementedError
 
@@ -145,9 +149,6 @@ class TorchBackend(_Cached):
 
     def native(self, t: Tensor) -> Tensor:
         return t
-
-    def tensor(self, a) -> Tensor:
-        return torch.as_tensor(a)
 
 
 class NumpyBackend(_Cached):
@@ -207,6 +208,3 @@ class NumpyBackend(_Cached):
 
     def native(self, t: Tensor) -> np.ndarray:
         return t.numpy()
-
-    def tensor(self, a) -> Tensor:
-        return torch.as_tensor(a)

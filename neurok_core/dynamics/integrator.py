@@ -223,7 +223,7 @@ class Integrator:
             work=0.0,
             kin=kin,
             motion=motion,
-            model=None if self.local is None else self.local.local.current,
+            model=None if self.local is None else self.local.current,
         )
         record = Record()
         record.add(q0, qdot0, motion.kinetic, motion.potential, 0.0, 0.0, 0.0)
@@ -270,7 +270,7 @@ class Integrator:
             dt=self.dt,
             evaluations=self.evaluations,
             energy_evaluations=self.energy_evaluations,
-            stats=None if self.local is None else self.local.local.stats,
+            stats=None if self.local is None else self.local.stats,
         )
 
     def _start_frame(self, s: State, frame: int) -> State:

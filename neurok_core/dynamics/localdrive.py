@@ -42,6 +42,16 @@ class LocalModelDriver:
     def radius(self) -> float:
         return self.local.radius
 
+    @property
+    def current(self):
+        """The expansion the kinematics come from now."""
+        return self.local.current
+
+    @property
+    def stats(self):
+        """The model's ``LocalStats`` (expansions, reuses, errors, energy jumps)."""
+        return self.local.stats
+
     def start(self, q0) -> None:
         self.local.expand(q0)
 

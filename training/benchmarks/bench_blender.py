@@ -118,16 +118,19 @@ def run_cloth(vertices: int, frames: int) -> dict:
     return {"seconds": round(seconds, 2), "edge_drop_m": round(drop, 4), "quality": 5}
 
 
-def run_neurok(
-    vertices: int, frames: int, bake: str, name: str = "NeuROK sheet", x: float = 0.0
-) -> dict:
-    """The extension's Simulate on the sheet (placed at ``x`` m), timed end to end."""
-    import bpy
-
+def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0):
+    """A sheet (placed at ``x`` m) set up for NeuROK: pin group, bake mode; (obj, free edge)."""
     obj, free = sheet_object(name, vertices)
     obj.location.x = x
     obj.neurok.physics.pin_group = "Pin"
     obj.neurok.output.bake_mode = bake
+    return obj, free
+
+
+def simulate_timed(obj, free, frames: int) -> dict:
+    """The extension's Simulate on ``obj``, timed end to end, and the free edge's drop."""
+    import bpy
+
     for other in bpy.context.selected_objects:
         other.select_set(False)
     obj.select_set(True)
@@ -143,7 +146,7 @@ def run_neurok(
     return {
         "seconds": round(seconds, 2),
         "engine_seconds": round(obj.neurok.results.seconds, 2),
-        "bake": bake,
+        "bake": obj.neurok.output.bake_mode,
         "edge_drop_m": round(edge_drop(obj, free, frames), 4),
     }
 
@@ -176,12 +179,15 @@ def run_one(args) -> dict:
     if bake == "auto":
         bake = "POINT_CACHE" if nx * ny >= POINT_CACHE_FROM else "SHAPE_KEYS"
     try:
-        out["neurok"] = run_neurok(args.one, args.frames, bake.upper())
+        out["neurok"] = simulate_timed(
+            *neurok_sheet(args.one, bake.upper(), "NeuROK sheet"), args.frames
+        )
         # again with the engine already running (as once the NeuROK tab was shown), on another
         # sheet (moved 2 m: a new mesh to the engine, no kinematic space cached for it)
-        out["neurok_warm"] = run_neurok(args.one, args.frames, bake.upper(), "Warm sheet", 2.0)
+        warm, free = neurok_sheet(args.one, bake.upper(), "Warm sheet", 2.0)
+        out["neurok_warm"] = simulate_timed(warm, free, args.frames)
         # and that sheet once more: the engine keeps its kinematic space
-        out["neurok_again"] = rerun_neurok("Warm sheet", args.frames)
+        out["neurok_again"] = simulate_timed(warm, free, args.frames)
     except RuntimeError as exc:  # reported in the table; the cloth time still counts
         out["neurok"] = {"error": str(exc), "bake": bake.upper()}
         return out
@@ -191,32 +197,6 @@ def run_one(args) -> dict:
         out["ratio_warm"] = round(out["neurok_warm"]["seconds"] / cloth, 2)
         out["ratio_again"] = round(out["neurok_again"]["seconds"] / cloth, 2)
     return out
-
-
-def rerun_neurok(name: str, frames: int) -> dict:
-    """Simulate ``name`` again (the same mesh: the engine reuses its kinematic space)."""
-    import bpy
-    import numpy as np
-
-    obj = bpy.data.objects[name]
-    nx = len(obj.data.vertices)
-    co = np.empty(nx * 3)
-    obj.data.vertices.foreach_get("co", co)
-    free = np.flatnonzero(co.reshape(-1, 3)[:, 0] > 0.5 - 1e-6)  # the edge opposite the pins
-    for other in bpy.context.selected_objects:
-        other.select_set(False)
-    obj.select_set(True)
-    bpy.context.view_layer.objects.active = obj
-    start = time.perf_counter()
-    result = bpy.ops.neurok.simulate()
-    seconds = time.perf_counter() - start
-    if result != {"FINISHED"}:
-        raise RuntimeError(f"NeuROK Simulate returned {result} ({nx} vertices)")
-    return {
-        "seconds": round(seconds, 2),
-        "engine_seconds": round(obj.neurok.results.seconds, 2),
-        "edge_drop_m": round(edge_drop(obj, free, frames), 4),
-    }
 
 
 def table(rows: list[dict]) -> str:

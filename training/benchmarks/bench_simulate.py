@@ -2,7 +2,7 @@
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
         [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
-        [--repeat R] [--random --preset NAME]
+        [--repeat R] [--random --preset NAME] [--rig]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else (or with
 ``--random``) a network of ``--preset`` (default "default") with random weights (its decoder head
@@ -17,7 +17,9 @@ that does not depend on the tracked points) and of decoding one frame (in a batc
 state the prior barrier pushed back (the motion pressing against the limits of the learned
 shapes, where the dynamics are stiff and need many short steps). ``--setting`` overrides
 fields of ``neurok_core.dynamics.settings.DynamicsSettings`` (e.g. ``--setting local_reuse=0
---setting barrier_scale=0.1``) to measure what a numerical setting costs or buys.
+--setting barrier_scale=0.1``) to measure what a numerical setting costs or buys. ``--rig`` (a
+model with bones) asks for the motion as a rig instead of the vertices, as Blender's rig bake
+does: no frame is decoded onto the mesh (``rig_error``: its playback against a vertex sample).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from training.options import parse_settings
+from training.options import add_setting_option, parse_settings
 
 
 def mesh_with(vertices: int):
@@ -136,14 +138,22 @@ def run_one(args) -> dict:
     settings = DEFAULT_SETTINGS.with_overrides(
         local_model=not args.exact, **parse_settings(args.setting)
     )
-    result = engine.simulate(space, conditions, settings=settings)
+    result = engine.simulate(
+        space, conditions, settings=settings, vertices=not args.rig, rig=args.rig
+    )
     t_sim = time.perf_counter()
     hessian_ms, tokens_ms, decode_ms = stage_costs(space, conditions)
-    moved = np.linalg.norm(result.positions - result.positions[0], axis=2).max()
+    moved = None
+    if result.positions is not None:
+        moved = round(
+            float(np.linalg.norm(result.positions - result.positions[0], axis=2).max()), 4
+        )
     return {
         "vertices": len(vertices),
         "model": source,
-        "frames": len(result.positions),
+        "output": "rig" if args.rig else "vertices",
+        "rig_error": result.info.get("rig_error"),
+        "frames": len(result.times),
         "load_s": round(t_load - t0, 2),
         "space_s": round(t_space - t_load, 2),
         "simulate_s": round(t_sim - t_space, 2),
@@ -155,7 +165,7 @@ def run_one(args) -> dict:
         "decoder_evaluations": result.info["decoder_evaluations"],
         "model_error": round(result.info["model_error"], 6),
         "model_energy_jumps_J": round(result.info["model_energy_jumps"], 4),
-        "max_motion_m": round(float(moved), 4),
+        "max_motion_m": moved,
         "rest_latent_distance": round(result.info["rest_latent_distance"], 2),
         "max_latent_distance": round(result.info["max_latent_distance"], 2),
         "prior_radius": round(result.info["prior_radius"], 2),
@@ -193,13 +203,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--force", type=float, default=20.0, help="N on the far corner, 0.5 s")
     parser.add_argument("--damping", type=float, default=0.0, help="1/s")
-    parser.add_argument(
-        "--setting",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a DynamicsSettings field (repeatable)",
-    )
+    add_setting_option(parser)
     parser.add_argument(
         "--exact",
         action="store_true",
@@ -211,6 +215,11 @@ def main(argv=None) -> int:
         default=1,
         help="runs of each size, alternating sizes (the min and median total are printed: "
         "timings on a shared machine vary by tens of per cent from run to run)",
+    )
+    parser.add_argument(
+        "--rig",
+        action="store_true",
+        help="the motion as a rig, no vertices decoded (a model with bones)",
     )
     parser.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -248,6 +257,8 @@ def main(argv=None) -> int:
             cmd += ["--random", "--preset", args.preset]
         if exact:
             cmd.append("--exact")
+        if args.rig:
+            cmd.append("--rig")
         for item in args.setting:
             cmd += ["--setting", item]
         cmd += ["--force", str(args.force), "--damping", str(args.damping)]

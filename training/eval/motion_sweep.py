@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..options import add_setting_option
+
 
 def sequences(folders: list[str], per_family: int) -> list[Path]:
     """The first ``per_family`` .npz of every family: of every FAMILY/ subfolder, or in a flat
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="drag", help="comma-separated: force, undamped, drag")
     parser.add_argument("--frames", type=int, default=24)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE")
+    add_setting_option(parser)
     parser.add_argument(
         "--space",
         action="append",

@@ -35,6 +35,7 @@ import numpy as np
 
 from neurok_core.dynamics import SimulationConditions
 
+from ..options import add_setting_option
 from .scene_meshes import BUILDERS, SceneMesh
 from .scene_metrics import score_motion
 from .scene_specs import (
@@ -338,13 +339,7 @@ def main(argv=None) -> int:
     parser.add_argument("--undamped-fps", type=float, default=12.0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    parser.add_argument(
-        "--setting",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a DynamicsSettings option, e.g. metric_floor=0.03 (repeatable)",
-    )
+    add_setting_option(parser)
     parser.add_argument(
         "--space",
         action="append",

@@ -21,7 +21,8 @@ from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
 from .errors import ConditionError
-from .geometry import unique_edges
+from .freebody import TranslatedKinematics, translation_map
+from .geometry import farthest_point_subsample, unique_edges
 from .model.jets import DecoderKinematics
 from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
 from .pinning import pinned_subspace
@@ -46,6 +47,20 @@ def anchor_positions(space: KinematicSpace, anchors) -> np.ndarray:
     return out
 
 
+def contact_vertices(vertices: np.ndarray, count: int, pool: int = 20_000) -> np.ndarray:
+    """Indices of ``count`` well-spread vertices (all of them when there are no more; from a
+    seeded random pool of ``pool`` on big meshes) by farthest-point sampling."""
+    n = len(vertices)
+    if count <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if n <= count:
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    candidates = np.arange(n) if n <= pool else np.sort(rng.choice(n, pool, replace=False))
+    chosen = farthest_point_subsample(vertices[candidates], count, rng)
+    return np.sort(candidates[chosen]).astype(np.int64)
+
+
 def pin_clamp(space: KinematicSpace, conditions: SimulationConditions):
     """The clamp of the conditions' pins (:mod:`~neurok_core.pinclamp`) and the tracked pinned
     vertices it blends (the anchors' spread subset), or (None, ()) without pins."""
@@ -57,12 +72,21 @@ def pin_clamp(space: KinematicSpace, conditions: SimulationConditions):
 
 
 def build_system(
-    space: KinematicSpace, conditions: SimulationConditions, *, autodiff: bool = False
+    space: KinematicSpace,
+    conditions: SimulationConditions,
+    *,
+    autodiff: bool = False,
+    free: bool = False,
+    contact_points: int = 0,
 ):
     """The mechanical system of ``space`` under ``conditions`` and the row of each anchor.
 
     With pins, the kinematics are clamped around them (:mod:`~neurok_core.pinclamp`): pinned
-    points are exactly still and the dynamics need no pin springs.
+    points are exactly still and the dynamics need no pin springs. ``free`` (no pins) adds a
+    free translation of the whole object as the last three coordinates
+    (:mod:`~neurok_core.freebody`). ``contact_points`` > 0 adds that many well-spread mesh
+    vertices as the rows that meet obstacles (``MechanicalSystem.contact_weights``), after the
+    anchors' rows.
 
     The points' derivatives come from the decoder's Taylor-mode forward
     (:class:`~neurok_core.model.jets.DecoderKinematics`); ``autodiff`` leaves them to
@@ -70,13 +94,22 @@ def build_system(
     the Taylor-mode pass against.
     """
     anchors = conditions.anchors(space.vertices)
-    extra, extra_inverse = space.tracked_points(anchor_positions(space, anchors).reshape(-1, 3))
-    points = torch.cat([space.dynamics_points, extra])  # (S + A, 3) normalised
+    touching = contact_vertices(space.vertices, contact_points)  # (C,) vertex indices
+    where = np.concatenate(
+        [anchor_positions(space, anchors).reshape(-1, 3), space.vertices[touching].reshape(-1, 3)]
+    )
+    extra, extra_inverse = space.tracked_points(where)
+    points = torch.cat([space.dynamics_points, extra])  # (S + A + C, 3) normalised
     inverse = torch.cat([space.rest_inverse_dyn, extra_inverse])
     num_mass = space.dynamics_points.shape[0]
+    num_extra = len(anchors) + len(touching)
     weights = torch.cat(
-        [torch.ones(num_mass, dtype=torch.float64), torch.zeros(len(anchors), dtype=torch.float64)]
+        [torch.ones(num_mass, dtype=torch.float64), torch.zeros(num_extra, dtype=torch.float64)]
     )
+    contact_weights = None
+    if len(touching):
+        contact_weights = torch.zeros(len(weights), dtype=torch.float64)
+        contact_weights[num_mass + len(anchors) :] = 1.0
     norm = space.normalization
     rows = {a: num_mass + i for i, a in enumerate(anchors)}
     clamp, tracked = pin_clamp(space, conditions)
@@ -86,12 +119,19 @@ def build_system(
         pin_rows = torch.tensor([rows[Anchor(vertex=v)] for v in tracked], device=space.device)
         pin_rest = torch.as_tensor(clamp.pins, dtype=space.dtype, device=space.device)
 
+    if free and clamp is not None:
+        raise ValueError("a free translation needs an object without pins")
+    kq = space.reduced_dims
+    shift = translation_map(kq, space.dtype, space.device) if free else None
+
     def decode_points(q: torch.Tensor) -> torch.Tensor:
-        z = space.latent(q)  # (k,)
+        z = space.latent(q[:kq])  # (k,)
         moved = space.deform_points(z[None], points, inverse)[0]  # (S + A, 3) normalised
         x = norm.invert(moved)
         if clamp is not None:
             x = clamp_positions(matrix, pin_rows, pin_rest, x)
+        if shift is not None:
+            x = x + shift @ q
         return x
 
     kinematics = None
@@ -99,21 +139,29 @@ def build_system(
         kinematics = DecoderKinematics(space, points, inverse)
         if clamp is not None:
             kinematics = ClampedKinematics(kinematics, matrix, pin_rows, pin_rest)
+        if shift is not None:
+            kinematics = TranslatedKinematics(kinematics, shift, shift.new_zeros(kq, kq + 3))
+            kinematics.select[:, :kq] = torch.eye(kq, dtype=space.dtype, device=space.device)
+    basis = space.W
+    if shift is not None:
+        basis = torch.cat([basis, basis.new_zeros(basis.shape[0], 3)], 1)
 
     system = MechanicalSystem(
         decode_points=decode_points,
         point_weights=weights,
-        num_coords=space.reduced_dims,
-        latent=LatentMap(rest=space.z_rest, basis=space.W, prior_mean=space.mu_cond),
+        num_coords=kq + (3 if free else 0),
+        latent=LatentMap(rest=space.z_rest, basis=basis, prior_mean=space.mu_cond),
         dtype=space.dtype,
         device=space.device,
         kinematics=kinematics,
         point_groups=torch.cat(
             [
                 torch.as_tensor(space.dynamics_islands, dtype=torch.int64),
-                torch.full((len(anchors),), -1, dtype=torch.int64),
+                torch.full((num_extra,), -1, dtype=torch.int64),
             ]
         ),
+        translation=shift,
+        contact_weights=contact_weights,
     )
     return system, rows
 
@@ -159,7 +207,10 @@ def simulate(
     pin_report: dict = {}
     if conditions.pins:  # only the latent directions that leave the pins (nearly) still
         space, pin_report = pinned_subspace(space, conditions.pins)
-    system, rows = build_system(space, conditions)
+    free_body = settings.contact.free_translation and conditions.contact and not conditions.pins
+    touching = settings.contact.points if conditions.contact else 0
+    system, rows = build_system(space, conditions, free=free_body, contact_points=touching)
+    kq = space.reduced_dims
     vertex_clamp = _VertexClamp(space, conditions)
     frames: list[np.ndarray | None] = []
     poses: list[tuple[np.ndarray, np.ndarray]] = []  # (rotations, translations) per frame
@@ -188,18 +239,23 @@ def simulate(
         nonlocal stopped
         with torch.no_grad():
             qs = torch.stack([q for _, q, _ in pending]).to(device=space.device, dtype=space.dtype)
-            z = space.latent(qs)
+            z = space.latent(qs[:, :kq])
+            # the free translation of the whole object (zero without one), (B, 1, 3)
+            shift = qs[:, None, kq:] if free_body else qs.new_zeros(len(qs), 1, 3)
             batch = [None] * len(pending)
             if vertices:
-                batch = vertex_clamp.decode(z).float().cpu().numpy()  # (B, N, 3)
+                batch = (vertex_clamp.decode(z) + shift).float().cpu().numpy()  # (B, N, 3)
             if rig:  # one pass of the bone network for the poses and the sampled vertices
                 bones = space.bone_motions(z)  # (B, nb, 8)
                 rotations, translations = space.bone_transforms(bones)
+                translations = translations + shift.double().cpu().numpy()
                 poses.extend(zip(rotations, translations, strict=True))
             if checked is not None:
-                sampled.extend(vertex_clamp.decode_rows(bones, checked).cpu().numpy())
+                moved = vertex_clamp.decode_rows(bones, checked) + shift
+                sampled.extend(moved.cpu().numpy())
             if fit_rows is not None:
-                fitted.extend(vertex_clamp.decode_rows(bones, fit_rows).double().cpu().numpy())
+                moved = vertex_clamp.decode_rows(bones, fit_rows) + shift
+                fitted.extend(moved.double().cpu().numpy())
         for (index, _, energy), verts in zip(pending, batch, strict=True):
             frames.append(verts)
             progress((index + 1) / count)

@@ -11,6 +11,7 @@ from importlib import import_module
 
 from .conditions import (
     Anchor,
+    Collider,
     Drag,
     Force,
     InitialVelocity,
@@ -46,6 +47,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Anchor",
+    "Collider",
     "Drag",
     "Force",
     "InitialVelocity",

@@ -31,6 +31,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 MAX_FRAMES = 100_000
 MAX_STIFFNESS_HZ = 100.0
 MAX_SUBSTEPS = 1024
+MAX_COLLIDER_FACES = 200_000
 
 
 def _vec3(value: Any, what: str, *, nonzero: bool = False) -> Vec3:
@@ -222,6 +223,55 @@ class InitialVelocity:
         return Anchor(self.vertex, self.point)
 
 
+@dataclass(frozen=True)
+class Collider:
+    """A static obstacle: a triangle mesh in the simulation's frame (world space in Blender).
+
+    vertices: ((x, y, z), ...) metres; faces: ((i, j, k), ...) vertex indices (polygons split
+    into triangles by the caller); name: for messages. Closed meshes are solid; an open one (a
+    floor plane) is solid on the side opposite its faces' normals.
+    """
+
+    vertices: tuple[Vec3, ...]
+    faces: tuple[tuple[int, int, int], ...]
+    name: str = "collider"
+
+    def __post_init__(self):
+        name = str(self.name)
+        object.__setattr__(self, "name", name)
+        for what, items in (("vertices", self.vertices), ("faces", self.faces)):
+            if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
+                raise ConditionError(f"collider '{name}': {what} must be a list of triples")
+        verts = tuple(_vec3(v, f"collider '{name}' vertex") for v in self.vertices)
+        faces = []
+        for f in self.faces:
+            try:
+                tri = tuple(_index(i, f"collider '{name}' face index") for i in f)
+            except TypeError:
+                raise ConditionError(
+                    f"collider '{name}': a face is not a triple of indices"
+                ) from None
+            if len(tri) != 3:
+                raise ConditionError(
+                    f"collider '{name}': faces must be triangles (3 indices), got {len(tri)}"
+                )
+            if max(tri) >= len(verts):
+                raise ConditionError(
+                    f"collider '{name}': a face uses vertex {max(tri)}, but it has "
+                    f"{len(verts)} vertices"
+                )
+            faces.append(tri)
+        if not faces:
+            raise ConditionError(f"collider '{name}' has no faces: give it a surface")
+        if len(faces) > MAX_COLLIDER_FACES:
+            raise ConditionError(
+                f"collider '{name}' has {len(faces)} triangles, more than {MAX_COLLIDER_FACES}:"
+                " use a simpler proxy mesh (e.g. a Decimate modifier) as the collider"
+            )
+        object.__setattr__(self, "vertices", verts)
+        object.__setattr__(self, "faces", tuple(faces))
+
+
 def _timed_push(obj: Force | Wind, what: str) -> None:
     """Normalise direction, strength (N, >= 0) and the frame range of a force or wind."""
     object.__setattr__(obj, "direction", _vec3(obj.direction, f"{what} direction", nonzero=True))
@@ -267,6 +317,11 @@ class SimulationConditions:
     substeps: None to choose automatically, or the minimum number of integration steps per frame.
     tolerance: allowed relative energy drift over 10 s of undamped motion (sets the step size).
     device: "auto" (cuda, then mps, then cpu), "cpu", "cuda" or "mps".
+    ground: height (m) of a ground plane z = ground that the object rests on (None: none).
+    colliders: static obstacle meshes (:class:`Collider`).
+    friction: Coulomb friction coefficient of the contact with the ground and colliders (>= 0).
+    With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
+    translation added to its learned coordinates), so it can fall onto what it meets.
     """
 
     forces: tuple[Force, ...] = ()
@@ -283,6 +338,9 @@ class SimulationConditions:
     substeps: int | None = None
     tolerance: float = 5e-3
     device: str = "auto"
+    ground: float | None = None
+    colliders: tuple[Collider, ...] = ()
+    friction: float = 0.5
 
     def __post_init__(self):
         s = object.__setattr__
@@ -319,8 +377,21 @@ class SimulationConditions:
             s(self, "substeps", sub)
         if self.device not in DEVICES:
             raise ConditionError(f"device must be one of {', '.join(DEVICES)}; got {self.device!r}")
+        if self.ground is not None:
+            s(
+                self,
+                "ground",
+                _number(self.ground, "ground height (m)", low=-math.inf, low_open=True),
+            )
+        s(self, "colliders", _conditions_of(self.colliders, Collider, "colliders"))
+        s(self, "friction", _number(self.friction, "friction", low=0, low_open=False, high=10.0))
         self._check_frames()
         self._check_conflicts()
+
+    @property
+    def contact(self) -> bool:
+        """Whether the object meets a ground or colliders."""
+        return self.ground is not None or bool(self.colliders)
 
     # -- checks ------------------------------------------------------------------------------
     def _check_frames(self) -> None:
@@ -463,6 +534,7 @@ def _from_dict(cls: type, data: Any, what: str) -> Any:
 
 __all__ = [
     "Anchor",
+    "Collider",
     "Drag",
     "Force",
     "InitialVelocity",

@@ -55,6 +55,8 @@ class NumpyDynamics:
                 b.damping_ratio,
             )
         self.springs = None if loads.springs is None else loads.springs.as_numpy()
+        self.contact = loads.contact
+        self.translation = None if loads.translation is None else as_float64(loads.translation)
         self._applied: dict[int, np.ndarray] = {}
         self._ridge = None  # ridge * I, made at the first call (kq)
 
@@ -82,7 +84,7 @@ class NumpyDynamics:
             return 0.0, None
         return strength * s**3, (3.0 * strength * s * s / r) * (basis.T @ d)
 
-    def contact(self, q: np.ndarray) -> tuple[float, np.ndarray] | None:
+    def barrier_contact(self, q: np.ndarray) -> tuple[float, np.ndarray] | None:
         """``PriorBarrier.contact``: (s, n = ds/dq) beyond the ball of a damping barrier."""
         if self.barrier is None or self.barrier[5] <= 0.0:
             return None
@@ -116,14 +118,18 @@ class NumpyDynamics:
         q: np.ndarray,
         barrier_energy: float | None = None,
         spring_energy: float | None = None,
+        contact_energy: float | None = None,
     ):
-        """V(q) in joules (``lagrangian.potential_energy``); the barrier's and the springs'
-        energies when already known."""
+        """V(q) in joules (``lagrangian.potential_energy``); the barrier's, the springs' and the
+        contact's energies when already known."""
         dx = x - self.rest
         m = self.m
         v = -float(m @ (dx @ self.gravity))
         if self.ws2:
-            v += 0.5 * self.ws2 * float(m @ (dx * dx).sum(1))
+            ds = self.shape_offsets(dx, q)
+            v += 0.5 * self.ws2 * float(m @ (ds * ds).sum(1))
+        if self.contact is not None:
+            v += self.contact.energy(x) if contact_energy is None else contact_energy
         if self.springs is not None:
             if spring_energy is None:
                 spring_energy = numpy_energy_and_forces(self.springs, x)[0]
@@ -131,6 +137,10 @@ class NumpyDynamics:
         if barrier_energy is None and self.barrier is not None:
             barrier_energy = self.barrier_terms(q)[0]
         return v + (barrier_energy or 0.0)
+
+    def shape_offsets(self, dx: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """(S, 3) what the stiffness pulls back: dx less the free translation if any."""
+        return dx if self.translation is None else dx - self.translation @ q
 
     def _passive_power(
         self, applied: np.ndarray, vel: np.ndarray, qdot: np.ndarray, gq: np.ndarray
@@ -149,12 +159,16 @@ class NumpyDynamics:
         gq = metric @ qdot
         vel = (jac.reshape(-1, kq) @ qdot).reshape(-1, 3)
         power = self._passive_power(self.applied(frame), vel, qdot, gq)
-        contact = self.contact(q)
+        contact = self.barrier_contact(q)
         if contact is not None:
             s, n = contact
             c = self.stop_damping(s, n, np.linalg.solve(metric, n))
             power -= c * float(n @ qdot) ** 2
-        return 0.5 * float(qdot @ gq), self.potential(x, q), power
+        contact_energy = None
+        if self.contact is not None:
+            contact_energy, _, contact_power = self.contact.evaluate(x, vel)
+            power += contact_power
+        return 0.5 * float(qdot @ gq), self.potential(x, q, None, None, contact_energy), power
 
     def motion(
         self,
@@ -176,22 +190,31 @@ class NumpyDynamics:
         m = self.m[:, None]
         # gravity, stiffness, applied forces and the Coriolis term -J^T M D^2x[q', q'], one product
         point = m * (self.gravity - bias) + applied
+        stiffness = None
         if self.ws2:
-            point = point - (self.ws2 * m) * dx
+            stiffness = -(self.ws2 * m) * self.shape_offsets(dx, q)
+            point = point + stiffness
         spring_energy = None
         if self.springs is not None:
             spring_energy, spring_forces = numpy_energy_and_forces(self.springs, x)
             point = point + spring_forces
+        contact_energy, contact_power = None, 0.0
+        if self.contact is not None:
+            contact_energy, contact_forces, contact_power = self.contact.evaluate(x, vel)
+            if contact_forces is not None:
+                point = point + contact_forces
         gq = metric @ qdot
         q_track = jf.T @ point.reshape(-1) - self.damping * gq
-        power = self._passive_power(applied, vel, qdot, gq)
+        if stiffness is not None and self.translation is not None:
+            q_track = q_track - self.translation.T @ stiffness.sum(0)
+        power = self._passive_power(applied, vel, qdot, gq) + contact_power
         q_hold = np.zeros(kq)
         barrier_energy, contact = None, None
         if self.barrier is not None:
             barrier_energy, grad = self.barrier_terms(q)
             if grad is not None:  # beyond the ball: the barrier pushes back (and may damp)
                 q_hold -= grad
-                contact = self.contact(q)
+                contact = self.barrier_contact(q)
         columns = [q_track, q_hold] if contact is None else [q_track, q_hold, contact[1]]
         chol, info = dpotrf(metric, lower=1, clean=0)
         both = None
@@ -225,4 +248,5 @@ class NumpyDynamics:
             qddot = qddot + extra
             power += float(qdot @ (metric @ extra))
         kinetic = 0.5 * float(qdot @ gq)
-        return qddot, power, kinetic, self.potential(x, q, barrier_energy, spring_energy)
+        potential = self.potential(x, q, barrier_energy, spring_energy, contact_energy)
+        return qddot, power, kinetic, potential

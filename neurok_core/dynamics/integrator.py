@@ -240,7 +240,7 @@ class Integrator:
                 state = self._start_frame(state, frame)
             except Blowup as fail:
                 raise SimulationError(self._blow_up_message(fail.reason, frame, n)) from None
-            k, n = self.limits.clamp(frame, last, k, n, state.qdot, state.motion.qddot)
+            k, n = self.limits.clamp(frame, last, k, n, state.qdot, state.motion.qddot, state.kin)
             self._start_budget()
             step = self._advance(state, frame, k, n, content)
             end = step.state

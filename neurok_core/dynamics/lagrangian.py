@@ -20,10 +20,13 @@ Potentials, with dx_i = x_i(q) - x_i(0):
                   about rest oscillates at stiffness_hz whatever the mass or coordinates
     V_springs   = the shape-keeping springs' energy (``shapekeep``; off by default)
     V_barrier   = strength * max(0, |z(q) - mu| - r)^3      (``barrier.PriorBarrier``)
-All have zero gradient at q = 0, so with no loads and q' = 0 the rest state is an equilibrium.
+    V_contact   = the contact penalty's energy (``contact``; with a ground or colliders)
+With a free translation t(q) of the whole object (``Loads.translation``) the stiffness acts on
+dx_i - t(q): it restores the shape, not the place. V_gravity, V_stiffness, V_springs and
+V_barrier have zero gradient at q = 0, so with no loads and q' = 0 the rest state is an equilibrium.
 Non-conservative: applied point forces and wind J^T f(t), damping -damping G q', the barrier's
 contact damping -c s' n beyond the ball (``barrier.PriorBarrier``; on only in damped scenes) and
-the drag hands (``drag``). Their power P = q'^T Q_nc feeds the energy balance
+the drag hands (``drag``), the contact's damping and friction. Their power P = q'^T Q_nc feeds the energy balance
 E(t) - E(0) = int P dt that the integrator uses as its error monitor.
 
 Pins are not a term here: pinned points are held by clamping the kinematics x(q) around them
@@ -71,18 +74,42 @@ def coriolis(kin: PointKinematics, masses: Tensor) -> Tensor:
     return (jac.T @ mb).to(**_CPU)
 
 
+def shape_offsets(kin: PointKinematics, loads: Loads, q: Tensor) -> Tensor:
+    """(S, 3) what the stiffness pulls back: x - x_rest, less the free translation if any."""
+    dx = kin.x - loads.rest_points
+    shift = loads.shift(q)
+    return dx if shift is None else dx - shift
+
+
+def _contact(loads: Loads, x: Tensor, vel: Tensor):
+    """(V_c, point forces (S, 3) tensor or None, power) of the contact (``contact``)."""
+    if loads.contact is None:
+        return 0.0, None, 0.0
+    energy, force, power = loads.contact.evaluate(
+        x.detach().to("cpu", torch.float64).numpy(), vel.detach().to("cpu", torch.float64).numpy()
+    )
+    return energy, None if force is None else torch.from_numpy(force).to(x), power
+
+
 def potential_energy(
     kin: PointKinematics,
     loads: Loads,
     q: Tensor,
     barrier_energy: float | None = None,
     spring_energy: float | None = None,
+    contact_energy: float | None = None,
 ) -> float:
-    """V(q) in joules (zero at rest); the barrier's and the springs' energies when known."""
+    """V(q) in joules (zero at rest without contact); the barrier's, the springs' and the
+    contact's energies when known."""
     dx = kin.x - loads.rest_points  # (S, 3)
     m = loads.masses
     v = -float((m * (dx @ loads.gravity)).sum())
-    v += 0.5 * loads.stiffness_omega**2 * float((m * (dx * dx).sum(1)).sum())
+    ds = shape_offsets(kin, loads, q)
+    v += 0.5 * loads.stiffness_omega**2 * float((m * (ds * ds).sum(1)).sum())
+    if loads.contact is not None:
+        if contact_energy is None:
+            contact_energy = loads.contact.energy(kin.x.detach().to("cpu", torch.float64).numpy())
+        v += contact_energy
     if loads.springs is not None:
         if spring_energy is None:
             spring_energy = loads.springs.energy_and_forces(kin.x)[0]
@@ -124,7 +151,10 @@ def state_energies(
     stop = barrier_damping(loads, q, qdot, metric)
     if stop is not None:
         power += stop[1]
-    return 0.5 * float(qdot @ metric @ qdot), potential_energy(kin, loads, q), power
+    contact_energy, _, contact_power = _contact(loads, kin.x, vel)
+    power += contact_power
+    potential = potential_energy(kin, loads, q, contact_energy=contact_energy)
+    return 0.5 * float(qdot @ metric @ qdot), potential, power
 
 
 def equations_of_motion(
@@ -146,17 +176,23 @@ def equations_of_motion(
     jac = kin.jac.reshape(-1, kq)  # (3S, kq)
     metric = mass_metric(kin, m, loads.ridge)
     vel = kin.velocity(qdot)  # (S, 3)
-    dx = kin.x - loads.rest_points  # (S, 3)
+    ds = shape_offsets(kin, loads, q)  # (S, 3)
 
     applied = loads.applied_forces(frame)  # (S, 3)
-    conservative = m.unsqueeze(1) * (loads.gravity - loads.stiffness_omega**2 * dx)  # (S, 3)
+    stiffness = -(loads.stiffness_omega**2) * m.unsqueeze(1) * ds  # (S, 3)
+    conservative = m.unsqueeze(1) * loads.gravity + stiffness  # (S, 3)
     spring_energy = None
     if loads.springs is not None:
         spring_energy, spring_forces = loads.springs.energy_and_forces(kin.x)
         conservative = conservative + spring_forces
+    contact_energy, contact_forces, contact_power = _contact(loads, kin.x, vel)
+    if contact_forces is not None:
+        conservative = conservative + contact_forces  # (its non-conservative part: power)
     q_track = (jac.T @ (conservative + applied).reshape(-1)).to(**_CPU)  # (kq,)
+    if loads.translation is not None:  # the stiffness does not act on the translation
+        q_track = q_track - loads.translation.T @ stiffness.sum(0).to(**_CPU)
     q_track = q_track - coriolis(kin, m) - loads.damping * (metric @ qdot)
-    power = _passive_power(loads, applied, vel, qdot, metric)
+    power = _passive_power(loads, applied, vel, qdot, metric) + contact_power
 
     q_hold = torch.zeros(kq, **_CPU)
     barrier_energy = None
@@ -190,5 +226,5 @@ def equations_of_motion(
         qddot=qddot,
         power=power,
         kinetic=kinetic,
-        potential=potential_energy(kin, loads, q, barrier_energy, spring_energy),
+        potential=potential_energy(kin, loads, q, barrier_energy, spring_energy, contact_energy),
     )

@@ -17,10 +17,13 @@ from torch import Tensor
 
 from .barrier import PriorBarrier
 from .conditions import Anchor, SimulationConditions
+from .contact import ContactForces, contact_omega
+from .obstacles import MeshDistance, Obstacles, grid_cell
 from .drag import DragHandle
 from .settings import DynamicsSettings
 from .shapekeep import EdgeSprings, build_edge_springs, neighbour_pairs
 from .system import MechanicalSystem, PointKinematics, object_size
+from ..errors import ConditionError
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class Loads:
     barrier: PriorBarrier or None; ridge: added to the metric (kg m^2);
     energy_scale: J, the size of the energies this problem can reach (tolerances, barrier);
     springs: the shape-keeping springs (``shapekeep.EdgeSprings``) or None.
+    contact: the contact with the ground and colliders (``contact.ContactForces``) or None.
+    translation: (3, kq) float64 CPU, the map q -> translation of the whole object when the
+        coordinates include a free translation (``MechanicalSystem.translation``), else None:
+        the stiffness pulls the shape back to rest, not the object back to where it was.
     """
 
     masses: Tensor
@@ -62,6 +69,14 @@ class Loads:
     ridge: float
     energy_scale: float
     springs: EdgeSprings | None = None
+    contact: ContactForces | None = None
+    translation: Tensor | None = None
+
+    def shift(self, q: Tensor) -> Tensor | None:
+        """(3,) the whole object's translation at q (None without a free translation)."""
+        if self.translation is None:
+            return None
+        return (self.translation @ q.to(self.translation)).to(self.rest_points)
 
     def applied_forces(self, frame: int) -> Tensor:
         """(S, 3) non-conservative applied point forces (forces + wind) on step ``frame``
@@ -156,6 +171,9 @@ def build_loads(
         strength = settings.barrier.scale * scale
         stop = settings.barrier.damping if cond.damping > 0 else 0.0
         barrier = PriorBarrier.build(system.latent, settings.barrier.prior_mass, strength, stop)
+    translation = None
+    if system.translation is not None:
+        translation = system.translation.detach().to("cpu", torch.float64)
     return Loads(
         masses=masses,
         rest_points=rest.x.detach().clone(),
@@ -170,6 +188,49 @@ def build_loads(
         ridge=ridge,
         energy_scale=scale,
         springs=_springs(system, rest, masses, jac0, g0 + ridge * torch.eye(kq), settings),
+        contact=contact_forces(
+            cond, _contact_masses(system, cond.mass), size, scale / (cond.mass * size), settings
+        ),
+        translation=translation,
+    )
+
+
+def _contact_masses(system: MechanicalSystem, mass: float) -> Tensor:
+    """(S,) the mass each row stands for in contact (``MechanicalSystem.contact_weights``)."""
+    w = system.point_weights if system.contact_weights is None else system.contact_weights
+    w = w.detach().to("cpu", torch.float64)
+    return mass * w / w.sum()
+
+
+def contact_forces(
+    cond: SimulationConditions,
+    masses: Tensor,
+    size: float,
+    accel: float,
+    settings: DynamicsSettings,
+) -> ContactForces | None:
+    """The contact of ``cond``'s ground and colliders (None without either); ``accel``: the
+    problem's acceleration scale (m/s^2), which sets the penalty's stiffness (``contact``)."""
+    if not cond.contact:
+        return None
+    st = settings.contact
+    cell = grid_cell(size, st.cells)
+    band = max(st.band * size, 4.0 * cell)
+    meshes = []
+    for c in cond.colliders:
+        try:
+            meshes.append(MeshDistance(c.vertices, c.faces, cell, band, name=c.name))
+        except ValueError as err:
+            raise ConditionError(f"collider {err}") from None
+    return ContactForces(
+        Obstacles(cond.ground, meshes),
+        masses.detach().to("cpu", torch.float64).numpy(),
+        omega=contact_omega(accel, size, st.share, st.depth),
+        zeta=st.damping,
+        sticking=st.sticking,
+        friction=cond.friction,
+        margin=st.margin * size,
+        hard=st.hard * size,
     )
 
 

@@ -127,6 +127,46 @@ class LocalModelSettings:
 
 
 @dataclass(frozen=True)
+class ContactSettings:
+    """Contact with the ground and colliders (``contact``, ``obstacles``). Lengths are in object
+    sizes.
+
+    margin: contact starts this close to an obstacle (the points' skin): the surface between the
+        tracked points, which the penalty does not see, stays out of the obstacle.
+    depth, share: the penalty's stiffness is chosen so that the load (the problem's
+        acceleration scale times the mass) resting on ``share`` of the mass points sinks them by
+        ``depth``.
+    hard: the penalty stiffens with depth, twice as stiff at this depth (a corner or the bottom
+        of a ball, a few points carrying the whole object, then stays near it).
+    damping: the points' damping ratio in contact (well above 1: the object as a whole sees
+        about damping * sqrt(share of its mass in contact), see ``contact``).
+    sticking: the friction's viscous rate (sticking) in units of the contact frequency.
+    cells: grid cells per object size of a collider's signed-distance grid (``obstacles``).
+    band: how far from a collider's surface its grid holds distances.
+    step: largest w h for the contact's frequency w in the reduced coordinates (RK4 is stable
+        to about 2.8; the contact is damped, so it needs stability more than accuracy, and the
+        energy balance still checks every step).
+    points: the mesh vertices (a well-spread subset) that meet obstacles.
+    free_translation: with contact and no pins, add a free translation of the whole object to
+        its coordinates (so that it can fall onto the ground or a collider).
+    max_start_depth: an object starting deeper than this inside an obstacle is refused.
+    """
+
+    margin: float = 0.003
+    depth: float = 0.001
+    share: float = 0.05
+    hard: float = 0.004
+    damping: float = 2.0
+    sticking: float = 0.5
+    cells: float = 100.0
+    band: float = 0.06
+    step: float = 2.0
+    points: int = 512
+    free_translation: bool = True
+    max_start_depth: float = 0.05
+
+
+@dataclass(frozen=True)
 class DynamicsSettings:
     """Knobs of the simulator; lengths are in object sizes (longest side of the rest box).
 
@@ -142,7 +182,7 @@ class DynamicsSettings:
         one loose part (``shapekeep``): stretching and crumpling the surface cost energy,
         isometric motions do not (0: off).
     shape_keeping_neighbors: springs per point (its nearest neighbours).
-    barrier, drag, steps, limits, local: the groups above.
+    barrier, drag, steps, limits, local, contact: the groups above.
     """
 
     ridge: float = 1e-3
@@ -155,6 +195,7 @@ class DynamicsSettings:
     steps: StepSettings = field(default_factory=StepSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
     local: LocalModelSettings = field(default_factory=LocalModelSettings)
+    contact: ContactSettings = field(default_factory=ContactSettings)
 
     def with_overrides(self, **values: Any) -> DynamicsSettings:
         """A copy with fields set by their option names (``OPTION_NAMES``) or ``group.field``;
@@ -223,6 +264,17 @@ OPTION_NAMES: dict[str, tuple[str | None, str]] = {
     "local_max_frames": ("local", "max_frames"),
     "local_reuse": ("local", "reuse"),
     "local_energy_match": ("local", "energy_match"),
+    "contact_margin": ("contact", "margin"),
+    "contact_depth": ("contact", "depth"),
+    "contact_share": ("contact", "share"),
+    "contact_hard": ("contact", "hard"),
+    "contact_damping": ("contact", "damping"),
+    "contact_sticking": ("contact", "sticking"),
+    "contact_cells": ("contact", "cells"),
+    "contact_band": ("contact", "band"),
+    "contact_step": ("contact", "step"),
+    "contact_points": ("contact", "points"),
+    "free_translation": ("contact", "free_translation"),
 }
 """Option name -> (group, or None for the top level; field): the names ``--setting`` takes."""
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import torch
 from torch import Tensor
 
-from .lagrangian import Motion
+from .lagrangian import Motion, mass_metric
 from .loads import Loads
 from .settings import DynamicsSettings
 from .system import PointKinematics
@@ -127,6 +129,31 @@ class StepLimits:
             self.dt * max(damped) / st.steps.damped_step,
         )
 
+    def contact_need(self, kin: PointKinematics, qdot: Tensor) -> float:
+        """RK4 steps per frame the contact requires at a state (0 without contact): its
+        frequency in the reduced coordinates (``contact.ContactForces.stiffness_rate``) and,
+        near a collider mesh, at most half the grid's band travelled per step by any point
+        within reach of it (so that no point passes through a thin collider within one step;
+        the ground is a half-space, which nothing passes through)."""
+        contact = self.loads.contact
+        if contact is None:
+            return 0.0
+        x = kin.x.detach().to("cpu", torch.float64).numpy()
+        jac = kin.jac.detach().to("cpu", torch.float64).numpy()
+        metric = mass_metric(kin, self.loads.masses, self.loads.ridge).numpy()
+        w = contact.stiffness_rate(x, jac, metric)
+        need = self.dt * w / self.settings.contact.step
+        meshes = contact.obstacles.meshes
+        if meshes:
+            vel = (jac @ qdot.to(torch.float64).numpy())[contact.heavy]  # (H, 3)
+            xh = x[contact.heavy]
+            for mesh in meshes:
+                near = mesh.near(xh)
+                if near.any():
+                    speed = float(np.sqrt((vel[near] ** 2).sum(1)).max())
+                    need = max(need, self.dt * speed / (0.5 * mesh.band))
+        return need
+
     def clamp(
         self,
         frame: int,
@@ -135,10 +162,14 @@ class StepLimits:
         n: int,
         qdot: Tensor | None = None,
         qddot: Tensor | None = None,
+        kin: PointKinematics | None = None,
     ) -> tuple[int, int]:
         """Fit a wanted step (k frames, n substeps) to the frequencies, loads and user minimum,
-        and with the local model to its trusted radius (a step moves q by at most about it)."""
+        with the local model to its trusted radius (a step moves q by at most about it), and
+        with contact to what the contact at state ``kin`` needs (``contact_need``)."""
         need = self.need(frame)
+        if kin is not None and qdot is not None:
+            need = max(need, self.contact_need(kin, qdot))
         radius = math.inf if self.radius is None else self.radius()
         if qdot is not None and math.isfinite(radius):
             move = float(qdot.norm()) * self.dt  # per frame, with the acceleration's part

@@ -85,6 +85,14 @@ class MechanicalSystem:
         ``point_kinematics`` on ``decode_points`` (e.g. hand-derived for an analytic decoder).
     point_groups: optional (S,) int64 loose part of each row (-1: none); the shape-keeping
         springs (``shapekeep``) join only rows with mass of one group. None: one group.
+    translation: optional (3, kq) linear map from q to a translation shared by every point
+        (coordinates that move the whole object, e.g. a free translation added to a learned
+        space: ``neurok_core.freebody``); the stiffness then pulls the shape back to rest,
+        not the object back to where it started. None: no such coordinates.
+    contact_weights: optional (S,) >= 0, which rows meet obstacles and how much of the mass's
+        contact each stands for (e.g. a spread subset of the mesh's vertices, so that no vertex
+        sinks between the mass points); scaled to the total mass by the loads. None: the rows
+        with mass (``point_weights``).
     """
 
     decode_points: Callable[[Tensor], Tensor]
@@ -95,6 +103,8 @@ class MechanicalSystem:
     device: torch.device | str = "cpu"
     kinematics: Callable[[Tensor, Tensor], tuple[Tensor, Tensor, Tensor]] | None = None
     point_groups: Tensor | None = None
+    translation: Tensor | None = None
+    contact_weights: Tensor | None = None
 
     def __post_init__(self):
         w = self.point_weights
@@ -108,6 +118,13 @@ class MechanicalSystem:
             raise ValueError(
                 f"latent basis has {self.latent.basis.shape[1]} columns, expected {self.num_coords}"
             )
+        if self.translation is not None and tuple(self.translation.shape) != (3, self.num_coords):
+            raise ValueError(f"translation must be (3, {self.num_coords})")
+        cw = self.contact_weights
+        if cw is not None and (
+            tuple(cw.shape) != tuple(w.shape) or bool((cw < 0).any()) or float(cw.sum()) <= 0
+        ):
+            raise ValueError("contact_weights must be (S,), >= 0, with a positive sum")
         object.__setattr__(self, "device", torch.device(self.device))
 
     @property
@@ -284,4 +301,10 @@ def restrict(system: MechanicalSystem, basis: Tensor) -> MechanicalSystem:
         device=system.device,
         kinematics=kinematics,
         point_groups=system.point_groups,
+        translation=(
+            None
+            if system.translation is None
+            else system.translation.to(torch.float64) @ basis.to(torch.float64)
+        ),
+        contact_weights=system.contact_weights,
     )

@@ -26,8 +26,8 @@ dx_i - t(q): it restores the shape, not the place. V_gravity, V_stiffness, V_spr
 V_barrier have zero gradient at q = 0, so with no loads and q' = 0 the rest state is an equilibrium.
 Non-conservative: applied point forces and wind J^T f(t), damping -damping G q', the barrier's
 contact damping -c s' n beyond the ball (``barrier.PriorBarrier``; on only in damped scenes) and
-the drag hands (``drag``), the contact's damping and friction. Their power P = q'^T Q_nc feeds the energy balance
-E(t) - E(0) = int P dt that the integrator uses as its error monitor.
+the drag hands (``drag``), the contact's damping and friction. Their power P = q'^T Q_nc feeds
+the energy balance E(t) - E(0) = int P dt that the integrator uses as its error monitor.
 
 Pins are not a term here: pinned points are held by clamping the kinematics x(q) around them
 (``neurok_core.pinclamp``), so they are still for every q.

@@ -15,15 +15,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..errors import ConditionError
 from .barrier import PriorBarrier
 from .conditions import Anchor, SimulationConditions
 from .contact import ContactForces, contact_omega
-from .obstacles import MeshDistance, Obstacles, grid_cell
 from .drag import DragHandle
+from .obstacles import MeshDistance, Obstacles, grid_cell
 from .settings import DynamicsSettings
 from .shapekeep import EdgeSprings, build_edge_springs, neighbour_pairs
 from .system import MechanicalSystem, PointKinematics, object_size
-from ..errors import ConditionError
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,18 @@ def read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces, dtype=np.int64)
 
 
+def read_collider(path: str):
+    """A static collider (``Collider``) from a mesh file, in the simulation's frame."""
+    from .dynamics import Collider
+
+    vertices, faces = read_mesh(path)
+    if len(faces) == 0:
+        raise MeshError(f"--collider {path}: the mesh has no faces")
+    return Collider(
+        tuple(map(tuple, vertices.tolist())), tuple(map(tuple, faces.tolist())), Path(path).stem
+    )
+
+
 def _floats(text: str, count: int, what: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",")]
@@ -154,6 +166,13 @@ def build_conditions(args, vertices: np.ndarray):
     for name in ("mass", "stiffness", "damping"):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
+    if args.ground is not None:
+        fields["ground"] = args.ground
+    if args.friction is not None:
+        fields["friction"] = args.friction
+    fields["colliders"] = tuple(base.get("colliders", ())) + tuple(
+        read_collider(path) for path in args.collider
+    )
     if args.no_gravity:
         fields["gravity"] = (0.0, 0.0, 0.0)
     elif args.gravity is not None:
@@ -324,6 +343,19 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument("--damping", type=float, default=None, help="1/s")
     sim.add_argument("--gravity", default=None, metavar="GX,GY,GZ")
     sim.add_argument("--no-gravity", action="store_true")
+    sim.add_argument(
+        "--ground", type=float, default=None, metavar="Z", help="a ground plane at height Z (m)"
+    )
+    sim.add_argument(
+        "--collider",
+        action="append",
+        default=[],
+        metavar="MESH",
+        help="a static obstacle mesh file in the object's frame (repeatable)",
+    )
+    sim.add_argument(
+        "--friction", type=float, default=None, help="friction coefficient of the contact (0.5)"
+    )
     sim.add_argument(
         "--exact-kinematics",
         action="store_true",

@@ -30,6 +30,7 @@ from training.eval.scene_specs import (
     TARGETS,
     check_targets,
     scene_conditions,
+    scene_frames,
     undamped_conditions,
 )
 from training.eval.scenes import main, run_scene
@@ -231,8 +232,14 @@ def test_conditions_fit_their_mesh(meshes, name):
     m = meshes[name]
     cond = scene_conditions(name, m, 48).validate(len(m.vertices))
     assert cond.pins == tuple(m.pins.tolist()) and cond.gravity == (0.0, 0.0, -9.81)
-    assert cond.frames == 48 and cond.fps == 24.0
-    assert cond.forces or cond.drags or cond.velocities or cond.stiffness > 0
+    assert cond.frames == scene_frames(name, 48) and cond.fps == 24.0
+    assert cond.forces or cond.drags or cond.velocities or cond.stiffness > 0 or cond.contact
+    if SCENES[name].seconds is None:
+        assert cond.frames == 48 and not cond.contact
+    else:  # a contact scene: long enough to land and settle, with its obstacles
+        assert cond.frames == 61 and cond.contact
+        assert (cond.ground is not None) == (m.ground is not None)
+        assert len(cond.colliders) == len(m.colliders)
     free = undamped_conditions(name, m, 12.0).validate(len(m.vertices))
     assert (free.frames, free.fps, free.damping, free.stiffness) == (121, 12.0, 0.0, 1.0)
     assert free.gravity == (0.0, 0.0, 0.0) and free.pins == cond.pins

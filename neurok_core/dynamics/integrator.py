@@ -105,6 +105,7 @@ class Integrator:
             None if self.local is None else (lambda: self.local.radius),
         )
         self.paths: dict[int, DragPath] = {}
+        self._contact_need = 0.0  # the largest steps per frame the contact needed in a step
         self.energy_evaluations = 0
         self.frames = 0  # of the current run
         self._budget_start = (0, 0)  # evaluations and expansions when the frame began
@@ -158,6 +159,8 @@ class Integrator:
         wn = s.work + sixth * (s.motion.power + 2.0 * p2 + 2.0 * p3 + p4)
         kin, motion = self._evaluate(qn, vn, frame, t + h)
         self._check(kin, qn)
+        if self.loads.contact is not None:  # what the contact met on the way (``_advance``)
+            self._contact_need = max(self._contact_need, self.limits.contact_need(kin, vn))
         return State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)
 
     def _steps(self, s: State, frame: int, k: int, n: int) -> State:
@@ -290,29 +293,45 @@ class Integrator:
         best, prev, reason = None, None, "nonfinite"
         e0 = self._energy(s)
         refreshed = self.local is None  # the local model may be re-expanded once (below)
-        for attempt in range(st.steps.max_refinements + 1):
+        # the local model's re-expansion (below) retakes the step without counting an attempt,
+        # so that a re-expansion on the last attempt is not the end of the frame
+        attempt = -1
+        # contact adds refinements: an impact first needs steps short enough to resolve it
+        limit = st.steps.max_refinements + (4 if self.loads.contact is not None else 0)
+        while attempt < limit:
+            attempt += 1
             try:
+                self._contact_need = 0.0
                 new = self._steps(s, frame, k, n)
                 e1 = self._energy(new)
                 ref = max(content, abs(e1), abs(new.work), self.energy_floor)
                 res = abs((e1 - e0) - (new.work - s.work)) / ref
                 if not math.isfinite(res):
                     raise Blowup("nonfinite")
+                need = self._contact_need * k
+                if need > n and n < st.steps.max_substeps and attempt < limit:
+                    # a step that ran into an obstacle must resolve the contact it met (its
+                    # error need not shrink as h^4 before it does): take it again, fine enough
+                    # (at most 8x finer at once: a coarse step's deep penetration overstates it)
+                    n = min(max(math.ceil(need), 2 * n // k), 8 * n // k, st.steps.max_substeps)
+                    k, best, prev = 1, None, None
+                    continue
                 if res > 0.5:
                     raise Blowup("energy")
                 step = Step(new, k, n, res, k * self.frame_tolerance + self.noise / ref)
-                last = attempt == st.steps.max_refinements or (
-                    k == 1 and n >= st.steps.max_substeps
-                )
+                last = attempt == limit or (k == 1 and n >= st.steps.max_substeps)
                 # a refinement that did not cut the error to within 4x of what RK4 should
                 # ((h'/h)^4) is not fighting truncation error (e.g. the local model's): keep it
                 stalled = prev is not None and res > 4.0 * prev.residual * shrink(prev, k, n) ** 4
+                if self.loads.contact is not None:  # an impact's error shrinks slowly at first
+                    stalled = stalled and res <= 10.0 * step.limit
                 if stalled and not refreshed and res > step.limit:
                     # not truncation error: the local model's own. Re-expand it here (its
                     # energy jump is booked as work) and take the step again, once.
                     refreshed = True
                     s = self._refresh(s, frame, frame * self.dt, force=True)
                     e0, best, prev = self._energy(s), None, None
+                    attempt -= 1
                     continue
                 if res <= step.limit or stalled or last:
                     return replace(step, rows=self._fill(s, step, frame))

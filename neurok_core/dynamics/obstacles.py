@@ -197,9 +197,11 @@ class MeshDistance:
         """Blocks computed so far."""
         return len(self._slots)
 
-    def near(self, x: np.ndarray) -> np.ndarray:
-        """(P,) bool: the points within the grid's box (the others are farther than band)."""
-        return ((x > self.lo) & (x < self.hi)).all(1)
+    def near(self, x: np.ndarray, pad=0.0) -> np.ndarray:
+        """(P,) bool: the points within the grid's box (the others are farther than band from
+        the mesh), or within ``pad`` (m, scalar or (P,)) of it."""
+        pad = np.asarray(pad, dtype=np.float64).reshape(-1, 1)
+        return ((x > self.lo - pad) & (x < self.hi + pad)).all(1)
 
     def query(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(d (P,), grad d (P, 3)) of points ``x`` (P, 3) inside the grid's box (``near``)."""
@@ -261,16 +263,23 @@ class Obstacles:
             out.append((rows[close], d[close], n[close]))
         return out
 
-    def exact_depth(self, x: np.ndarray) -> np.ndarray:
-        """(P,) how deep each point lies inside any obstacle (0 outside), exact (no grid)."""
-        depth = np.zeros(len(x))
+    def clearance(self, x: np.ndarray) -> np.ndarray:
+        """(P,) each point's signed distance to the nearest obstacle, exact (no grid): negative
+        inside one; inf without obstacles; points farther than a mesh's band from it count as
+        at its band."""
+        out = np.full(len(x), np.inf)
         if self.ground is not None:
-            depth = np.maximum(depth, self.ground - x[:, 2])
+            out = np.minimum(out, x[:, 2] - self.ground)
         for mesh in self.meshes:
             rows = np.flatnonzero(mesh.near(x))
             if len(rows):
-                depth[rows] = np.maximum(depth[rows], -mesh.exact(x[rows]))
-        return depth
+                out[rows] = np.minimum(out[rows], mesh.exact(x[rows]))
+            out[~mesh.near(x)] = np.minimum(out[~mesh.near(x)], mesh.band)
+        return out
+
+    def exact_depth(self, x: np.ndarray) -> np.ndarray:
+        """(P,) how deep each point lies inside any obstacle (0 outside), exact (no grid)."""
+        return np.maximum(-self.clearance(x), 0.0)
 
 
 def grid_cell(size: float, cells_per_size: float) -> float:

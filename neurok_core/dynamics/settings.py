@@ -152,10 +152,10 @@ class ContactSettings:
     max_start_depth: an object starting deeper than this inside an obstacle is refused.
     """
 
-    margin: float = 0.003
+    margin: float = 0.004
     depth: float = 0.001
     share: float = 0.05
-    hard: float = 0.004
+    hard: float = 0.003
     damping: float = 2.0
     sticking: float = 0.5
     cells: float = 100.0

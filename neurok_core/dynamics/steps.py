@@ -146,12 +146,14 @@ class StepLimits:
         meshes = contact.obstacles.meshes
         if meshes:
             vel = (jac @ qdot.to(torch.float64).numpy())[contact.heavy]  # (H, 3)
+            speed = np.sqrt((vel * vel).sum(1))  # (H,)
             xh = x[contact.heavy]
+            # the points that one step (at most max_frames_per_step frames) can take there
+            reach = speed * self.dt * self.settings.steps.max_frames_per_step
             for mesh in meshes:
-                near = mesh.near(xh)
+                near = mesh.near(xh, reach)
                 if near.any():
-                    speed = float(np.sqrt((vel[near] ** 2).sum(1)).max())
-                    need = max(need, self.dt * speed / (0.5 * mesh.band))
+                    need = max(need, self.dt * float(speed[near].max()) / (0.5 * mesh.band))
         return need
 
     def clamp(

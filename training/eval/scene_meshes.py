@@ -10,7 +10,9 @@ sheet. Each mesh carries
 - ``pins`` (P,) int64: the vertex indices the scene holds at rest;
 - ``landmarks``: named vertices the conditions grab (a lid's top edge, a handle, a corner);
 - ``hinge`` (articulated objects with a revolute joint): the hinge line and, for lids, the unit
-  directions from the hinge along the lid and along the base, whose angle is the opening.
+  directions from the hinge along the lid and along the base, whose angle is the opening;
+- the contact scenes' obstacles: ``ground`` (the height of a ground plane) and ``colliders``
+  (static boxes: (name, vertices, faces)).
 
 Shapes: vertices (N, 3) float64 metres, faces (F, 3) int64.
 """
@@ -18,7 +20,7 @@ Shapes: vertices (N, 3) float64 metres, faces (F, 3) int64.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import trimesh
@@ -55,6 +57,8 @@ class SceneMesh:
     category: str
     landmarks: dict[str, int] = field(default_factory=dict)
     hinge: Hinge | None = None
+    ground: float | None = None
+    colliders: tuple = ()
 
     @property
     def size(self) -> float:
@@ -310,6 +314,33 @@ def rope(length: float = 1.0, radius: float = 0.01, edge: float = 0.02) -> Scene
     return _unlabelled(v, f, pins, True, "continuum", {"end": end})
 
 
+# --------------------------------------------------------------------------------------------
+# Contact scenes (design section 11)
+
+
+def ball_drop() -> SceneMesh:
+    """The ball (10 cm radius, 1 m up) over a ground 30 cm below its bottom, nothing pinned."""
+    return replace(ball(), ground=0.6)
+
+
+def cloth_on_box(edge: float = 0.04) -> SceneMesh:
+    """A free 60 x 60 cm horizontal cloth 5 cm above a 30 cm box standing on the ground
+    (z = 0.6), centred over it. ``corner`` = a corner of the cloth."""
+    v, f, _ = sheet(0.6, 0.6, edge)
+    v = np.stack([v[:, 0] - 0.3, v[:, 2] - 0.3, np.full(len(v), 0.95)], 1)
+    box_v, box_f = grid_box((0.3, 0.3, 0.3), (0.0, 0.0, 0.75), 0.15)
+    mesh = _unlabelled(v, f, (), False, "cloth", {"corner": nearest_vertex(v, (0.3, 0.3, 0.95))})
+    return replace(mesh, ground=0.6, colliders=(("box", box_v, box_f),))
+
+
+def laptop_on_desk(edge: float = 0.02) -> SceneMesh:
+    """The laptop, nothing pinned, with its base on a 100 x 70 x 4 cm desk top (a collider whose
+    top is the base's bottom, z = 0)."""
+    mesh = laptop(edge)
+    desk_v, desk_f = grid_box((1.0, 0.7, 0.04), (0.0, 0.0, -0.02), 0.25)
+    return replace(mesh, pins=np.zeros(0, dtype=np.int64), colliders=(("desk", desk_v, desk_f),))
+
+
 BUILDERS = {
     "laptop": laptop,
     "chest": chest,
@@ -320,5 +351,8 @@ BUILDERS = {
     "jelly_beam": jelly_beam,
     "ball": ball,
     "rope": rope,
+    "ball_drop": ball_drop,
+    "cloth_on_box": cloth_on_box,
+    "laptop_on_desk": laptop_on_desk,
 }
 """Scene name -> builder of its mesh (default resolution)."""

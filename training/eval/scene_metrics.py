@@ -166,6 +166,8 @@ def score_motion(
     hinge: Hinge | None = None,
     drag: tuple[int, Any, int] | None = None,
     energy=None,
+    obstacles=None,
+    fps: float = 24.0,
 ) -> dict[str, Any]:
     """Every score of one simulated object that applies to it (module docstring).
 
@@ -175,6 +177,7 @@ def score_motion(
     the mean |l/l0 - 1|. ``volume``: ``volume_ratio`` min and max of V_t / V_0. ``hinge``: the
     :func:`turn_scores`. ``drag`` = (vertex, target (3,), frame): ``drag_miss`` |x_frame -
     target| / L (None if the run ended before that frame). ``energy`` (T,): ``energy_drift``.
+    ``obstacles`` (``neurok_core.dynamics.obstacles.Obstacles``): the :func:`contact_scores`.
     """
     rest = np.asarray(rest, dtype=np.float64)
     frames = np.asarray(frames, dtype=np.float64)
@@ -202,4 +205,50 @@ def score_motion(
         out["drag_distance"] = float(np.linalg.norm(np.subtract(target, rest[vertex])) / size)
     if energy is not None:
         out["energy_drift"] = energy_drift(energy)
+    if obstacles is not None:
+        out.update(contact_scores(rest, frames, obstacles, fps))
     return out
+
+
+REST_WINDOW = 10  # frames over which an object at rest moves by at most REST_MOTION
+REST_MOTION = 0.005  # L
+TOUCH = 0.005  # L: a vertex this close to an obstacle touches it
+
+
+def contact_scores(rest: np.ndarray, frames: np.ndarray, obstacles, fps: float) -> dict:
+    """Scores of an object meeting ``obstacles`` (a ground and colliders), lengths in L:
+
+    - ``penetration``: the deepest any vertex lies inside an obstacle, over every frame;
+    - ``rest_motion``: the largest vertex motion over the last ``REST_WINDOW`` frames (the
+      largest distance from the last frame's position);
+    - ``touch_frame``: the first frame a vertex comes within ``TOUCH`` of an obstacle (None:
+      never);
+    - ``settle_seconds``: from that frame to the first frame from which the object stays at
+      rest (every later window of ``REST_WINDOW`` frames moves it by at most ``REST_MOTION``);
+      None when it never touches or is still moving at the end.
+    """
+    size = object_size(rest)
+    clear = np.array([obstacles.clearance(f) for f in frames])  # (T, N)
+    depth = np.maximum(-clear, 0.0).max(1) / size  # (T,)
+    touching = np.flatnonzero(clear.min(1) <= TOUCH * size)
+    touch = int(touching[0]) if len(touching) else None
+    t = len(frames)
+    moving = np.zeros(t, dtype=bool)  # window ending at g moves more than REST_MOTION
+    for g in range(t):
+        lo = max(0, g - REST_WINDOW)
+        span = np.linalg.norm(frames[lo : g + 1] - frames[g], axis=2).max() / size
+        moving[g] = g < REST_WINDOW or span > REST_MOTION
+    settle = None
+    if touch is not None and not moving[-1]:
+        last_moving = np.flatnonzero(moving)
+        still_from = (int(last_moving[-1]) + 1 if len(last_moving) else 0) - REST_WINDOW
+        settle = max(0.0, (still_from - touch) / fps)
+    lo = max(0, t - 1 - REST_WINDOW)
+    rest_motion = np.linalg.norm(frames[lo:] - frames[-1], axis=2).max() / size
+    return {
+        "penetration": float(depth.max()),
+        "penetration_frame": int(depth.argmax()),
+        "rest_motion": float(rest_motion),
+        "touch_frame": touch,
+        "settle_seconds": settle,
+    }

@@ -13,7 +13,11 @@ with gravity (0, 0, -9.81) m/s^2:
   for the first third;
 - jelly_beam: one end pinned (a cantilever), stiffness 2 Hz; ball: nothing pinned, stiffness
   3 Hz, an initial velocity of -2 m/s (whole ball) and -3 m/s at its top so it squashes and
-  wobbles; rope: top end pinned, a push at its bottom end along +X for the first quarter.
+  wobbles; rope: top end pinned, a push at its bottom end along +X for the first quarter;
+- contact scenes (2.5 s each, long enough to land and settle): ball_drop, the ball (nothing
+  pinned, 3 Hz) dropped 30 cm onto the ground; cloth_on_box, a free cloth dropped 5 cm onto a
+  box standing on the ground; laptop_on_desk, the laptop with nothing pinned on a desk (a box
+  collider) under its lid's push for the first tenth.
 
 The **undamped run** of a scene keeps the mesh and the pins but has no gravity, no damping,
 stiffness 1 Hz and an initial velocity of 0.5 L/s on the scene's key vertex (L: the longest side
@@ -25,7 +29,10 @@ Targets (``TARGETS``) are the design's: articulated motion >= 0.05 L and worst p
 the max over frames of the mean strain), elastic volume within +-10%, pinned drift <= 1e-3 L and
 undamped energy drift < 0.01; plus a ``moves`` guard (motion >= 0.01 L) on the scenes without a
 motion target, so that an object that never moves cannot pass its strain or volume targets
-vacuously. A run that did not make every frame fails every target.
+vacuously. Contact scenes also hold penetration <= 0.01 L in every frame (the deepest vertex
+inside an obstacle), rest_motion <= 0.005 L (the largest vertex motion over the last 10 frames)
+and settle_seconds <= 2 (from the first touch to rest). A run that did not make every frame
+fails every target.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from neurok_core.dynamics import Drag, Force, InitialVelocity, SimulationConditions
+from neurok_core.dynamics import Collider, Drag, Force, InitialVelocity, SimulationConditions
 
 from .scene_meshes import SceneMesh
 
@@ -81,6 +88,7 @@ class Scene:
     velocities: tuple = ()
     strain: bool = False
     volume: bool = False
+    seconds: float | None = None
 
 
 SCENES: dict[str, Scene] = {
@@ -110,9 +118,21 @@ SCENES: dict[str, Scene] = {
         velocities=((None, (0, 0, -2.0)), ("top", (0, 0, -3.0))),
     ),
     "rope": Scene(0.3, ("end", (1, 0, 0)), push=Push("end", (1, 0, 0), 1.0, 0.25)),
+    "ball_drop": Scene(
+        0.5, ("top", (0, 0, -1)), damping=0.2, stiffness=3.0, volume=True, seconds=2.5
+    ),
+    "cloth_on_box": Scene(0.3, ("corner", (0, 0, -1)), damping=0.5, strain=True, seconds=2.5),
+    "laptop_on_desk": Scene(
+        1.5, ("lid_edge", None), push=Push("lid_edge", None, 2.0, 0.1), seconds=2.5
+    ),
 }
 
 ARTICULATED = (("motion", ">=", 0.05), ("part_residual", "<=", 0.01))
+CONTACT = (
+    ("penetration", "<=", 0.01),
+    ("rest_motion", "<=", 0.005),
+    ("settle_seconds", "<=", 2.0),
+)
 TARGETS: dict[str, tuple] = {
     "laptop": (*ARTICULATED, ("closing_max_deg", ">=", 30.0)),
     "chest": ARTICULATED,
@@ -123,6 +143,13 @@ TARGETS: dict[str, tuple] = {
     "jelly_beam": (("volume_ratio.min", ">=", 0.9), ("volume_ratio.max", "<=", 1.1)),
     "ball": (("volume_ratio.min", ">=", 0.9), ("volume_ratio.max", "<=", 1.1)),
     "rope": (),
+    "ball_drop": (
+        ("volume_ratio.min", ">=", 0.9),
+        ("volume_ratio.max", "<=", 1.1),
+        *CONTACT,
+    ),
+    "cloth_on_box": (("edge_strain.max", "<=", 0.05), *CONTACT),
+    "laptop_on_desk": (("part_residual", "<=", 0.01), *CONTACT),
 }
 """Scene -> (score, op, bound): the design's targets. Every scene with pins also holds
 ``pinned_drift <= 1e-3``, every scene without a motion target ``moves`` (motion >= 0.01), and
@@ -140,9 +167,27 @@ def _direction(mesh: SceneMesh, direction) -> tuple:
     return tuple(np.cross(mesh.hinge.axis, mesh.hinge.lid).tolist())
 
 
+def scene_frames(name: str, frames: int) -> int:
+    """The frames scene ``name`` runs: its own length (contact scenes: long enough to land and
+    come to rest) or ``frames``."""
+    seconds = SCENES[name].seconds
+    return frames if seconds is None else int(round(seconds * FPS)) + 1
+
+
+def obstacles_of(mesh: SceneMesh) -> dict:
+    """The scene's ground and colliders as ``SimulationConditions`` fields."""
+    colliders = tuple(
+        Collider(tuple(map(tuple, v.tolist())), tuple(map(tuple, f.tolist())), name)
+        for name, v, f in mesh.colliders
+    )
+    return {"ground": mesh.ground, "colliders": colliders}
+
+
 def scene_conditions(name: str, mesh: SceneMesh, frames: int) -> SimulationConditions:
-    """The conditions of scene ``name`` (module docstring) for ``frames`` frames at 24 fps."""
+    """The conditions of scene ``name`` (module docstring) for ``frames`` frames at 24 fps (a
+    contact scene: its own length, ``scene_frames``), with its obstacles."""
     s = SCENES[name]
+    frames = scene_frames(name, frames)
     forces, drags = (), ()
     if s.push:
         end = _frame(s.push.until, frames) if frames > 2 else None
@@ -168,6 +213,7 @@ def scene_conditions(name: str, mesh: SceneMesh, frames: int) -> SimulationCondi
         frames=frames,
         fps=FPS,
         device="cpu",
+        **obstacles_of(mesh),
     )
 
 

@@ -64,6 +64,17 @@ def _run(space, conditions: SimulationConditions, timeout: float, settings=None)
     return result, info
 
 
+def scene_obstacles(mesh: SceneMesh):
+    """The scene's ground and colliders for scoring (exact distances), or None."""
+    if mesh.ground is None and not mesh.colliders:
+        return None
+    from neurok_core.dynamics.obstacles import MeshDistance, Obstacles
+
+    size = mesh.size
+    meshes = [MeshDistance(v, f, size / 100, 0.1 * size, name) for name, v, f in mesh.colliders]
+    return Obstacles(mesh.ground, meshes)
+
+
 def _score(name: str, mesh: SceneMesh, cond: SimulationConditions, result) -> dict:
     s = SCENES[name]
     drag = None
@@ -79,6 +90,8 @@ def _score(name: str, mesh: SceneMesh, cond: SimulationConditions, result) -> di
         volume=s.volume,
         hinge=mesh.hinge,
         drag=drag,
+        obstacles=scene_obstacles(mesh),
+        fps=cond.fps,
     )
 
 

@@ -1,0 +1,194 @@
+"""Contact (design section 11): signed distances to the ground and collider meshes, the penalty
+forces, the free translation, and objects that land on obstacles and come to rest."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from neurok_core.dynamics import Collider, MechanicalSystem, SimulationConditions, simulate
+from neurok_core.dynamics.contact import ContactForces
+from neurok_core.dynamics.obstacles import MeshDistance, Obstacles, closest_on_triangles
+from neurok_core.errors import ConditionError
+
+F64 = torch.float64
+
+
+def box_sdf(p, half):
+    q = np.abs(p) - half
+    return np.linalg.norm(np.maximum(q, 0), axis=1) + np.minimum(q.max(1), 0)
+
+
+# -- distances -----------------------------------------------------------------------------------
+def test_closest_points_on_a_triangle_match_a_dense_sampling():
+    rng = np.random.default_rng(0)
+    a, b, c = np.array([0.0, 0, 0]), np.array([1.0, 0, 0]), np.array([0.2, 0.8, 0])
+    u, v = np.meshgrid(np.linspace(0, 1, 301), np.linspace(0, 1, 301))
+    keep = (u + v) <= 1
+    dense = a + u[keep, None] * (b - a) + v[keep, None] * (c - a)  # (D, 3)
+    p = rng.uniform(-1, 2, (200, 3))
+    n = len(p)
+    closest, feature = closest_on_triangles(
+        p, np.tile(a, (n, 1)), np.tile(b, (n, 1)), np.tile(c, (n, 1))
+    )
+    exact = np.linalg.norm(p - closest, axis=1)
+    sampled = np.linalg.norm(p[:, None] - dense[None], axis=2).min(1)
+    assert np.all(exact <= sampled + 1e-12) and np.allclose(exact, sampled, atol=5e-3)
+    assert set(np.unique(feature)) == set(range(7))  # every region met: face, vertices, edges
+
+
+@pytest.mark.parametrize("sphere", [False, True])
+def test_mesh_distances_are_signed_and_the_grid_follows_them(sphere):
+    if sphere:
+        mesh = trimesh.creation.icosphere(2, 0.5)
+        reference, tol = (lambda p: np.linalg.norm(p, axis=1) - 0.5), 0.02  # facets
+    else:
+        mesh = trimesh.creation.box((1.0, 0.6, 0.4))
+        reference, tol = (lambda p: box_sdf(p, np.array([0.5, 0.3, 0.2]))), 1e-12
+    md = MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.1)
+    p = np.random.default_rng(1).uniform(-0.7, 0.7, (1500, 3))
+    d = md.exact(p)
+    assert np.abs(d - reference(p)).max() < tol
+    near = md.near(p) & (np.abs(d) < 0.08)
+    g, grad = md.query(p[near])
+    # trilinear interpolation of exact node values: exact on flat faces, about a cell at edges
+    assert np.abs(g - d[near]).max() < 0.02 and np.median(np.abs(g - d[near])) < 1e-3
+    e = 1e-7
+    fd = np.stack(
+        [
+            (md.query(p[near] + e * ax)[0] - md.query(p[near] - e * ax)[0]) / (2 * e)
+            for ax in np.eye(3)
+        ],
+        1,
+    )
+    assert np.abs(fd - grad).max() < 1e-5  # the gradient is that of the interpolant
+
+
+def test_an_open_plane_is_solid_below_its_normals():
+    plane = trimesh.creation.box((2.0, 2.0, 1e-9))  # two triangles facing up after the split
+    v = np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], dtype=float)
+    md = MeshDistance(v, [[0, 1, 2], [0, 2, 3]], cell=0.05, band=0.2)
+    assert md.exact([[0.2, 0.3, 0.1]])[0] == pytest.approx(0.1)
+    assert md.exact([[0.2, 0.3, -0.1]])[0] == pytest.approx(-0.1)
+    del plane
+    with pytest.raises(ValueError, match="no face of positive area"):
+        MeshDistance([[0, 0, 0], [1, 0, 0], [2, 0, 0]], [[0, 1, 2]], cell=0.1, band=0.2)
+
+
+# -- forces ---------------------------------------------------------------------------------
+def _forces(**kw):
+    args = dict(omega=200.0, zeta=2.0, sticking=0.5, friction=0.5, margin=0.002, hard=0.004)
+    args.update(kw)
+    masses = np.full(5, 0.2)
+    return ContactForces(Obstacles(0.0), masses, **args)
+
+
+def test_the_penalty_is_conservative_and_damping_and_friction_only_remove_energy():
+    c = _forces()
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(-1, 1, (5, 2)), [-0.004, -0.001, 0.001, 0.003, 0.5]])
+    energy, force, power = c.evaluate(x, np.zeros_like(x))
+    assert energy > 0 and power == 0.0
+    e = 1e-7
+    for i in range(5):
+        xp, xm = x.copy(), x.copy()
+        xp[i, 2] += e
+        xm[i, 2] -= e
+        assert -(c.energy(xp) - c.energy(xm)) / (2 * e) == pytest.approx(
+            force[i, 2], rel=1e-5, abs=1e-9
+        )
+    assert force[3:].tolist() == [[0, 0, 0]] * 2 and force[:3, 2].min() > 0  # beyond the margin
+    # moving: the normal force never pulls, friction opposes sliding and is at most mu f_n
+    v = rng.normal(size=(5, 3))
+    v[0, 2] = 50.0  # leaving fast
+    _, force, power = c.evaluate(x, v)
+    assert force[0, 2] == 0.0 and power <= 0.0
+    tangential = force[:4, :2]
+    assert np.all((tangential * v[:4, :2]).sum(1) <= 0)
+    assert np.all(np.linalg.norm(tangential, axis=1) <= 0.5 * force[:4, 2] + 1e-12)
+
+
+# -- dynamics --------------------------------------------------------------------------------
+def _box_points():
+    g = np.linspace(-0.1, 0.1, 5)
+    x, y, z = np.meshgrid(g, g, [0.0, 0.05])
+    return torch.tensor(np.stack([x.ravel(), y.ravel(), z.ravel() + 0.3], 1), dtype=F64)
+
+
+def _translating_box():
+    """A rigid 20 x 20 x 5 cm block of points whose coordinates are its translation."""
+    rest = _box_points()
+    eye = torch.eye(3, dtype=F64)
+
+    def decode(q):
+        return rest + q
+
+    def kinematics(q, v):
+        return rest + q, eye.expand(len(rest), 3, 3).clone(), torch.zeros_like(rest)
+
+    return MechanicalSystem(
+        decode_points=decode,
+        point_weights=torch.ones(len(rest), dtype=F64),
+        num_coords=3,
+        dtype=F64,
+        kinematics=kinematics,
+    )
+
+
+@pytest.mark.parametrize("obstacle", ["ground", "collider"])
+def test_a_dropped_block_lands_and_rests_on_the_obstacle(obstacle):
+    table = trimesh.creation.box((1.0, 1.0, 0.1))
+    table.apply_translation((0.0, 0.0, 0.05))  # top at z = 0.1
+    extra = (
+        {"ground": 0.1}
+        if obstacle == "ground"
+        else {"colliders": (Collider(table.vertices.tolist(), table.faces.tolist(), "table"),)}
+    )
+    cond = SimulationConditions(
+        mass=2.0, frames=49, velocities=[{"velocity": (0.5, 0, 0)}], **extra
+    )
+    traj = simulate(_translating_box(), cond, {})
+    bottom = 0.3 + traj.q[:, 2].numpy()  # the block's lowest points
+    size = 0.2
+    assert bottom.min() > 0.1 - 0.01 * size  # never deeper than 1% of the size
+    assert abs(bottom[-1] - 0.1) < 0.01 * size  # resting on the top
+    assert bottom[5] < 0.2  # it fell
+    last = traj.q[-10:].numpy()
+    assert np.abs(last - last[-1]).max() < 0.005 * size  # at rest
+    slide = traj.q[-1, 0].item()
+    assert 0.0 < slide < 0.5 * 2.0  # friction stopped its sliding
+    work = traj.work.numpy()
+    assert work[-1] < 0  # contact damping and friction removed energy, booked as work
+    balance = (traj.energy - traj.work - traj.energy[0]).abs().max().item()
+    assert balance < 1e-2 * traj.energy.abs().max().item()
+
+
+def test_undamped_motion_without_contact_is_unchanged_by_the_contact_code():
+    """A block flying over a ground it never reaches conserves energy as before."""
+    cond = SimulationConditions(
+        mass=1.0, frames=121, gravity=(0, 0, 0), velocities=[{"velocity": (1.0, 0, 0)}], ground=-5.0
+    )
+    traj = simulate(_translating_box(), cond, {})
+    assert traj.q[-1, 0].item() == pytest.approx(5.0, rel=1e-6)
+    assert (traj.energy - traj.energy[0]).abs().max().item() < 1e-9
+
+
+# -- conditions -------------------------------------------------------------------------------
+def test_colliders_are_validated_and_cross_json():
+    box = trimesh.creation.box((0.2, 0.2, 0.2))
+    c = Collider(box.vertices.tolist(), box.faces.tolist(), "crate")
+    cond = SimulationConditions(ground=0.0, colliders=[c], friction=0.8)
+    back = SimulationConditions.from_dict(json.loads(json.dumps(cond.to_dict())))
+    assert back == cond and back.contact and not SimulationConditions().contact
+    with pytest.raises(ConditionError, match="uses vertex 9"):
+        Collider([(0, 0, 0), (1, 0, 0), (0, 1, 0)], [(0, 1, 9)], "bad")
+    with pytest.raises(ConditionError, match="no faces"):
+        Collider([(0, 0, 0)], [], "empty")
+    with pytest.raises(ConditionError, match="triangles"):
+        Collider([(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0)], [(0, 1, 2, 3)], "quad")
+    with pytest.raises(ConditionError, match="finite"):
+        SimulationConditions(ground=float("nan"))
+    with pytest.raises(ConditionError, match="friction"):
+        SimulationConditions(friction=-1)

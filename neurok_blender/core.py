@@ -13,6 +13,7 @@ never imports torch.
 
 try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     from ..neurok_core.dynamics.conditions import (
+        Collider,
         Drag,
         Force,
         InitialVelocity,
@@ -23,6 +24,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     from ..neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.dynamics.conditions import (
+        Collider,
         Drag,
         Force,
         InitialVelocity,
@@ -34,6 +36,7 @@ except ImportError:  # a development checkout, where neurok_core is top level
 
 __all__ = [
     "BoneRig",
+    "Collider",
     "ConditionError",
     "Drag",
     "Force",

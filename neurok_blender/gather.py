@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .core import ConditionError, Drag, Force, InitialVelocity, SimulationConditions
+from .core import Collider, ConditionError, Drag, Force, InitialVelocity, SimulationConditions
 from .paths import space_cache_dir
 from .preferences import EngineSettings
 from .request import SimulationRequest
@@ -131,6 +131,62 @@ def mesh_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
     tris = np.empty(len(mesh.loop_triangles) * 3, dtype=np.int32)
     mesh.loop_triangles.foreach_get("vertices", tris)
     return co.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
+
+
+def collider_objects(obj, scene) -> list:
+    """The static obstacles of ``obj``'s simulation (its Collision settings): the other meshes
+    with Blender's Collision physics, or the meshes of a collection (never ``obj`` itself)."""
+    physics = obj.neurok.physics
+    if physics.collider_source == "NONE":
+        return []
+    if physics.collider_source == "COLLECTION":
+        if physics.collider_collection is None:
+            raise GatherError(
+                f"'{obj.name}': Colliders is set to a collection, but none is chosen (NeuROK >"
+                " Collision > Collection)"
+            )
+        pool = physics.collider_collection.all_objects
+    else:
+        pool = [o for o in scene.objects if any(m.type == "COLLISION" for m in o.modifiers)]
+    return [o for o in pool if o.type == "MESH" and o != obj]
+
+
+def _moves(obj) -> bool:
+    """Whether ``obj`` (or a parent) is animated or constrained: it may move."""
+    while obj is not None:
+        anim = obj.animation_data
+        if anim is not None and (anim.action is not None or len(anim.drivers)):
+            return True
+        if len(obj.constraints):
+            return True
+        obj = obj.parent
+    return False
+
+
+def collider_meshes(obj, scene) -> tuple:
+    """``Collider`` conditions (world space, triangles) of ``obj``'s colliders; a collider that
+    may move (animated, driven or constrained) is refused: colliders are static for now."""
+    out = []
+    for other in collider_objects(obj, scene):
+        if _moves(other):
+            raise GatherError(
+                f"collider '{other.name}' is animated or constrained, and NeuROK's colliders are"
+                " static for now: remove its animation, or leave it out of the colliders (NeuROK"
+                " > Collision)"
+            )
+        local, tris = mesh_arrays(other)
+        if len(tris) == 0:
+            continue  # a mesh without faces holds nothing back
+        world = transform(world_matrix(other), local)
+        try:
+            out.append(
+                Collider(
+                    tuple(map(tuple, world.tolist())), tuple(map(tuple, tris.tolist())), other.name
+                )
+            )
+        except ConditionError as exc:
+            raise GatherError(str(exc)) from None
+    return tuple(out)
 
 
 def transform(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -277,6 +333,10 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
     gravity = (0.0, 0.0, 0.0)
     if scene.use_gravity and physics.use_gravity:
         gravity = tuple(scene.gravity)
+    ground = None
+    if physics.use_ground:
+        ground = float(world[:, 2].min()) if physics.ground_at_lowest else physics.ground_height
+    colliders = collider_meshes(obj, scene)
     try:
         conditions = SimulationConditions(
             forces=tuple(forces),
@@ -290,6 +350,9 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
             frames=last - first + 1,
             fps=scene_fps(scene),
             device=settings.device,
+            ground=ground,
+            colliders=colliders,
+            friction=physics.friction,
         )
         conditions.validate(len(world))
     except ConditionError as exc:

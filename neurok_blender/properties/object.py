@@ -55,6 +55,45 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         description="Vertices of this vertex group (weight of at least 0.5) stay where they are",
         default="",
     )
+    use_ground: BoolProperty(
+        name="Ground",
+        description="A ground plane the object lands and rests on (Z up, world space)",
+        default=False,
+    )
+    ground_at_lowest: BoolProperty(
+        name="At Lowest Point",
+        description="Put the ground at the object's lowest point at the start (else at Height)",
+        default=True,
+    )
+    ground_height: FloatProperty(
+        name="Height",
+        description="World height of the ground plane",
+        default=0.0,
+        unit="LENGTH",
+    )
+    collider_source: EnumProperty(
+        name="Colliders",
+        description="Static objects the simulated object meets",
+        items=(
+            ("PHYSICS", "Collision Physics", "Every other mesh with Blender's Collision physics"),
+            ("COLLECTION", "Collection", "The meshes of a collection"),
+            ("NONE", "None", "No colliders"),
+        ),
+        default="PHYSICS",
+    )
+    collider_collection: PointerProperty(
+        type=bpy.types.Collection,
+        name="Collection",
+        description="The collection whose meshes are colliders",
+    )
+    friction: FloatProperty(
+        name="Friction",
+        description="Friction of the contact with the ground and colliders (0: ice, 1: rubber)",
+        default=0.5,
+        min=0.0,
+        max=10.0,
+        soft_max=2.0,
+    )
 
 
 class NeuROKOutputSettings(bpy.types.PropertyGroup):

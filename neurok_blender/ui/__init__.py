@@ -2,6 +2,7 @@
 """The N-panel "NeuROK" of the 3D viewport and the preferences layout (thin: layout only)."""
 
 from .panels import (
+    NEUROK_PT_collision,
     NEUROK_PT_conditions,
     NEUROK_PT_main,
     NEUROK_PT_output,
@@ -9,4 +10,10 @@ from .panels import (
 )
 
 # Parents before their sub-panels; the order is the order on screen.
-CLASSES = (NEUROK_PT_main, NEUROK_PT_conditions, NEUROK_PT_physics, NEUROK_PT_output)
+CLASSES = (
+    NEUROK_PT_main,
+    NEUROK_PT_conditions,
+    NEUROK_PT_physics,
+    NEUROK_PT_collision,
+    NEUROK_PT_output,
+)

@@ -142,6 +142,28 @@ class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
         layout.prop_search(physics, "pin_group", obj, "vertex_groups", text="Pin Group")
 
 
+class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):
+    bl_label = "Collision"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        physics = _target(context).neurok.physics
+        row = layout.row(heading="Ground")
+        row.prop(physics, "use_ground", text="")
+        sub = layout.column()
+        sub.active = physics.use_ground
+        sub.prop(physics, "ground_at_lowest")
+        height = sub.row()
+        height.active = physics.use_ground and not physics.ground_at_lowest
+        height.prop(physics, "ground_height")
+        layout.prop(physics, "collider_source")
+        if physics.collider_source == "COLLECTION":
+            layout.prop(physics, "collider_collection")
+        layout.prop(physics, "friction")
+
+
 class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
     bl_label = "Output"
 

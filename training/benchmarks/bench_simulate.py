@@ -134,6 +134,7 @@ def run_one(args) -> dict:
         fps=24,
         damping=args.damping,
         device=args.device,
+        ground=None if args.ground is None else float(vertices[:, 2].min()) - args.ground,
     )
     settings = DEFAULT_SETTINGS.with_overrides(
         local_model=not args.exact, **parse_settings(args.setting)
@@ -152,6 +153,7 @@ def run_one(args) -> dict:
         "vertices": len(vertices),
         "model": source,
         "output": "rig" if args.rig else "vertices",
+        "ground_below_m": args.ground,
         "rig_error": result.info.get("rig_error"),
         "frames": len(result.times),
         "load_s": round(t_load - t0, 2),
@@ -221,10 +223,21 @@ def main(argv=None) -> int:
         action="store_true",
         help="the motion as a rig, no vertices decoded (a model with bones)",
     )
+    parser.add_argument(
+        "--ground",
+        type=float,
+        default=None,
+        metavar="METRES",
+        help="also run every size with a ground plane this far below the mesh's lowest point "
+        "(side by side with the run without; the ratio is the cost of contact)",
+    )
+    parser.add_argument("--with-ground", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     parse_settings(args.setting)  # refuse a bad one before starting anything
     if args.size is not None:  # one size (and kinematics), in this process
+        if not args.with_ground:
+            args.ground = None
         print(json.dumps(run_one(args)))
         return 0
     with open("/proc/loadavg") as fh:
@@ -233,11 +246,14 @@ def main(argv=None) -> int:
     print(f"load average {' '.join(load)}; threads {threads}; device {args.device}")
     if args.repeat < 1:
         raise SystemExit("--repeat must be >= 1")
-    runs = [(n, False) for n in args.vertices]
+    runs = [(n, False, False) for n in args.vertices]
     if args.exact:
-        runs += [(n, True) for n in args.vertices]
-    totals: dict[tuple[int, bool], list[float]] = {run: [] for run in runs}
-    for n, exact in [run for _ in range(args.repeat) for run in runs]:
+        runs += [(n, True, False) for n in args.vertices]
+    if args.ground is not None:
+        runs = [(n, e, g) for n, e, _ in runs for g in (False, True)]
+    totals: dict[tuple, list[float]] = {run: [] for run in runs}
+    simulated: dict[tuple, list[float]] = {run: [] for run in runs}
+    for n, exact, grounded in [run for _ in range(args.repeat) for run in runs]:
         cmd = [
             sys.executable,
             "-m",
@@ -259,6 +275,8 @@ def main(argv=None) -> int:
             cmd.append("--exact")
         if args.rig:
             cmd.append("--rig")
+        if grounded:
+            cmd += ["--with-ground", "--ground", str(args.ground)]
         for item in args.setting:
             cmd += ["--setting", item]
         cmd += ["--force", str(args.force), "--damping", str(args.damping)]
@@ -268,9 +286,19 @@ def main(argv=None) -> int:
             continue
         line = out.stdout.strip().splitlines()[-1]
         print(line)
-        totals[(n, exact)].append(json.loads(line)["total_s"])
+        totals[(n, exact, grounded)].append(json.loads(line)["total_s"])
+        simulated[(n, exact, grounded)].append(json.loads(line)["simulate_s"])
+    if args.ground is not None:
+        for n, exact, grounded in runs:
+            if grounded and simulated[(n, exact, True)] and simulated[(n, exact, False)]:
+                a = statistics.median(simulated[(n, exact, False)])
+                b = statistics.median(simulated[(n, exact, True)])
+                print(
+                    f"{n} vertices: simulate {a:.2f} s without contact, {b:.2f} s with a ground "
+                    f"{args.ground:g} m below: contact costs {b / a:.2f}x"
+                )
     if args.repeat > 1:
-        for (n, exact), values in totals.items():
+        for (n, exact, _), values in totals.items():
             if values:
                 kind = "exact decoder" if exact else "local model"
                 print(

@@ -140,8 +140,8 @@ def build_system(
         if clamp is not None:
             kinematics = ClampedKinematics(kinematics, matrix, pin_rows, pin_rest)
         if shift is not None:
-            kinematics = TranslatedKinematics(kinematics, shift, shift.new_zeros(kq, kq + 3))
-            kinematics.select[:, :kq] = torch.eye(kq, dtype=space.dtype, device=space.device)
+            select = torch.eye(kq, kq + 3, dtype=space.dtype, device=space.device)  # [I | 0]
+            kinematics = TranslatedKinematics(kinematics, shift, select)
     basis = space.W
     if shift is not None:
         basis = torch.cat([basis, basis.new_zeros(basis.shape[0], 3)], 1)
@@ -346,6 +346,8 @@ def simulate(
             (traj.energy[:t] - traj.work[:t] - traj.energy[0]).abs().max()
         ),
         "energy_range": float(traj.energy[:t].abs().max()),
+        # what the contact's damping and friction removed (J, <= 0; part of the work above)
+        "contact_work": float(traj.contact_work),
         "cancelled": bool(traj.cancelled),
         "seconds": round(time.perf_counter() - started, 3),
     }

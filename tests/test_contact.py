@@ -67,12 +67,10 @@ def test_mesh_distances_are_signed_and_the_grid_follows_them(sphere):
 
 
 def test_an_open_plane_is_solid_below_its_normals():
-    plane = trimesh.creation.box((2.0, 2.0, 1e-9))  # two triangles facing up after the split
     v = np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], dtype=float)
     md = MeshDistance(v, [[0, 1, 2], [0, 2, 3]], cell=0.05, band=0.2)
     assert md.exact([[0.2, 0.3, 0.1]])[0] == pytest.approx(0.1)
     assert md.exact([[0.2, 0.3, -0.1]])[0] == pytest.approx(-0.1)
-    del plane
     with pytest.raises(ValueError, match="no face of positive area"):
         MeshDistance([[0, 0, 0], [1, 0, 0], [2, 0, 0]], [[0, 1, 2]], cell=0.1, band=0.2)
 
@@ -161,8 +159,16 @@ def test_a_dropped_block_lands_and_rests_on_the_obstacle(obstacle):
     assert 0.0 < slide < 0.5 * 2.0  # friction stopped its sliding
     work = traj.work.numpy()
     assert work[-1] < 0  # contact damping and friction removed energy, booked as work
+    # and reported as the contact's own share: here the only non-conservative force
+    assert traj.contact_work == pytest.approx(work[-1], rel=0.05)
     balance = (traj.energy - traj.work - traj.energy[0]).abs().max().item()
     assert balance < 1e-2 * traj.energy.abs().max().item()
+
+
+def test_an_object_starting_deep_inside_an_obstacle_is_refused():
+    cond = SimulationConditions(frames=3, ground=0.33)  # 3 cm into the 5 cm block: 15% of 0.2 m
+    with pytest.raises(ConditionError, match="inside the ground or a collider"):
+        simulate(_translating_box(), cond, {})
 
 
 def test_undamped_motion_without_contact_is_unchanged_by_the_contact_code():

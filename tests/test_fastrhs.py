@@ -86,7 +86,7 @@ def test_numpy_rhs_equals_torch(outside, hand):
     for frame in (0, 3, 8):
         t = frame / 24.0 + 0.01
         ref = equations_of_motion(kin, loads, q, qdot, frame, t, hands)
-        qddot, power, kinetic, potential = fast.motion(
+        qddot, power, kinetic, potential, _ = fast.motion(
             kin.x.numpy(),
             kin.jac.numpy(),
             kin.bias.numpy(),
@@ -118,5 +118,5 @@ def test_a_bad_metric_gives_nan_not_an_exception(bad):
         jac[4, 1, 2] = np.nan
     fast = NumpyDynamics(loads)
     zeros = np.zeros((10, 3))
-    qddot, power, _, _ = fast.motion(zeros, jac, zeros, np.zeros(3), np.ones(3), 0, 0.0)
+    qddot, power, *_ = fast.motion(zeros, jac, zeros, np.zeros(3), np.ones(3), 0, 0.0)
     assert np.isnan(qddot).all() and np.isnan(power)

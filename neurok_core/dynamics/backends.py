@@ -5,8 +5,8 @@ has:
 
 - ``evaluate(q, q', frame, t, hands)``: the points' kinematics x, J, D^2x[q', q'] at the state
   (cached for a repeated state) and the motion there (q'', power, kinetic and potential energy);
-- ``stage(q, q', frame, t, hands)``: (q'', power) of an inner RK4 stage, in the backend's own
-  array type (the stages' kinematics are not kept);
+- ``stage(q, q', frame, t, hands)``: (q'', power, the contact's share of the power) of an
+  inner RK4 stage, in the backend's own array type (the stages' kinematics are not kept);
 - ``check(kin, q)``: None, or why the state is a blow-up ("nonfinite", "bounds", "latent");
 - ``energies(kin, q, q', frame)``: (kinetic, potential, power) of a frame inside a multi-frame
   step, from Jacobian-only kinematics;
@@ -130,7 +130,7 @@ class TorchBackend(_Cached):
 
     def stage(self, q, v, frame, t, hands):
         motion = self.evaluate(q, v, frame, t, hands)[1]
-        return motion.qddot, motion.power
+        return motion.qddot, motion.power, motion.contact_power
 
     def check(self, kin: PointKinematics, q: Tensor) -> str | None:
         if not finite(kin.x):
@@ -164,7 +164,7 @@ class NumpyBackend(_Cached):
         return PointKinematics(*(torch.from_numpy(a) for a in (x, jac, bias)))
 
     def motion(self, kin, q, qdot, frame, t, hands) -> Motion:
-        qddot, power, kinetic, potential = self.dynamics.motion(
+        qddot, power, kinetic, potential, contact_power = self.dynamics.motion(
             kin.x.numpy(),
             kin.jac.numpy(),
             kin.bias.numpy(),
@@ -176,18 +176,18 @@ class NumpyBackend(_Cached):
         )
         if not (math.isfinite(float(qddot.sum())) and math.isfinite(power)):
             raise Blowup("nonfinite")
-        return Motion(torch.from_numpy(qddot), power, kinetic, potential)
+        return Motion(torch.from_numpy(qddot), power, kinetic, potential, contact_power)
 
     def stage(self, q: np.ndarray, v: np.ndarray, frame: int, t: float, hands: list):
-        """(q'', power) of an inner RK4 stage, all in NumPy (no tensors are made)."""
+        """(q'', power, contact power) of an inner RK4 stage, all in NumPy (no tensors)."""
         if not math.isfinite(float(q.sum() + v.sum())):
             raise Blowup("nonfinite")
         x, jac, bias = self.local.model(q, v)
         self.evaluations += 1
-        qddot, power, _, _ = self.dynamics.motion(x, jac, bias, q, v, frame, t, hands)
+        qddot, power, _, _, contact = self.dynamics.motion(x, jac, bias, q, v, frame, t, hands)
         if not math.isfinite(float(qddot.sum()) + power):
             raise Blowup("nonfinite")
-        return qddot, power
+        return qddot, power, contact
 
     def check(self, kin: PointKinematics, q: Tensor) -> str | None:
         x = kin.x.numpy()

@@ -15,7 +15,8 @@ linear penalty alone would let them sink far. The elastic part is conservative (
 energy is part of V); the damping part f_n - k p and the friction are non-conservative: their
 power P_c = sum_i ((f_n,i - e_i) v_n,i + f_t,i . v_t,i) <= 0 is booked with the work of the
 other non-conservative forces, so the integrator's energy balance still holds and what contact
-removes is reported (``Trajectory.contact_work``). All of it enters the dynamics as J^T f.
+removes is reported (``Trajectory.contact_work``, the info's ``contact_work``). All of it
+enters the dynamics as J^T f.
 
 Stiffness. The weight of an object resting on a share phi of its mass points sinks them by
 g / (phi w_c^2); ``ContactSettings.depth`` and ``share`` choose w_c so that this sag stays at
@@ -123,10 +124,11 @@ class ContactForces:
     def _energy(k: np.ndarray, p: np.ndarray, p2: np.ndarray) -> float:
         return float((k * p * p * (0.5 + 0.25 * p2)).sum())
 
-    def stiffness_rate(self, x: np.ndarray, jac: np.ndarray, metric: np.ndarray) -> float:
+    def stiffness_rate(self, x: np.ndarray, jac: np.ndarray, metric) -> float:
         """The highest frequency (rad/s) the contact gives the reduced coordinates at x: the
         largest generalized eigenvalue of (J_c^T K J_c, G), with the damping's rate beside it
-        (0 without contact). jac (S, 3, kq); metric G (kq, kq)."""
+        (0 without contact). jac (S, 3, kq); metric: () -> G (kq, kq), only made when some
+        point is in contact (this runs after every integration step)."""
         c = self.state(x)
         if len(c.rows) == 0:
             return 0.0
@@ -134,7 +136,7 @@ class ContactForces:
         jn = np.einsum("ra,rak->rk", c.normals, jac[c.rows])  # (R, kq) normal rows
         hardening = 1.0 + 3.0 * c.depth * c.depth / (self.hard * self.hard)  # de/dp / k
         stiff = jn.T @ ((m * self.omega**2 * hardening)[:, None] * jn)
-        lam = _largest_generalized(stiff, metric)
+        lam = _largest_generalized(stiff, metric())
         w = math.sqrt(max(lam, 0.0))
         # the damping rate c_eff / M_eff of the same mode: 2 zeta w^2 / w_c
         return max(w, 2.0 * self.zeta * w * w / self.omega)

@@ -32,7 +32,8 @@ class NumpyDynamics:
     """The loads as float64 NumPy arrays and the right-hand side over them.
 
     ``motion(x, jac, bias, q, qdot, frame, t, hands)`` returns (q'' (kq,), power, kinetic,
-    potential) exactly as ``equations_of_motion`` does; arrays: x, bias (S, 3), jac (S, 3, kq).
+    potential, contact power) exactly as ``equations_of_motion`` does; arrays: x, bias (S, 3),
+    jac (S, 3, kq).
     """
 
     def __init__(self, loads: Loads):
@@ -180,7 +181,7 @@ class NumpyDynamics:
         frame: int,
         t: float,
         hands: list[tuple[DragHandle, DragPath]] = (),
-    ) -> tuple[np.ndarray, float, float, float]:
+    ) -> tuple[np.ndarray, float, float, float, float]:
         kq = q.shape[0]
         jf = jac.reshape(-1, kq)  # (3S, kq)
         metric = self.metric(jac)
@@ -224,7 +225,7 @@ class NumpyDynamics:
         # retried smaller by the integrator
         if both is None or not math.isfinite(float(both.sum())):
             nan = np.full(kq, np.nan)
-            return nan, float("nan"), float("nan"), float("nan")
+            return nan, float("nan"), float("nan"), float("nan"), float("nan")
         qddot = both[:, 0] + both[:, 1]
         if contact is not None:  # the barrier's contact damping -c s' n
             s, n = contact
@@ -249,4 +250,4 @@ class NumpyDynamics:
             power += float(qdot @ (metric @ extra))
         kinetic = 0.5 * float(qdot @ gq)
         potential = self.potential(x, q, barrier_energy, spring_energy, contact_energy)
-        return qddot, power, kinetic, potential
+        return qddot, power, kinetic, potential, contact_power

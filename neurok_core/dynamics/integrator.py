@@ -148,20 +148,22 @@ class Integrator:
         q, v, a1 = backend.native(s.q), backend.native(s.qdot), backend.native(s.motion.qddot)
         half = 0.5 * h
         q2, v2 = q + half * v, v + half * a1
-        a2, p2 = backend.stage(q2, v2, frame, t + half, hands)
+        a2, p2, c2 = backend.stage(q2, v2, frame, t + half, hands)
         q3, v3 = q + half * v2, v + half * a2
-        a3, p3 = backend.stage(q3, v3, frame, t + half, hands)
+        a3, p3, c3 = backend.stage(q3, v3, frame, t + half, hands)
         q4, v4 = q + h * v3, v + h * a3
-        a4, p4 = backend.stage(q4, v4, frame, t + h, hands)
+        a4, p4, c4 = backend.stage(q4, v4, frame, t + h, hands)
         sixth = h / 6.0
         qn = backend.tensor(q + sixth * (v + 2.0 * v2 + 2.0 * v3 + v4))
         vn = backend.tensor(v + sixth * (a1 + 2.0 * a2 + 2.0 * a3 + a4))
         wn = s.work + sixth * (s.motion.power + 2.0 * p2 + 2.0 * p3 + p4)
+        # the contact's share of that work, by the same weights (``Trajectory.contact_work``)
+        cn = s.contact_work + sixth * (s.motion.contact_power + 2.0 * c2 + 2.0 * c3 + c4)
         kin, motion = self._evaluate(qn, vn, frame, t + h)
         self._check(kin, qn)
         if self.loads.contact is not None:  # what the contact met on the way (``_advance``)
             self._contact_need = max(self._contact_need, self.limits.contact_need(kin, vn))
-        return State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model)
+        return State(q=qn, qdot=vn, work=wn, kin=kin, motion=motion, model=s.model, contact_work=cn)
 
     def _steps(self, s: State, frame: int, k: int, n: int) -> State:
         """Advance k frames with n equal RK4 steps (loads are those of ``frame`` throughout)."""
@@ -274,6 +276,7 @@ class Integrator:
             evaluations=self.evaluations,
             energy_evaluations=self.energy_evaluations,
             stats=None if self.local is None else self.local.stats,
+            contact_work=state.contact_work,
         )
 
     def _start_frame(self, s: State, frame: int) -> State:
@@ -284,7 +287,7 @@ class Integrator:
                 vel = s.kin.velocity(s.qdot)[h.row].to(**_CPU)
                 self.paths[i] = h.plan(pos, vel, self.fps, self.settings.drag.arrival)
         motion = self.backend.motion(s.kin, s.q, s.qdot, frame, frame * self.dt, self._hands(frame))
-        return State(q=s.q, qdot=s.qdot, work=s.work, kin=s.kin, motion=motion, model=s.model)
+        return replace(s, motion=motion)
 
     def _advance(self, s: State, frame: int, k: int, n: int, content: float) -> Step:
         """One accepted step from ``frame``, shortening the step (``steps.refined``; a multi-frame

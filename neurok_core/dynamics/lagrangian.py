@@ -51,12 +51,14 @@ _CPU = dict(device="cpu", dtype=torch.float64)
 @dataclass(frozen=True)
 class Motion:
     """The right-hand side at one state: qddot (kq,) float64 CPU; power of the non-conservative
-    forces (W); kinetic and potential energy (J)."""
+    forces (W); kinetic and potential energy (J); the contact's share of that power (W, <= 0:
+    its damping and friction)."""
 
     qddot: Tensor
     power: float
     kinetic: float
     potential: float
+    contact_power: float = 0.0
 
 
 def mass_metric(kin: PointKinematics, masses: Tensor, ridge: float = 0.0) -> Tensor:
@@ -227,4 +229,5 @@ def equations_of_motion(
         power=power,
         kinetic=kinetic,
         potential=potential_energy(kin, loads, q, barrier_energy, spring_energy, contact_energy),
+        contact_power=contact_power,
     )

@@ -16,6 +16,7 @@ jump is without the match, so that the energy balance keeps measuring the integr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .backends import Blowup, DynamicsBackend
 from .local import LocalQuadratic
@@ -95,4 +96,4 @@ class LocalModelDriver:
             kin, motion = evaluate(s.q, qdot, frame, t)
             jump = motion.kinetic + motion.potential - before
         local.stats.energy_jumps.append(jump)
-        return State(q=s.q, qdot=qdot, work=s.work + jump, kin=kin, motion=motion, model=version)
+        return replace(s, qdot=qdot, work=s.work + jump, kin=kin, motion=motion, model=version)

@@ -271,10 +271,11 @@ class Obstacles:
         if self.ground is not None:
             out = np.minimum(out, x[:, 2] - self.ground)
         for mesh in self.meshes:
-            rows = np.flatnonzero(mesh.near(x))
+            near = mesh.near(x)
+            rows = np.flatnonzero(near)
             if len(rows):
                 out[rows] = np.minimum(out[rows], mesh.exact(x[rows]))
-            out[~mesh.near(x)] = np.minimum(out[~mesh.near(x)], mesh.band)
+            out[~near] = np.minimum(out[~near], mesh.band)
         return out
 
     def exact_depth(self, x: np.ndarray) -> np.ndarray:

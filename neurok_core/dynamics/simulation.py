@@ -87,6 +87,21 @@ def initial_velocity(
     return metric_lstsq(torch.cat(blocks), torch.cat(targets), metric, rcond=1e-9)
 
 
+def check_start_outside(loads: Loads, rest: PointKinematics, settings: DynamicsSettings) -> None:
+    """Refuse (ConditionError) an object that starts deeper than ``contact.max_start_depth``
+    object sizes inside the ground or a collider: the penalty would fling it out."""
+    if loads.contact is None:
+        return
+    start = loads.contact.state(rest.x.detach().to("cpu", torch.float64).numpy())
+    deepest = float(start.depth.max(initial=0.0)) - loads.contact.margin
+    if deepest > settings.contact.max_start_depth * loads.size:
+        raise ConditionError(
+            f"the object starts {deepest:.3g} m inside the ground or a collider (more than "
+            f"{settings.contact.max_start_depth:.0%} of its size): move it out, or lower the "
+            "ground, before simulating"
+        )
+
+
 def visible_basis(loads: Loads, rest: PointKinematics, floor: float) -> Tensor | None:
     """(kq, r) G-orthonormal basis of the directions whose mass-metric eigenvalue is at least
     ``floor`` times the largest (the others barely move the object: a tiny force would give
@@ -143,6 +158,7 @@ def simulate(
     rest = point_kinematics(system, zero, zero)
     loads = build_loads(system, conditions, anchor_rows, rest, settings)
     check_bounded(conditions, loads.total_mass, loads.size, settings)
+    check_start_outside(loads, rest, settings)
     # Latent directions that barely move the object (e.g. those clamped pins cancel) would take
     # huge accelerations from tiny forces: they are removed first.
     basis = visible_basis(loads, rest, settings.metric_floor)  # (kq, r): q = basis @ r, or None

@@ -33,8 +33,8 @@ AIM = 0.3
 @dataclass
 class State:
     """The integrator's state: q, q' (kq,), the work W of the non-conservative forces so far,
-    the points' kinematics and the motion there, and the local model's expansion they come from
-    (None without one)."""
+    the points' kinematics and the motion there, the local model's expansion they come from
+    (None without one) and the contact's share of W (its damping and friction, J)."""
 
     q: Tensor
     qdot: Tensor
@@ -42,6 +42,7 @@ class State:
     kin: PointKinematics
     motion: Motion
     model: object = None
+    contact_work: float = 0.0
 
     @property
     def energy(self) -> float:
@@ -140,8 +141,9 @@ class StepLimits:
             return 0.0
         x = kin.x.detach().to("cpu", torch.float64).numpy()
         jac = kin.jac.detach().to("cpu", torch.float64).numpy()
-        metric = mass_metric(kin, self.loads.masses, self.loads.ridge).numpy()
-        w = contact.stiffness_rate(x, jac, metric)
+        w = contact.stiffness_rate(
+            x, jac, lambda: mass_metric(kin, self.loads.masses, self.loads.ridge).numpy()
+        )
         need = self.dt * w / self.settings.contact.step
         meshes = contact.obstacles.meshes
         if meshes:

@@ -25,6 +25,8 @@ class Trajectory:
     position error measured at each re-expansion, object sizes) and model_energy_jumps (sum of
     |energy change| at re-expansions left after the energy match, J: booked in ``work``, so it
     is not part of the energy balance; about 0 unless ``local_energy_match`` is off).
+    contact_work: the contact's share of the work at the end (J, <= 0: what its damping and
+    friction removed; integrated with the work's own RK4 weights, 0 without contact).
     """
 
     q: Tensor
@@ -44,6 +46,7 @@ class Trajectory:
     reuses: int = 0
     model_errors: tuple[float, ...] = ()
     model_energy_jumps: float = 0.0
+    contact_work: float = 0.0
 
     @property
     def num_frames(self) -> int:
@@ -82,6 +85,7 @@ def build_trajectory(
     evaluations: int,
     energy_evaluations: int,
     stats=None,
+    contact_work: float = 0.0,
 ) -> Trajectory:
     """The trajectory of a run's records (one per output frame); ``stats``: the local model's
     ``LocalStats`` (None without one)."""
@@ -109,4 +113,5 @@ def build_trajectory(
         model_energy_jumps=(
             0.0 if stats is None else float(sum(abs(j) for j in stats.energy_jumps))
         ),
+        contact_work=contact_work,
     )

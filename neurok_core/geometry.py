@@ -105,7 +105,9 @@ def validate_mesh(vertices: Any, faces: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     v = _as_vertices(vertices)
     f = _as_faces(faces, len(v))
-    used = v[np.unique(f)]  # (U, 3)
+    referenced = np.zeros(len(v), dtype=bool)
+    referenced[f.reshape(-1)] = True
+    used = v[referenced]  # (U, 3)
     extent = float((used.max(0) - used.min(0)).max())
     if not extent > 0.0:
         raise MeshError(
@@ -399,18 +401,25 @@ class SurfaceSamples:
 
 
 def sample_surface(
-    vertices: Any, faces: Any, count: int, rng: np.random.Generator
+    vertices: Any,
+    faces: Any,
+    count: int,
+    rng: np.random.Generator,
+    *,
+    areas: np.ndarray | None = None,
 ) -> SurfaceSamples:
     """Draw ``count`` points uniformly by area on the surface of (vertices (N, 3), faces (F, 3)).
 
     A face is chosen with probability area / total area; inside it, with r1, r2 ~ U(0, 1) and
     s = sqrt(r1), the barycentrics (1 - s, s (1 - r2), s r2) are uniform over the triangle
-    (Osada et al., "Shape distributions", ACM TOG 2002, eq. 1).
+    (Osada et al., "Shape distributions", ACM TOG 2002, eq. 1). ``areas``: the faces' areas
+    (F,) when the caller has them (``face_areas``).
     """
     count = int(count)
     if count < 1:
         raise MeshError(f"sample count must be at least 1, got {count}")
-    areas = face_areas(vertices, faces)  # (F,)
+    if areas is None:
+        areas = face_areas(vertices, faces)  # (F,)
     cdf = np.cumsum(areas)  # (F,)
     if len(cdf) == 0 or not (np.isfinite(cdf[-1]) and cdf[-1] > 0.0):
         raise MeshError("cannot sample a surface with zero or non-finite total area")
@@ -498,12 +507,19 @@ def vertex_islands(vertices: Any, faces: Any, *, weld: float = 1e-6) -> np.ndarr
     v = np.asarray(_numpy(vertices), dtype=np.float64)
     f = np.asarray(_numpy(faces), dtype=np.int64).reshape(-1, 3)
     n = len(v)
-    used = v[np.unique(f)] if len(f) else v  # a stray vertex does not widen the tolerance
+    referenced = np.zeros(n, dtype=bool)
+    referenced[f.reshape(-1)] = True
+    edges = np.concatenate([f[:, [0, 1]], f[:, [1, 2]]])  # (E, 2): a face's third edge adds nothing
+    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    count, labels = connected_components(graph, directed=False)
+    if count == 1 or not n:  # one piece: nothing to weld
+        return labels.astype(np.int64)
+    used = v[referenced] if referenced.any() else v  # a stray vertex does not widen the tolerance
     extent = float(np.ptp(used, axis=0).max()) if len(used) else 0.0
-    close = np.empty((0, 2), dtype=np.int64)  # pairs of vertices to weld
-    if n:
-        close = cKDTree(v).query_pairs(weld * extent, output_type="ndarray").astype(np.int64)
-    edges = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]], close])  # (E, 2)
+    close = cKDTree(v).query_pairs(weld * extent, output_type="ndarray").astype(np.int64)
+    if not len(close):
+        return labels.astype(np.int64)
+    edges = np.concatenate([edges, close])  # (E', 2): vertices to weld too
     graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
     return connected_components(graph, directed=False)[1].astype(np.int64)
 

@@ -38,29 +38,18 @@ def latent_jacobian(space: KinematicSpace, points: torch.Tensor) -> torch.Tensor
     return kin(zero, zero)[1]  # (Q, 3, k)
 
 
-def pinned_subspace(
+def pin_free_basis(
     space: KinematicSpace,
     pins: tuple[int, ...] | list[int],
     *,
     tolerance: float = 0.05,
-    min_share: float = 0.1,
     max_pins: int = 64,
     probe_points: int = 64,
     seed: int = 0,
-) -> tuple[KinematicSpace, dict]:
-    """A view of ``space`` whose active subspace keeps the vertices ``pins`` still (see the
-    module docstring), or ``space`` itself when its latent has no such directions worth the
-    name, and a report {used, free_dims, reduced_dims, pin_motion, share}.
-
-    tolerance: largest RMS motion of the pins relative to the RMS motion of the object along a
-    kept latent direction (first order at rest).
-    min_share: the pinned subspace is used only if the spectrum it keeps (the sum of its kq
-    eigenvalues of C) is at least this share of the space's own; a model that cannot move the
-    object without moving the pins keeps its own subspace, and the clamp of the kinematics
-    (``neurok_core.pinclamp``) alone holds the pins still along all of its directions.
-    """
-    if not pins:
-        return space, {}
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """The orthonormal basis (k, f) float64 of the latent directions along which the pins move
+    at most ``tolerance`` of the object's motion (None when there are none), and the pinned
+    and probe points' latent Jacobians (3P, k), (3S, k) (see the module docstring)."""
     rng = np.random.default_rng(seed)
     rest_n = space.rest_normalized.cpu().double().numpy()  # (N, 3)
     pinned = rest_n[np.asarray(pins, dtype=np.int64)]  # (P, 3)
@@ -82,18 +71,44 @@ def pinned_subspace(
     m = torch.linalg.solve_triangular(chol, m.T, upper=False)  # L^-1 A L^-T
     rho, u = torch.linalg.eigh(0.5 * (m + m.T))  # ascending
     count = int((rho <= tolerance**2).sum())
-    report = {"used": False, "free_dims": count}
     if count == 0:
-        return space, report
+        return None, jp, js
     free = torch.linalg.solve_triangular(chol.T, u[:, :count], upper=True)  # (k, count)
-    free, _ = torch.linalg.qr(free)  # orthonormal
+    return torch.linalg.qr(free)[0], jp, js  # orthonormal
+
+
+def pinned_subspace(
+    space: KinematicSpace,
+    pins: tuple[int, ...] | list[int],
+    *,
+    tolerance: float = 0.05,
+    min_share: float = 0.1,
+) -> tuple[KinematicSpace, dict]:
+    """A view of ``space`` whose active subspace keeps the vertices ``pins`` still (see the
+    module docstring), or ``space`` itself when its latent has no such directions worth the
+    name, and a report {used, free_dims, reduced_dims, pin_motion, share}.
+
+    tolerance: largest RMS motion of the pins relative to the RMS motion of the object along a
+    kept latent direction (first order at rest).
+    min_share: the pinned subspace is used only if the spectrum it keeps (the sum of its kq
+    eigenvalues of C) is at least this share of the space's own; a model that cannot move the
+    object without moving the pins keeps its own subspace, and the clamp of the kinematics
+    (``neurok_core.pinclamp``) alone holds the pins still along all of its directions.
+    """
+    if not pins:
+        return space, {}
+    free, jp, js = pin_free_basis(space, pins, tolerance=tolerance)
+    count = 0 if free is None else int(free.shape[1])
+    report = {"used": False, "free_dims": count}
+    if free is None:
+        return space, report
     W, spectrum = space.active_subspace(space.covariance, within=free)
     kept = float(spectrum[: W.shape[1]].sum())
     own = float(space.spectrum[: space.reduced_dims].sum())
     share = kept / own if own > 0 else 0.0
     # First-order pin motion of the kept directions relative to the object's motion.
     wd = W.double().cpu()
-    ratio = float(((jp @ wd).pow(2).sum() / len(pinned)) / ((js @ wd).pow(2).sum() / len(probes)))
+    ratio = float(((jp @ wd).pow(2).sum() / len(jp)) / ((js @ wd).pow(2).sum() / len(js)))
     report.update(reduced_dims=int(W.shape[1]), pin_motion=ratio**0.5, share=share)
     if share < min_share:
         return space, report

@@ -25,9 +25,9 @@ from .freebody import TranslatedKinematics, translation_map
 from .geometry import farthest_point_subsample, unique_edges
 from .model.jets import DecoderKinematics
 from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
-from .pinning import pinned_subspace
 from .results import SimulationResult
 from .rig import BoneRig, quat_to_matrix
+from .softmodes import motion_subspace
 from .space import KinematicSpace
 
 DECODE_BATCH = 8  # frames decoded per batched decoder pass
@@ -204,9 +204,15 @@ def simulate(
     if not (vertices or rig):
         raise ConditionError("ask for the vertices, the rig or both")
     started = time.perf_counter()
-    pin_report: dict = {}
-    if conditions.pins:  # only the latent directions that leave the pins (nearly) still
-        space, pin_report = pinned_subspace(space, conditions.pins)
+    # with pins, only the latent directions that leave them (nearly) still; with soft modes,
+    # only those that strain the object least
+    space, pin_report, soft_report = motion_subspace(
+        space,
+        conditions.pins,
+        soft=settings.soft_modes,
+        tolerance=settings.strain_tolerance,
+        slack=settings.strain_slack,
+    )
     free_body = settings.contact.free_translation and conditions.contact and not conditions.pins
     touching = settings.contact.points if conditions.contact else 0
     system, rows = build_system(space, conditions, free=free_body, contact_points=touching)
@@ -308,6 +314,7 @@ def simulate(
     info = {
         "reduced_dims": space.reduced_dims,
         "pinned_subspace": pin_report,
+        "soft_modes": soft_report,
         "pins": "clamped" if conditions.pins else "none",
         "latent_dims": int(space.z_rest.shape[0]),
         "spectrum": [float(x) for x in space.spectrum[: max(8, space.reduced_dims)]],

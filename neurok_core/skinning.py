@@ -107,22 +107,28 @@ class DQSkinning:
             torch.float32,
             torch.float64,
         ):
-            rows = torch.arange(n, device=index.device).repeat_interleave(k)
+            # CSR directly (rows in order, each row's columns sorted): no coalescing pass
+            order = index.argsort(dim=1)
+            columns = index.gather(1, order).reshape(-1)
+            values = weights.gather(1, order).reshape(-1)
+            crow = torch.arange(0, n * k + 1, k, device=index.device)
             with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
                 warnings.simplefilter("ignore", UserWarning)
-                coo = torch.sparse_coo_tensor(
-                    torch.stack([rows, index.reshape(-1)]),
-                    weights.reshape(-1),
-                    (n, num_skinning),
-                    check_invariants=True,
-                )
-                self.sparse = coo.coalesce().to_sparse_csr()  # (N, Q)
+                self.sparse = torch.sparse_csr_tensor(
+                    crow, columns, values, (n, num_skinning), check_invariants=False
+                )  # (N, Q)
         # the pairs (neighbour, pivot) some point blends, each once; a point with itself
         # needs no check
         first = index.cpu().numpy().astype(np.int64).reshape(-1)  # (N K,)
         second = self.pivot.cpu().numpy().astype(np.int64).repeat(k)  # (N K,)
         keep = first != second
-        codes = np.unique(first[keep] * num_skinning + second[keep])  # (P,): one int per pair
+        codes = first[keep] * num_skinning + second[keep]  # one int per pair
+        if num_skinning * num_skinning <= 1 << 26:  # a mask over every pair: no sort
+            seen = np.zeros(num_skinning * num_skinning, dtype=bool)
+            seen[codes] = True
+            codes = np.flatnonzero(seen)  # (P,) sorted, each once
+        else:
+            codes = np.unique(codes)
         pairs = np.stack([codes // num_skinning, codes % num_skinning])  # (2, P)
         self.pairs = torch.as_tensor(pairs, device=index.device)
         self.planes = points.T.contiguous()[:, :, None]  # (3, N, 1)

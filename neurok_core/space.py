@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from .dualquat import dq_apply, dq_conj, dq_mul, dq_skin, dq_to_rt, quat_apply
 from .errors import MeshError
 from .geometry import (
     Normalization,
+    face_areas,
     farthest_point_subsample,
     locate,
     nearest_neighbors,
@@ -124,11 +126,14 @@ class KinematicSpace:
         on_status=_noop,
         on_progress=_noop,
         _state: dict | None = None,
+        _valid: bool = False,
     ) -> None:
         # Inference only: frozen weights, so no decode builds a graph through the parameters.
         self.model = model.eval().requires_grad_(False)
         self.settings = settings or SpaceSettings()
-        self.vertices, self.faces = validate_mesh(vertices, faces)
+        if not _valid:  # (build_space has checked them already)
+            vertices, faces = validate_mesh(vertices, faces)
+        self.vertices, self.faces = vertices, faces
         self.normalization = Normalization.from_vertices(self.vertices)
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
@@ -144,7 +149,8 @@ class KinematicSpace:
         rest_n = self.normalization.apply(self.vertices)  # (N, 3) normalised
         self.rest_normalized = self._tensor(rest_n)
         enc_count = s.encoder_points or self.model.config.num_points
-        enc_samples = sample_surface(self.vertices, self.faces, enc_count, rng)
+        areas = face_areas(self.vertices, self.faces)  # (F,)
+        enc_samples = sample_surface(self.vertices, self.faces, enc_count, rng, areas=areas)
         encoder_points = self._tensor(locate(rest_n, self.faces, enc_samples))  # (P, 3)
         islands = vertex_islands(self.vertices, self.faces)  # (N,) loose part of each vertex
         faces = np.asarray(self.faces)
@@ -152,11 +158,11 @@ class KinematicSpace:
         enc_islands = islands[faces[enc_samples.face_ids, 0]]  # (P,)
 
         # Dynamics points: well spread area-uniform samples (equal masses).
-        pool = sample_surface(self.vertices, self.faces, 8 * s.dynamics_points, rng)
+        pool = sample_surface(self.vertices, self.faces, 8 * s.dynamics_points, rng, areas=areas)
         pool_points = locate(rest_n, self.faces, pool)  # (8S, 3)
         keep = farthest_point_subsample(pool_points, s.dynamics_points, rng)
         self.dynamics_points = self._tensor(pool_points[keep])  # (S, 3) normalised
-        skin = sample_surface(self.vertices, self.faces, s.skinning_points, rng)
+        skin = sample_surface(self.vertices, self.faces, s.skinning_points, rng, areas=areas)
         self.dynamics_islands = islands[faces[pool.face_ids[keep], 0]]  # (S,)
         skin_points = locate(rest_n, self.faces, skin)  # (Ks, 3)
         # Vertices blend the K nearest skinning points of their own island, inside it (away
@@ -171,7 +177,7 @@ class KinematicSpace:
         self.skinning_points = self._tensor(skin_points)
         self.blend_index = torch.as_tensor(idx, device=self.device)  # (N, K)
         self.blend_weights = self._tensor(weights)  # (N, K)
-        if self.dualquat:
+        if self.dualquat and not self.skinned:  # (a skinned space skins from its bones)
             self.skinning = DQSkinning(
                 self.blend_index, self.blend_weights, self.rest_normalized, len(skin_points)
             )
@@ -212,7 +218,18 @@ class KinematicSpace:
         ``BONES_PER_VERTEX`` heaviest bones kept and renormalised. Every frame then skins the
         vertices from the B bone motions directly (one sparse product), and these weights are
         the vertex groups of a rig."""
-        mixed = (self.blend_weights[..., None] * self.rest_inverse_skin[self.blend_index]).sum(1)
+        n, kb = self.blend_index.shape
+        order = self.blend_index.argsort(dim=1)  # CSR rows: sorted columns
+        with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
+            warnings.simplefilter("ignore", UserWarning)
+            blend = torch.sparse_csr_tensor(
+                torch.arange(0, n * kb + 1, kb, device=self.device),
+                self.blend_index.gather(1, order).reshape(-1),
+                self.blend_weights.gather(1, order).reshape(-1),
+                (n, self.rest_inverse_skin.shape[0]),
+                check_invariants=False,
+            )
+            mixed = blend @ self.rest_inverse_skin  # (N, nb): each vertex's skinning points mixed
         k = min(BONES_PER_VERTEX, mixed.shape[1])
         weights, index = mixed.topk(k, dim=1)  # (N, k) each
         weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1e-30)
@@ -519,6 +536,7 @@ def build_space(
         on_status=on_status,
         on_progress=on_progress,
         _state=state,
+        _valid=True,
     )
     if path is not None and state is None:
         try:

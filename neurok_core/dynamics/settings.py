@@ -182,6 +182,10 @@ class DynamicsSettings:
         one loose part (``shapekeep``): stretching and crumpling the surface cost energy,
         isometric motions do not (0: off).
     shape_keeping_neighbors: springs per point (its nearest neighbours).
+    soft_modes: search the active subspace only among the latent directions that strain the
+        object least per unit of motion (``neurok_core.softmodes``).
+    strain_tolerance, strain_slack: a direction is soft when its strain per relative motion is
+        at most max(strain_tolerance, strain_slack x that of the softest direction).
     barrier, drag, steps, limits, local, contact: the groups above.
     """
 
@@ -190,6 +194,9 @@ class DynamicsSettings:
     check_derivatives: bool = True
     shape_keeping_hz: float = 0.0
     shape_keeping_neighbors: int = 6
+    soft_modes: bool = False
+    strain_tolerance: float = 0.05
+    strain_slack: float = 2.0
     barrier: BarrierSettings = field(default_factory=BarrierSettings)
     drag: DragSettings = field(default_factory=DragSettings)
     steps: StepSettings = field(default_factory=StepSettings)
@@ -239,6 +246,9 @@ OPTION_NAMES: dict[str, tuple[str | None, str]] = {
     "check_derivatives": (None, "check_derivatives"),
     "shape_keeping_hz": (None, "shape_keeping_hz"),
     "shape_keeping_neighbors": (None, "shape_keeping_neighbors"),
+    "soft_modes": (None, "soft_modes"),
+    "strain_tolerance": (None, "strain_tolerance"),
+    "strain_slack": (None, "strain_slack"),
     "prior_mass": ("barrier", "prior_mass"),
     "barrier_scale": ("barrier", "scale"),
     "barrier_damping": ("barrier", "damping"),

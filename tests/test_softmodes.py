@@ -1,0 +1,116 @@
+"""Soft modes: latent directions ranked by the strain they cause per unit of motion."""
+
+import numpy as np
+import pytest
+import torch
+import trimesh
+
+from neurok_core.model import build_model
+from neurok_core.softmodes import (
+    motion_subspace,
+    soft_directions,
+    strain_metrics,
+    strain_ratios,
+)
+from neurok_core.space import SpaceSettings, build_space
+
+SETTINGS = SpaceSettings(
+    dynamics_points=64, skinning_points=256, subspace_samples=16, rest_steps=40
+)
+
+
+@pytest.fixture(scope="module")
+def space():
+    torch.manual_seed(0)
+    model = build_model("tiny").double()
+    with torch.no_grad():  # a decoder that moves things (a fresh one decodes to the identity)
+        model.decoder.head.weight.normal_(0.0, 0.1)
+        model.decoder.head.bias.normal_(0.0, 0.02)
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide().subdivide()
+    return build_space(
+        model.eval(), np.asarray(mesh.vertices), np.asarray(mesh.faces), settings=SETTINGS
+    )
+
+
+def _field_jacobian(space, fields) -> torch.Tensor:
+    """(S, 3, m) world-unit Jacobian whose column j moves each dynamics point x by fields[j](x)."""
+    x = torch.as_tensor(space.normalization.invert(space.dynamics_points.double().numpy()))
+    return torch.stack([f(x) for f in fields], dim=-1)
+
+
+def test_a_rotation_does_not_strain_a_stretch_does(space):
+    x0 = torch.tensor(np.array(space.normalization.center))
+    omega = torch.tensor([0.3, -1.0, 0.5], dtype=torch.float64)
+    jac = _field_jacobian(
+        space,
+        [
+            lambda x: torch.linalg.cross(omega.expand_as(x), x - x0),  # a rigid turn
+            lambda x: x - x0,  # a uniform scaling: strain 1 per latent unit
+            lambda x: (x - x0) * torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),  # a stretch
+        ],
+    )
+    a, b = strain_metrics(space, jac)
+    sigma = strain_ratios(a, b, torch.eye(3, dtype=torch.float64))
+    assert float(sigma[0]) < 1e-9
+    # scaling: every edge strains by 1 per unit; motion |x - x0| / L
+    motion = float(((jac[..., 1] ** 2).sum(1).mean() / space.object_size**2).sqrt())
+    assert float(sigma[1]) == pytest.approx(1.0 / motion, rel=1e-9)
+    assert 0.0 < float(sigma[2]) < float(sigma[1]) * 1.5
+
+
+def test_soft_directions_keep_the_least_straining_ones():
+    # A diagonal problem: sigma = sqrt(a_i / b_i) = 0.01, 0.03, 0.5, 2 for the four axes
+    a = torch.diag(torch.tensor([1e-4, 9e-4, 0.25, 4.0], dtype=torch.float64))
+    b = torch.eye(4, dtype=torch.float64)
+    within = torch.eye(4, dtype=torch.float64)
+    basis, sigma = soft_directions(a, b, within, tolerance=0.05, slack=2.0)
+    np.testing.assert_allclose(sigma, [0.01, 0.03, 0.5, 2.0], rtol=1e-9)
+    assert basis.shape == (4, 2)
+    torch.testing.assert_close(basis.T @ basis, torch.eye(2, dtype=torch.float64))
+    assert float(basis[2:].abs().max()) < 1e-12  # only the first two axes
+    # nothing under the tolerance: the softest one and those within the slack of it
+    basis, _ = soft_directions(a * 100.0, b, within, tolerance=0.05, slack=4.0)
+    assert basis.shape == (4, 2)
+    # inside a given subspace: only its directions
+    basis, sigma = soft_directions(a, b, within[:, 1:], tolerance=0.05, slack=2.0)
+    assert basis.shape == (4, 1) and abs(float(basis[1, 0])) == pytest.approx(1.0)
+
+
+def test_motion_subspace_with_soft_modes(space):
+    off, pin_report, soft_report = motion_subspace(space, (), soft=False)
+    assert off is space and pin_report == {} and soft_report == {}
+    for pins in ((), _end_pins(space)):
+        view, _, report = motion_subspace(space, pins, soft=True, tolerance=0.0, slack=1.5)
+        assert 1 <= view.reduced_dims <= report["soft_dims"] <= len(report["sigmas"])
+        assert torch.equal(view.z_rest, space.z_rest)
+        # the active directions are soft ones: none strains (with the anchor's share) more
+        # than the slack allows
+        assert max(report["active_sigmas"]) <= 1.5 * report["sigmas"][0] * (1 + 1e-6) + 1e-12
+
+
+def test_the_anchor_is_the_pins_or_the_whole_body(space):
+    from neurok_core.pinning import latent_jacobian
+    from neurok_core.softmodes import anchor_metric
+
+    jac = latent_jacobian(space, space.dynamics_points)
+    k = jac.shape[-1]
+    free = anchor_metric(space, (), jac)  # the rigid share of the motion
+    _, b = strain_metrics(space, jac)
+    dirs = torch.randn(k, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    rigid = torch.einsum("km,kl,lm->m", dirs, free, dirs)
+    total = torch.einsum("km,kl,lm->m", dirs, b, dirs)
+    assert bool((rigid >= -1e-12).all()) and bool((rigid <= total * (1 + 1e-9)).all())
+    assert float(rigid.max()) > 0.0
+    pins = _end_pins(space)
+    held = anchor_metric(space, pins, jac)
+    # a latent direction's pin motion, directly
+    pts = torch.as_tensor(space.normalization.apply(space.vertices[list(pins)]))
+    jp = latent_jacobian(space, pts).double()
+    d = torch.linspace(-1.0, 1.0, k, dtype=torch.float64)
+    direct = float((jp @ d).pow(2).sum(1).mean()) / space.object_size**2
+    assert float(d @ held @ d) == pytest.approx(direct, rel=1e-6)
+
+
+def _end_pins(space) -> tuple[int, ...]:
+    v = space.vertices
+    return tuple(int(i) for i in np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0])

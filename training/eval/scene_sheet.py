@@ -3,7 +3,9 @@
 Each frame is the mesh's triangles in a fixed 3/4 view (the same for every scene), with equal axes
 that hold every drawn frame of the row, pinned vertices in red (at most
 ``MAX_PIN_MARKS`` of them), the pushed or dragged vertex in
-orange and a drag's target as a green cross. Matplotlib's Agg backend, so it runs headless.
+orange, a drag's target as a green cross, and the contact scenes' obstacles in grey (colliders
+as their triangles, the ground as a square under the object). Matplotlib's Agg backend, so it
+runs headless.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ VIEW = dict(elev=20.0, azim=-60.0)
 @dataclass
 class SheetRow:
     """One scene: positions (T, N, 3) metres (None when the run failed), faces (F, 3), pins (P,),
-    ``marked`` vertex indices (forces, drags), drag ``targets`` (K, 3), a note for the title."""
+    ``marked`` vertex indices (forces, drags), drag ``targets`` (K, 3), a note for the title, the
+    ``ground`` height (or None) and ``colliders`` ((vertices (M, 3), faces (G, 3)), ...)."""
 
     name: str
     faces: np.ndarray
@@ -30,6 +33,8 @@ class SheetRow:
     marked: tuple[int, ...] = ()
     targets: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     note: str = ""
+    ground: float | None = None
+    colliders: tuple = ()
 
 
 def frame_choice(count: int, columns: int = COLUMNS) -> list[int]:
@@ -46,6 +51,26 @@ def _limits(points: np.ndarray, rest: np.ndarray) -> tuple[np.ndarray, float]:
     pts = centre0 + np.clip(pts - centre0, -3 * size, 3 * size)
     lo, hi = pts.min(0), pts.max(0)
     return 0.5 * (lo + hi), 0.5 * float((hi - lo).max()) * 1.05 + 1e-9
+
+
+OBSTACLE_COLOR = (0.55, 0.55, 0.55)
+
+
+def _draw_obstacles(ax, row: SheetRow, centre: np.ndarray, half: float, polys) -> None:
+    """The row's colliders and ground, under the object (drawn first)."""
+    for vertices, faces in row.colliders:
+        v = np.asarray(vertices, dtype=np.float64)
+        ax.add_collection3d(
+            polys(v[np.asarray(faces)], facecolor=OBSTACLE_COLOR, edgecolor="none", alpha=0.35)
+        )
+    if row.ground is not None:
+        (x0, x1), (y0, y1) = (
+            (centre[0] - half, centre[0] + half),
+            (centre[1] - half, centre[1] + half),
+        )
+        z = float(row.ground)
+        square = [[(x0, y0, z), (x1, y0, z), (x1, y1, z), (x0, y1, z)]]
+        ax.add_collection3d(polys(square, facecolor=OBSTACLE_COLOR, edgecolor="none", alpha=0.3))
 
 
 def contact_sheet(rows: list[SheetRow], path: str | Path, *, columns: int = COLUMNS) -> Path:
@@ -65,7 +90,10 @@ def contact_sheet(rows: list[SheetRow], path: str | Path, *, columns: int = COLU
             continue
         pos = np.asarray(row.positions, dtype=np.float64)
         picks = frame_choice(len(pos), columns)
-        centre, half = _limits(np.concatenate([pos[picks].reshape(-1, 3), row.targets]), pos[0])
+        shown = [pos[picks].reshape(-1, 3), row.targets]
+        if row.ground is not None:  # the ground in view, under the object
+            shown.append(np.array([[*pos[0].mean(0)[:2], row.ground]]))
+        centre, half = _limits(np.concatenate(shown), pos[0])
         for c, k in enumerate(picks):
             ax = fig.add_subplot(len(rows), columns, r * columns + c + 1, projection="3d")
             # markers after the triangles, always on top: matplotlib sorts 3D collections by
@@ -79,6 +107,7 @@ def contact_sheet(rows: list[SheetRow], path: str | Path, *, columns: int = COLU
                 linewidths=0.08,
                 alpha=0.9,
             )
+            _draw_obstacles(ax, row, centre, half, Poly3DCollection)
             ax.add_collection3d(tris)
             if len(row.pins):
                 p = x[row.pins[:: max(1, len(row.pins) // MAX_PIN_MARKS)]]

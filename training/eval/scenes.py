@@ -255,7 +255,20 @@ def run_scenes(
         targets = np.array([d["target"] for d in cond.get("drags", ())]).reshape(-1, 3)
         positions = None if result is None else result.positions
         note = "; ".join(record_errors(record))
-        rows.append(SheetRow(name, mesh.faces, positions, mesh.pins, marked, targets, note))
+        colliders = tuple((v, f) for _, v, f in mesh.colliders)
+        rows.append(
+            SheetRow(
+                name,
+                mesh.faces,
+                positions,
+                mesh.pins,
+                marked,
+                targets,
+                note,
+                mesh.ground,
+                colliders,
+            )
+        )
     report["wall_seconds"] = round(time.perf_counter() - started, 2)
     if out_dir is not None:
         out = Path(out_dir)

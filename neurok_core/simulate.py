@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from .dualquat import matrix_to_quat
+from .dualquat import dq_apply, dq_skin, quat_mul
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
 from .dynamics.barrier import PriorBarrier, prior_radius
 from .dynamics.conditions import TRACKED_PINS, pin_subset
@@ -22,11 +22,13 @@ from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
 from .errors import ConditionError
 from .freebody import TranslatedKinematics, translation_map
-from .geometry import farthest_point_subsample, unique_edges
+from .geometry import farthest_point_subsample, nearest_neighbors, unique_edges
+from .model.bones import blend_bones
 from .model.jets import DecoderKinematics
 from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
 from .results import SimulationResult
-from .rig import BoneRig, quat_to_matrix
+from .rig import BoneRig
+from .skinning import DQSkinning
 from .softmodes import motion_subspace
 from .space import KinematicSpace
 
@@ -223,9 +225,6 @@ def simulate(
     # without the vertices, a rig is checked against a seeded sample of them (rig_error)
     checked = _rig_sample(len(space.vertices)) if rig and not vertices else None
     sampled: list[np.ndarray] = []  # (R, 3) per frame
-    # with pins, the rig's bones are refitted to the clamped motion of another sample
-    fit_rows = _rig_sample(len(space.vertices), seed=1) if rig and conditions.pins else None
-    fitted: list[np.ndarray] = []  # (R', 3) per frame
     count = conditions.frames
     pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
     stopped = False
@@ -249,19 +248,19 @@ def simulate(
             # the free translation of the whole object (zero without one), (B, 1, 3)
             shift = qs[:, None, kq:] if free_body else qs.new_zeros(len(qs), 1, 3)
             batch = [None] * len(pending)
+            # a skinned space: one pass of the bone network serves the vertices, the rig's
+            # poses and its sampled vertices (the bones corrected for the pins)
+            bones = vertex_clamp.bones(z) if space.skinned else None  # (B, nb, 8)
             if vertices:
-                batch = (vertex_clamp.decode(z) + shift).float().cpu().numpy()  # (B, N, 3)
-            if rig:  # one pass of the bone network for the poses and the sampled vertices
-                bones = space.bone_motions(z)  # (B, nb, 8)
+                verts = vertex_clamp.decode(z) if bones is None else vertex_clamp.skin(bones)
+                batch = (verts + shift).float().cpu().numpy()  # (B, N, 3)
+            if rig:
                 rotations, translations = space.bone_transforms(bones)
                 translations = translations + shift.double().cpu().numpy()
                 poses.extend(zip(rotations, translations, strict=True))
             if checked is not None:
-                moved = vertex_clamp.decode_rows(bones, checked) + shift
+                moved = vertex_clamp.skin_rows(bones, checked) + shift
                 sampled.extend(moved.cpu().numpy())
-            if fit_rows is not None:
-                moved = vertex_clamp.decode_rows(bones, fit_rows) + shift
-                fitted.extend(moved.double().cpu().numpy())
         for (index, _, energy), verts in zip(pending, batch, strict=True):
             frames.append(verts)
             progress((index + 1) / count)
@@ -281,8 +280,6 @@ def simulate(
                 poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
             if checked is not None:
                 sampled.append(space.vertices[checked])
-            if fit_rows is not None:
-                fitted.append(space.vertices[fit_rows])
             progress(1 / count)
             stopped = on_frame is not None and on_frame(index, verts, energy) is False
             return False if stopped else None
@@ -305,8 +302,7 @@ def simulate(
     traj = integrate(system, free, rows, on_frame=frame_done, on_work=frame_work, settings=settings)
     t = len(frames)
     positions = np.stack(frames) if vertices else None
-    fit = None if fit_rows is None else (fit_rows, np.stack(fitted[:t]))
-    bone_rig = _rig(space, conditions, poses[:t], vertex_clamp, fit) if rig else None
+    bone_rig = _rig(space, conditions, poses[:t], vertex_clamp) if rig else None
     strain = _edge_strain(space.vertices, space.faces, frames if vertices else [])  # (t,)
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
     barrier = PriorBarrier.build(system.latent, settings.barrier.prior_mass, 1.0)
@@ -378,17 +374,12 @@ def simulate(
 
 
 def _rig(
-    space: KinematicSpace,
-    conditions: SimulationConditions,
-    poses: list,
-    vertex_clamp: _VertexClamp,
-    fit: tuple[np.ndarray, np.ndarray] | None = None,
+    space: KinematicSpace, conditions: SimulationConditions, poses: list, clamp: _VertexClamp
 ) -> BoneRig:
-    """The result's rig: the space's bones with their poses per frame and its vertex weights;
-    with pins, one more bone, never moving, holds the pinned vertices alone, and the other
-    bones are refitted to the clamped motion ``fit`` = (rows (R,), positions (T, R, 3)) of a
-    sample of vertices (:func:`_refit_bones`): the pin clamp bends the motion near the pins,
-    which the decoder's own bone motions do not."""
+    """The result's rig: the space's bones with their poses per frame (corrected for the pins,
+    :class:`_VertexClamp`) and its vertex weights; with pins, one more bone that never moves
+    holds the pinned vertices (weight 1) and a share of those near them, so the rig plays back
+    exactly what the engine decodes."""
     heads = space.bone_heads
     rotations = np.stack([r for r, _ in poses])  # (T, nb, 4)
     translations = np.stack([t for _, t in poses])  # (T, nb, 3)
@@ -400,63 +391,9 @@ def _rig(
         t = len(rotations)
         rotations = np.concatenate([rotations, np.tile([1.0, 0.0, 0.0, 0.0], (t, 1, 1))], 1)
         translations = np.concatenate([translations, np.zeros((t, 1, 3))], 1)
-        # the still bone takes each vertex's share of the clamp (1 at the pins, fading with
-        # the distance from them), the vertex's own bones the rest; four bones kept
-        share = vertex_clamp.blend.sum(1).double().cpu().numpy()  # (N,)
-        share[pinned] = 1.0
-        bones = np.concatenate([bones, np.full((len(bones), 1), len(heads) - 1, np.int32)], 1)
-        weights = np.concatenate([(1.0 - share)[:, None] * weights, share[:, None]], 1)
-        keep = np.argsort(-weights, axis=1, kind="stable")[:, : bones.shape[1] - 1]
-        bones = np.take_along_axis(bones, keep, 1)
-        weights = np.take_along_axis(weights, keep, 1).astype(np.float32)
-        weights /= np.maximum(weights.sum(1, keepdims=True), 1e-30)
-        if fit is not None:
-            rows, moved = fit
-            rotations, translations = _refit_bones(
-                space.vertices[rows], moved, bones[rows], weights[rows], rotations, translations
-            )
+        bones = clamp.vertex_bones.cpu().numpy().astype(np.int32)  # (N, K + 1)
+        weights = clamp.vertex_weights.float().cpu().numpy()
     return BoneRig(heads, rotations, translations, bones, weights)
-
-
-def _refit_bones(rest, moved, bones, weights, rotations, translations, ridge=1e-3):
-    """The bones' rigid motions per frame refitted to the motion of sample vertices: rest
-    (R, 3), moved (T, R, 3), their bones / weights (R, K) (the still pin bone, the last one,
-    included) -> (rotations (T, nb, 4), translations (T, nb, 3)).
-
-    Per frame, the affine maps M_b (3 x 4) minimising sum_i |sum_b w_ib M_b [X_i; 1] - x_i|^2
-    + ridge sum_b m_b |M_b - D_b|^2 (D_b the decoded motion, m_b the bone's weight mass: bones
-    that hold few samples stay near it) are one linear least-squares problem whose matrix is the
-    same every frame; each M_b is then made rigid (the rotation nearest its linear part, about
-    the bone's weighted centroid). The still bone keeps the identity."""
-    nb = rotations.shape[1]
-    count = len(rest)
-    w = np.zeros((count, nb))
-    np.add.at(w, (np.repeat(np.arange(count), bones.shape[1]), bones.ravel()), weights.ravel())
-    still = nb - 1
-    free = np.arange(nb - 1)
-    homog = np.concatenate([rest, np.ones((count, 1))], 1)  # (R, 4)
-    phi = (w[:, free, None] * homog[:, None, :]).reshape(count, -1)  # (R, 4 nb')
-    mass = w[:, free].sum(0)  # (nb',)
-    reg = ridge * np.repeat(np.maximum(mass, 1e-6 * max(float(mass.max()), 1e-30)), 4)
-    normal = phi.T @ phi + np.diag(reg * max(float(np.trace(phi.T @ phi)) / len(reg), 1e-30))
-    chol = np.linalg.cholesky(normal)
-    centroid = (w[:, free].T @ rest) / np.maximum(mass, 1e-30)[:, None]  # (nb', 3)
-    out_r, out_t = rotations.copy(), translations.copy()
-    decoded_r = quat_to_matrix(rotations)  # (T, nb, 3, 3)
-    for t in range(1, len(moved)):
-        prior = np.concatenate([decoded_r[t, free], translations[t, free, :, None]], 2)
-        prior = prior.transpose(0, 2, 1).reshape(-1, 3)  # (4 nb', 3): rows of M_b^T
-        target = moved[t] - w[:, still : still + 1] * rest  # the still bone's share
-        rhs = phi.T @ target + (normal - phi.T @ phi) @ prior
-        affine = np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))  # (4 nb', 3)
-        affine = affine.reshape(len(free), 4, 3).transpose(0, 2, 1)  # (nb', 3, 4)
-        u, _, vt = np.linalg.svd(affine[:, :, :3])
-        d = np.sign(np.linalg.det(u @ vt))
-        r = u @ (np.concatenate([np.ones((len(d), 2)), d[:, None]], 1)[:, :, None] * vt)
-        moved_centroid = np.einsum("bij,bj->bi", affine[:, :, :3], centroid) + affine[:, :, 3]
-        out_r[t, free] = matrix_to_quat(torch.as_tensor(r)).numpy()
-        out_t[t, free] = moved_centroid - np.einsum("bij,bj->bi", r, centroid)
-    return out_r, out_t
 
 
 RIG_ERROR_VERTICES = 2_000  # vertices (a seeded sample) the rig's playback is checked on
@@ -511,10 +448,23 @@ def _latent_distances(barrier: PriorBarrier, q: torch.Tensor) -> np.ndarray:
     return (z - barrier.mean).norm(dim=-1).numpy()
 
 
+STILL_FALLOFF = 0.5  # a skinned space's still bone fades within this share of the bones' spacing
+STILL_CUTOFF = 1e-3  # shares below this are dropped (the vertex keeps its own bones alone)
+
+
+def _with_still_bone(bones: torch.Tensor) -> torch.Tensor:
+    """Bone motions (B, nb, 8) with an identity appended: (B, nb + 1, 8)."""
+    still = torch.zeros_like(bones[:, :1])
+    still[..., 0] = 1.0
+    return torch.cat([bones, still], 1)
+
+
 class _VertexClamp:
     """Decodes frames onto the vertices with the pin clamp applied: the motion of the tracked
     pins (decoded at their own points, in the same pass as the skinning points) is blended out;
-    pinned vertices are put exactly at rest. Without pins, plain decoding."""
+    pinned vertices are put exactly at rest. Without pins, plain decoding. A skinned space
+    applies the clamp to its bones instead (:meth:`bones`), so that its vertices are a skinning
+    a rig plays back exactly."""
 
     def __init__(self, space: KinematicSpace, conditions: SimulationConditions) -> None:
         self.space = space
@@ -523,6 +473,13 @@ class _VertexClamp:
         if clamp is None:
             return
         self.points, self.inverse = space.tracked_points(clamp.pins)
+        self.pinned = torch.as_tensor(np.asarray(conditions.pins), device=space.device)
+        self.pinned_rest = torch.as_tensor(
+            space.vertices[np.asarray(conditions.pins)], dtype=space.dtype, device=space.device
+        )
+        if space.skinned:
+            self._skinned_pins(space, clamp, np.asarray(conditions.pins))
+            return
         idx, vals = clamp.sparse(space.vertices)  # (N, k) each: k tracked pins per vertex
         # as a dense (N, P) matrix: P (the tracked pins, a few dozen) is small, and one matrix
         # product costs far less than gathering (B, N, k, 3) displacements
@@ -530,10 +487,69 @@ class _VertexClamp:
         blend.scatter_add_(1, torch.as_tensor(idx), torch.as_tensor(vals, dtype=torch.float64))
         self.blend = blend.to(device=space.device, dtype=space.dtype)
         self.rest = torch.as_tensor(clamp.pins, dtype=space.dtype, device=space.device)
-        self.pinned = torch.as_tensor(np.asarray(conditions.pins), device=space.device)
-        self.pinned_rest = torch.as_tensor(
-            space.vertices[np.asarray(conditions.pins)], dtype=space.dtype, device=space.device
+
+    def _skinned_pins(self, space: KinematicSpace, clamp: PinClamp, pins: np.ndarray) -> None:
+        """A skinned space's pins: the clamp at each bone's head, and each vertex's share of a
+        still bone (1 at the pins, fading within half the bones' spacing: the bones' own
+        motion is not uniform between their heads and a pin) beside its own bones."""
+        device, dtype = space.device, space.dtype
+        heads = space.bone_heads  # (nb, 3) world
+        self.bone_clamp = torch.as_tensor(clamp.weights(heads), dtype=dtype, device=device)
+        spacing = float(np.median(nearest_neighbors(heads, heads, 2)[0][:, 1]))
+        dist = nearest_neighbors(space.vertices[pins], space.vertices, 1)[0].reshape(-1)
+        share = np.exp(-((dist / max(STILL_FALLOFF * spacing, 1e-12)) ** 2))  # (N,)
+        share[share < STILL_CUTOFF] = 0.0
+        share[pins] = 1.0
+        nb = heads.shape[0]
+        share_t = torch.as_tensor(share, dtype=space.vertex_bone_weights.dtype, device=device)
+        index = torch.cat(
+            [space.vertex_bones, torch.full_like(space.vertex_bones[:, :1], nb)], 1
+        )  # (N, K + 1): the still bone last
+        weights = torch.cat(
+            [(1.0 - share_t[:, None]) * space.vertex_bone_weights, share_t[:, None]], 1
         )
+        self.vertex_bones, self.vertex_weights = index, weights
+        self.skinner = DQSkinning(index, weights, space.rest_normalized, nb + 1)
+
+    def bones(self, z: torch.Tensor) -> torch.Tensor:
+        """A skinned space's corrected bone motions (B, nb, 8) of latents z (B, k), with pins
+        each moved back by the pin clamp evaluated at its head: bone b is preceded by the
+        translation -sum_j C_bj (x(P_j) - P_j) (``pinclamp``), so that skinning the vertices
+        from these bones (and the pinned vertices from a still bone) is the clamped motion
+        as a rig can play it."""
+        bones = self.space.bone_motions(z)
+        if self.clamp is None:
+            return bones
+        moved = dq_apply(blend_bones(bones, self.inverse[None]), self.points[None])  # (B, P, 3)
+        shift = -(self.bone_clamp @ (moved - self.points[None]))  # (B, nb, 3) normalised
+        pure = torch.cat([torch.zeros_like(shift[..., :1]), shift], -1)
+        dual = bones[..., 4:] + 0.5 * quat_mul(pure, bones[..., :4])
+        return torch.cat([bones[..., :4], dual], -1)
+
+    def skin(self, bones: torch.Tensor) -> torch.Tensor:
+        """World vertices (B, N, 3) skinned from corrected bones (B, nb, 8) (:meth:`bones`),
+        with pins the still bone too (pinned vertices exactly at rest)."""
+        if self.clamp is None:
+            return self.space.normalization.invert(self.space.bone_skinning(bones))
+        out = self.space.normalization.invert(self.skinner(_with_still_bone(bones)))
+        out[:, self.pinned] = self.pinned_rest  # (exact, not to float precision)
+        return out
+
+    def skin_rows(self, bones: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+        """:meth:`skin` of the vertices ``rows`` (R,) only: the cost grows with R."""
+        space = self.space
+        index = torch.as_tensor(rows, device=space.device)
+        if self.clamp is None:
+            return space.decode_vertex_rows(bones, index)[0]
+        bone_index, weights = self.vertex_bones[index], self.vertex_weights[index]  # (R, K + 1)
+        pivot = bone_index.gather(1, weights.argmax(dim=1, keepdim=True))[:, 0]
+        rest = space.rest_normalized[index]
+        moved = dq_skin(_with_still_bone(bones), bone_index, weights[None], pivot, rest[None])
+        out = space.normalization.invert(moved)
+        held = np.flatnonzero(np.isin(rows, self.pinned.cpu().numpy()))
+        still = space.vertices[rows[held]]
+        out[:, held] = torch.as_tensor(still, dtype=out.dtype, device=out.device)
+        return out
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """The clamped vertices (B, N, 3) of latents z (B, k): the vertices and the tracked
@@ -544,18 +560,4 @@ class _VertexClamp:
         disp = moved - self.rest  # (B, P, 3) world
         out = verts - self.blend @ disp  # (B, N, 3)
         out[:, self.pinned] = self.pinned_rest
-        return out
-
-    def decode_rows(self, bones: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
-        """:meth:`decode` of the vertices ``rows`` (R,) only, from a skinned space's corrected
-        bone motions (B, nb, 8)."""
-        index = torch.as_tensor(rows, device=self.space.device)
-        if self.clamp is None:
-            return self.space.decode_vertex_rows(bones, index)[0]
-        verts, moved = self.space.decode_vertex_rows(bones, index, (self.points, self.inverse))
-        out = verts - self.blend[index] @ (moved - self.rest)  # (B, R, 3)
-        held = np.flatnonzero(np.isin(rows, self.pinned.cpu().numpy()))
-        out[:, held] = torch.as_tensor(
-            self.space.vertices[rows[held]], dtype=out.dtype, device=out.device
-        )
         return out

@@ -43,7 +43,7 @@ def test_rig_bake(tmp_path, zip_path, tiny_skinned_checkpoint):
     assert out["edited_key_moves"] > 1e-3  # a real rig: editing a key changes the playback
     assert out["after_undo"] == before  # one undo step takes the whole bake back
     # the rig plays the engine's vertices back (the same run baked as shape keys)
-    for tag in ("sheet", "box"):
+    for tag in ("sheet", "box", "pinned"):
         assert out[f"{tag}_rig"][0] == "FINISHED" and out[f"{tag}_keys"][0] == "FINISHED"
         assert out[f"{tag}_motion"] > 0.01, out[f"{tag}_motion"]  # it moved
         assert out[f"{tag}_playback_error"] < PLAYBACK_TOLERANCE, out[f"{tag}_playback_error"]

@@ -143,6 +143,19 @@ def rig_flow(params) -> dict:
     activate(box)
     _force_at_vertex(box, top, 40.0)
     _compare_with_shape_keys(box, out, "box")
+    # a sheet pinned along one edge: the rig holds the pins on a still bone of its own
+    flag = add_grid("Flag", 8, 5, 2.0)
+    flag.location = (0.0, 4.0, 0.0)
+    pinned = flag.vertex_groups.new(name="Pole")
+    low = min(v.co.x for v in flag.data.vertices)
+    pinned.add([v.index for v in flag.data.vertices if v.co.x < low + 1e-6], 1.0, "REPLACE")
+    flag.neurok.physics.pin_group = "Pole"
+    flag.neurok.physics.use_gravity = False
+    bpy.context.view_layer.update()
+    far = max(range(len(flag.data.vertices)), key=lambda i: flag.data.vertices[i].co.x)
+    activate(flag)
+    _force_at_vertex(flag, far, 40.0)
+    _compare_with_shape_keys(flag, out, "pinned")
     # Clear after a rig bake leaves exactly the user's data
     sheet = bpy.data.objects["Sheet"]
     activate(sheet)

@@ -114,3 +114,29 @@ def test_the_anchor_is_the_pins_or_the_whole_body(space):
 def _end_pins(space) -> tuple[int, ...]:
     v = space.vertices
     return tuple(int(i) for i in np.nonzero(v[:, 0] <= v[:, 0].min() + 1e-9)[0])
+
+
+def test_the_robust_strain_weighs_a_hinge_below_a_crumple(space):
+    """A hinge strains a few edges a lot, a crumple all of them a little: squared strain ranks
+    them the other way round, the Huber-weighted strain of the soft modes does not."""
+    from neurok_core.softmodes import huber_sigma, robust_soft_directions, strain_rates
+
+    x = torch.as_tensor(space.normalization.invert(space.dynamics_points.double().numpy()))
+    c = x.mean(0)
+    half = x[:, 0] > c[0]  # the +x half turns about the y axis through the centre
+    axis = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    hinge = torch.where(half[:, None], torch.linalg.cross(axis.expand_as(x), x - c), 0.0 * x)
+    # a little strain everywhere, carried by a large motion of the whole
+    along = torch.tensor([0.5 * space.object_size, 0.0, 0.0], dtype=torch.float64)
+    crumple = along + 0.1 * (x - c)
+    jac = torch.stack([hinge, crumple], -1)  # (S, 3, 2)
+    rate, b = strain_rates(space, jac)
+    eye = torch.eye(2, dtype=torch.float64)
+    plain = strain_ratios(rate.T @ rate / len(rate), b, eye)
+    assert float(plain[1]) < float(plain[0])  # squared strain: the "crumple" is softer
+    zero = torch.zeros(2, 2, dtype=torch.float64)
+    robust = [huber_sigma(rate, b, zero, 0.0, eye[j], 0.05) for j in range(2)]
+    assert robust[0] < 0.75 * robust[1]  # Huber: the hinge is
+    basis, sigmas = robust_soft_directions(rate, b, zero, 0.0, tolerance=0.05, slack=1.0)
+    assert basis.shape == (2, 1) and abs(float(basis[0, 0])) > 0.99  # the hinge found
+    assert sigmas[0] <= robust[0] * (1 + 1e-9) and sigmas[1] > sigmas[0]

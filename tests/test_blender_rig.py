@@ -47,6 +47,8 @@ def test_rig_bake(tmp_path, zip_path, tiny_skinned_checkpoint):
         assert out[f"{tag}_rig"][0] == "FINISHED" and out[f"{tag}_keys"][0] == "FINISHED"
         assert out[f"{tag}_motion"] > 0.01, out[f"{tag}_motion"]  # it moved
         assert out[f"{tag}_playback_error"] < PLAYBACK_TOLERANCE, out[f"{tag}_playback_error"]
+    assert out["auto"][0] == "FINISHED" and out["auto_mode"] == "RIG"  # the default, bones
+    assert out["auto_clear"][0] == "FINISHED"
     # re-simulating as shape keys replaced the rig: no armature, groups or action of ours left
     keys_state = out["sheet_state_keys"]
     assert keys_state["armatures"] == [] and keys_state["groups"] == ["NeuROK.000"]

@@ -9,6 +9,7 @@ import bpy
 from bpy.props import EnumProperty
 
 from ..bake import BakeError, bake, check_bake, clear_results, has_results, results_owner
+from ..bake_mode import resolved_bake_mode
 from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command
 from ..engine.job import SimulationJob
@@ -43,12 +44,13 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         settings = engine_settings(context)
         try:
             gathered = gather(context, obj, settings)
-            check_bake(obj, obj.neurok.output.bake_mode)
+            mode = resolved_bake_mode(obj, settings.checkpoint)
+            check_bake(obj, mode)
             command = engine_command(settings.python, deps_root())
         except (GatherError, BakeError, EngineSetupError) as exc:
             self.report({"ERROR"}, f"Simulate: {exc}")
             return None
-        if obj.neurok.output.bake_mode == "RIG":
+        if mode == "RIG":
             # the rig alone: the engine's cost does not grow with the vertices (it checks the
             # rig's playback on a sample of them: info rig_error)
             request = dataclasses.replace(gathered.request, want_rig=True, want_frames=False)
@@ -57,7 +59,7 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         request_path = gathered.request.write(folder)
         job = SimulationJob(folder, gathered.frame_count)
         self._gathered = gathered
-        self._bake_mode = obj.neurok.output.bake_mode
+        self._bake_mode = mode
         try:  # the warm engine (engine.server), started now if none can take the request
             server = registry.engine_server(command, engine_dir())
         except OSError as exc:

@@ -123,8 +123,16 @@ class NeuROKOutputSettings(bpy.types.PropertyGroup):
                 "ARMATURE_DATA",
                 2,
             ),
+            (
+                "AUTO",
+                "Automatic",
+                "A rig when the model has bones, else shape keys (a point cache above 50,000"
+                " vertices)",
+                "AUTO",
+                3,
+            ),
         ),
-        default="SHAPE_KEYS",
+        default="AUTO",
     )
 
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import bpy
 
 from ..bake import mesh_sharers, results_owner
+from ..bake_mode import BIG_MESH, resolved_bake_mode
 from ..engine import registry
 from ..gather import deforming_modifiers
 from ..operators.engine import warm_up_once
+from ..preferences import engine_settings
 from ..request import doubtful
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
 from .status import engine_status_line
-
-BIG_MESH = 50_000  # vertices above which the panel suggests the point cache
 
 
 def _target(context):
@@ -177,13 +177,17 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
             text=f"Frames {first}-{last} at {scene_fps(scene):g} fps ({source})", icon="TIME"
         )
         layout.prop(obj.neurok.output, "bake_mode", expand=True)
+        mode = resolved_bake_mode(obj, engine_settings(context).checkpoint)
+        if obj.neurok.output.bake_mode == "AUTO":
+            what = {"RIG": "a rig", "SHAPE_KEYS": "shape keys"}.get(mode, "a point cache")
+            layout.label(text=f"Automatic: bakes as {what}", icon="INFO")
         big = len(obj.data.vertices) > BIG_MESH
-        if big and obj.neurok.output.bake_mode == "SHAPE_KEYS":
+        if big and mode == "SHAPE_KEYS":
             layout.label(text="Big mesh: a point cache is faster and smaller", icon="INFO")
         if deforming_modifiers(obj):
             layout.label(text="Deformed by modifiers: simulates the rest shape", icon="ERROR")
         sharers = mesh_sharers(obj)
-        if sharers and obj.neurok.output.bake_mode == "SHAPE_KEYS":
+        if sharers and mode == "SHAPE_KEYS":
             layout.label(
                 text=f"Mesh shared with {len(sharers)} other object(s): bake as a point cache"
                 " or make it single-user",

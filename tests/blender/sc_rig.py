@@ -156,6 +156,13 @@ def rig_flow(params) -> dict:
     activate(flag)
     _force_at_vertex(flag, far, 40.0)
     _compare_with_shape_keys(flag, out, "pinned")
+    # "Automatic" (the default) bakes a model with bones as a rig
+    flag.neurok.output.bake_mode = "AUTO"
+    activate(flag)
+    out["auto"] = call(bpy.ops.neurok.simulate, undo=True)
+    out["auto_mode"] = bpy.data.objects["Flag"].neurok.results.mode
+    activate(bpy.data.objects["Flag"])
+    out["auto_clear"] = call(bpy.ops.neurok.clear_results)
     # Clear after a rig bake leaves exactly the user's data
     sheet = bpy.data.objects["Sheet"]
     activate(sheet)

@@ -170,7 +170,7 @@ def build_scene(frames: int, detail: int):
 
     physics = laptop.obj.neurok.physics
     physics.pin_group, physics.mass, physics.damping = laptop.pin_group, 1.0, 0.3
-    laptop.obj.neurok.output.bake_mode = "SHAPE_KEYS"
+    laptop.obj.neurok.output.bake_mode = "AUTO"  # a rig with a model that has bones
     force = add_condition_at(laptop.obj, laptop.handle_vertex, bpy.ops.neurok.add_force)
     point = force.matrix_world.translation.copy()
     aim = Vector(laptop.direction).to_track_quat("Z", "Y").to_matrix().to_4x4()

@@ -9,33 +9,32 @@ strain, so a push excites whatever direction it finds: for a model whose space h
 pushed lid twists and bends instead of turning (``docs/experiments/part_aware_space.md``).
 
 This restricts the directions first, the same for every object. At z_rest, for tracked points
-x_i with latent Jacobians J_i (3, k) and the edges e = (a, b) between each point and its
-nearest points of the same loose part (rest length l_e, direction u_e):
+x_i with latent Jacobians J_i (3, k) (with pins, those of the clamped kinematics the dynamics
+move: J' = J - C J_pins, ``neurok_core.pinclamp``) and the edges e = (a, b) between each point
+and its nearest points of the same loose part (rest length l_e, direction u_e):
 
     strain rate  s_e(d) = u_e^T (J_a - J_b) d / l_e,
     motion       m(d)^2 = mean_i |J_i d|^2 / L^2,
-    anchor       h(d)^2 = mean_p |J_p d|^2 / L^2 over the pinned points p, or, without pins,
-                 the part of m(d)^2 that the best rigid motion of the whole object explains,
 
-and the generalised eigenproblem  (A + c H) d = sigma^2 B d  (A, B, H the Gram matrices of s,
-m, h; c = (tolerance / ANCHOR_TOLERANCE)^2) gives each direction's strain per relative motion
-sigma: 0 for a rigid motion about the pins or an isometric bend; about 2-3 for a uniform
-scaling; a direction that moves what holds the object (the pins, or the object as a whole when
-nothing does, which the free translation of contact covers) counts as straining as much as
-``tolerance`` per ANCHOR_TOLERANCE of motion. The directions with
+each direction's strain per relative motion sigma is 0 for a rigid motion about the pins or an
+isometric bend and about 2-3 for a uniform scaling. Each edge's strain is weighed by a Huber loss
+of scale ``tolerance`` (``robust_soft_directions``; a hinge strains a few edges a lot, a crumple
+many a little: squared strain alone ranks the rigid turn of a chest's lid, whose rim touches the
+box's along its length, with a model's crumples, 0.43 against 0.35-0.9 at rest, the Huber
+weighting at 0.09), and two terms are added to the strain: without pins, the rigid part of the
+motion (the object moving as a whole, which the free translation of contact covers) counts as a
+strain of ``tolerance`` per ANCHOR_TOLERANCE of motion; and a latent unit costs as much as a
+strain of sqrt(IDLE_COST) ``tolerance`` along the direction that moves the object most (a
+direction that barely moves the object has strain and motion both near zero, a ratio that says
+nothing). Directions are found greedily (iteratively reweighted generalised eigenproblems); those
+with
 
     sigma <= max(tolerance, slack * sigma_min)
 
-span the soft subspace, in which the active subspace is searched. The strain is weighed robustly
-(``robust_soft_directions``: each edge's strain per relative motion by the Huber loss of scale
-``tolerance``, directions found greedily by iteratively reweighted least squares): a hinge
-strains a few edges a lot, a crumple many a little. Squared strain alone ranks the rigid turn of
-a chest's lid, whose rim touches the box's along its length, with the model's crumples (0.43
-against 0.35-0.9 at rest for an early skinned model), the Huber weighting far below them. the object's own softest
+span the soft subspace, in which the active subspace is searched: the object's own softest
 direction sets the scale, so an elastic object (whose every motion strains) keeps its softest
 directions while an object whose space also holds near-isometric motions keeps only those.
-First order at rest. With pins the clamp of the kinematics (``neurok_core.pinclamp``) still
-holds them exactly.
+First order at rest.
 """
 
 from __future__ import annotations
@@ -229,6 +228,7 @@ def anchor_metric(
     return part.T @ part / len(x) / size2
 
 
+IDLE_COST = 0.1  # see motion_subspace
 ANCHOR_TOLERANCE = 0.05  # motion of what holds the object, relative to its own, that counts
 # as straining it by the strain tolerance
 
@@ -252,10 +252,19 @@ def motion_subspace(
         view, pin_report = pinned_subspace(space, pins)
         return view, pin_report, {}
     jac = latent_jacobian(space, space.dynamics_points)  # (S, 3, k)
+    if len(pins):  # the motion the dynamics see: clamped around the pins, which it holds
+        jac = _clamped(space, pins, jac)
+        h, c = torch.zeros(jac.shape[-1], jac.shape[-1], dtype=torch.float64), 0.0
+    else:  # the object as a whole moving counts against a direction
+        h, c = anchor_metric(space, pins, jac), (tolerance / ANCHOR_TOLERANCE) ** 2
     rate, b = strain_rates(space, jac)
-    h = anchor_metric(space, pins, jac)
-    c = (tolerance / ANCHOR_TOLERANCE) ** 2
-    basis, sigma = robust_soft_directions(rate, b, h, c, tolerance=tolerance, slack=slack)
+    # directions that barely move the object: their strain and motion are both near zero, so
+    # their ratio says nothing; a latent unit costs as much as a strain of
+    # sqrt(IDLE_COST) x tolerance along the latent direction that moves the object most
+    k = b.shape[0]
+    idle = IDLE_COST * tolerance**2 * float(torch.linalg.eigvalsh(b).max())
+    cost = c * h + idle * torch.eye(k, dtype=torch.float64)
+    basis, sigma = robust_soft_directions(rate, b, cost, 1.0, tolerance=tolerance, slack=slack)
     W, spectrum = space.active_subspace(space.covariance, within=basis)
     view = space.with_subspace(W, spectrum)
     wd = W.double().cpu()
@@ -263,8 +272,28 @@ def motion_subspace(
         "soft_dims": int(basis.shape[1]),
         "sigmas": [round(float(x), 4) for x in sigma],
         "active_sigmas": [
-            round(huber_sigma(rate, b, h, c, wd[:, j], tolerance), 4) for j in range(wd.shape[1])
+            round(huber_sigma(rate, b, cost, 1.0, wd[:, j], tolerance), 4)
+            for j in range(wd.shape[1])
+        ],
+        "active_motion": [
+            round(float(x), 6) for x in torch.einsum("km,kl,lm->m", wd, b, wd).sqrt()
         ],
         "active_anchor": [round(float(x), 4) for x in strain_ratios(h, b, wd)],
     }
     return view, {}, report
+
+
+def _clamped(space: KinematicSpace, pins, jac: torch.Tensor) -> torch.Tensor:
+    """The dynamics points' latent Jacobian (S, 3, k) after the pin clamp
+    (``neurok_core.pinclamp``): J' = J - C J_pins, as the simulation clamps them."""
+    from .dynamics.conditions import TRACKED_PINS, pin_subset
+    from .pinclamp import PinClamp
+    from .pinning import latent_jacobian
+
+    tracked = pin_subset(tuple(pins), space.vertices, TRACKED_PINS)
+    clamp = PinClamp.build(space.vertices, pins, tracked, space.object_size)
+    world = space.normalization.invert(space.dynamics_points.double().cpu().numpy())
+    matrix = torch.as_tensor(clamp.weights(world), dtype=torch.float64)  # (S, P)
+    pts = torch.as_tensor(space.normalization.apply(clamp.pins), dtype=space.dtype)
+    jp = latent_jacobian(space, pts).double().cpu()  # (P, 3, k)
+    return jac.double().cpu() - torch.einsum("sp,pak->sak", matrix, jp)

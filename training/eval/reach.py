@@ -66,8 +66,16 @@ def fit(space, target: np.ndarray, reduced: bool, steps: int, lr: float) -> np.n
         return space.decode_vertices(z)[0].double().cpu().numpy()
 
 
-def probe(checkpoint: str | None, scene: str, angles: list[float], steps: int, lr: float) -> dict:
+def probe(
+    checkpoint: str | None,
+    scene: str,
+    angles: list[float],
+    steps: int,
+    lr: float,
+    soft_modes: bool = False,
+) -> dict:
     from neurok_core.api import NeuROK
+    from neurok_core.softmodes import motion_subspace
 
     build = getattr(scene_meshes, scene)
     rest = build()
@@ -81,15 +89,19 @@ def probe(checkpoint: str | None, scene: str, angles: list[float], steps: int, l
     axis = np.asarray(rest.hinge.axis, dtype=np.float64)
     size = rest.size
     opening = float(np.degrees(np.arccos(np.clip(np.dot(rest.hinge.lid, rest.hinge.base), -1, 1))))
+    views = [(space, False, "full latent"), (space, True, f"subspace ({space.reduced_dims})")]
+    if soft_modes:  # the soft subspace the dynamics would move in, with the scene's pins
+        soft, _, _ = motion_subspace(space, tuple(int(p) for p in rest.pins), soft=True)
+        views.append((soft, True, f"soft subspace ({soft.reduced_dims})"))
     rows = []
     for angle in angles:
         target = build(opening_deg=opening - angle).vertices
-        for reduced in (False, True):
-            got = fit(space, target, reduced, steps, lr)
+        for view, reduced, name in views:
+            got = fit(view, target, reduced, steps, lr)
             rows.append(
                 {
                     "angle": angle,
-                    "space": f"subspace ({space.reduced_dims})" if reduced else "full latent",
+                    "space": name,
                     "rms": float(np.sqrt(((got - target) ** 2).sum(1).mean())) / size,
                     "lid_turn_deg": _turn_toward_base(rest.vertices[lid], got[lid], axis),
                     "lid_residual": float(rigid_fit_residual(rest.vertices[lid], got[lid][None])[0])
@@ -136,9 +148,14 @@ def main(argv=None) -> int:
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="write the report here as JSON")
+    parser.add_argument(
+        "--soft-modes",
+        action="store_true",
+        help="also fit in the soft subspace (neurok_core.softmodes) with the scene's pins",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    report = probe(args.checkpoint, args.scene, args.angles, args.steps, args.lr)
+    report = probe(args.checkpoint, args.scene, args.angles, args.steps, args.lr, args.soft_modes)
     print(table(report))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=1))

@@ -32,10 +32,19 @@ def model_has_bones(checkpoint: str = "") -> bool:
 
 
 def resolved_bake_mode(obj, checkpoint: str = "") -> str:
-    """The object's bake mode with "AUTO" resolved: "RIG", "SHAPE_KEYS" or "POINT_CACHE"."""
+    """The object's bake mode with "AUTO" resolved: "RIG", "SHAPE_KEYS" or "POINT_CACHE". A rig
+    only where one can be made (a bone cannot shear: unequal axis scales take the other way)."""
     mode = obj.neurok.output.bake_mode
     if mode != "AUTO":
         return mode
     if model_has_bones(checkpoint):
-        return "RIG"
+        import numpy as np
+
+        from .rig_bake import RigError, check_rig_transform
+
+        try:
+            check_rig_transform(obj, np.array(obj.matrix_world))
+            return "RIG"
+        except RigError:
+            pass
     return "POINT_CACHE" if len(obj.data.vertices) > BIG_MESH else "SHAPE_KEYS"

@@ -490,17 +490,22 @@ class _VertexClamp:
 
     def _skinned_pins(self, space: KinematicSpace, clamp: PinClamp, pins: np.ndarray) -> None:
         """A skinned space's pins: the clamp at each bone's head, and each vertex's share of a
-        still bone (1 at the pins, fading within half the bones' spacing: the bones' own
-        motion is not uniform between their heads and a pin) beside its own bones."""
+        still bone beside its own bones: 1 at the pins, exp(-(d / (STILL_FALLOFF x the bones'
+        spacing))^2) at a distance d from them on their own loose parts (the bones' own motion
+        is not uniform between their heads and a pin; a separate part near the pins, a drawer
+        in its cabinet, keeps its own motion), 0 below STILL_CUTOFF."""
         device, dtype = space.device, space.dtype
         heads = space.bone_heads  # (nb, 3) world
         self.bone_clamp = torch.as_tensor(clamp.weights(heads), dtype=dtype, device=device)
-        spacing = float(np.median(nearest_neighbors(heads, heads, 2)[0][:, 1]))
+        nb = heads.shape[0]
+        spacing = space.object_size
+        if nb > 1:
+            spacing = float(np.median(nearest_neighbors(heads, heads, 2)[0][:, 1]))
         dist = nearest_neighbors(space.vertices[pins], space.vertices, 1)[0].reshape(-1)
         share = np.exp(-((dist / max(STILL_FALLOFF * spacing, 1e-12)) ** 2))  # (N,)
+        share[~np.isin(space.vertex_islands, space.vertex_islands[pins])] = 0.0
         share[share < STILL_CUTOFF] = 0.0
         share[pins] = 1.0
-        nb = heads.shape[0]
         share_t = torch.as_tensor(share, dtype=space.vertex_bone_weights.dtype, device=device)
         index = torch.cat(
             [space.vertex_bones, torch.full_like(space.vertex_bones[:, :1], nb)], 1
@@ -513,8 +518,8 @@ class _VertexClamp:
 
     def bones(self, z: torch.Tensor) -> torch.Tensor:
         """A skinned space's corrected bone motions (B, nb, 8) of latents z (B, k), with pins
-        each moved back by the pin clamp evaluated at its head: bone b is preceded by the
-        translation -sum_j C_bj (x(P_j) - P_j) (``pinclamp``), so that skinning the vertices
+        each moved back by the pin clamp evaluated at its head: bone b's motion is followed by
+        the translation -sum_j C_bj (x(P_j) - P_j) (``pinclamp``), so that skinning the vertices
         from these bones (and the pinned vertices from a still bone) is the clamped motion
         as a rig can play it."""
         bones = self.space.bone_motions(z)

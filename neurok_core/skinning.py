@@ -107,16 +107,31 @@ class DQSkinning:
             torch.float32,
             torch.float64,
         ):
-            # CSR directly (rows in order, each row's columns sorted): no coalescing pass
+            # CSR directly (rows in order, each row's columns sorted): no coalescing pass,
+            # unless a row repeats a column (an island with fewer skinning points than K),
+            # which not every backend sums
             order = index.argsort(dim=1)
-            columns = index.gather(1, order).reshape(-1)
-            values = weights.gather(1, order).reshape(-1)
-            crow = torch.arange(0, n * k + 1, k, device=index.device)
+            columns = index.gather(1, order)
+            values = weights.gather(1, order)
             with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
                 warnings.simplefilter("ignore", UserWarning)
-                self.sparse = torch.sparse_csr_tensor(
-                    crow, columns, values, (n, num_skinning), check_invariants=False
-                )  # (N, Q)
+                if bool((columns[:, 1:] == columns[:, :-1]).any()):
+                    rows = torch.arange(n, device=index.device).repeat_interleave(k)
+                    coo = torch.sparse_coo_tensor(
+                        torch.stack([rows, columns.reshape(-1)]),
+                        values.reshape(-1),
+                        (n, num_skinning),
+                    )
+                    self.sparse = coo.coalesce().to_sparse_csr()  # (N, Q)
+                else:
+                    crow = torch.arange(0, n * k + 1, k, device=index.device)
+                    self.sparse = torch.sparse_csr_tensor(
+                        crow,
+                        columns.reshape(-1),
+                        values.reshape(-1),
+                        (n, num_skinning),
+                        check_invariants=False,
+                    )  # (N, Q)
         # the pairs (neighbour, pivot) some point blends, each once; a point with itself
         # needs no check
         first = index.cpu().numpy().astype(np.int64).reshape(-1)  # (N K,)

@@ -48,7 +48,7 @@ from .dynamics.shapekeep import neighbour_pairs
 from .space import KinematicSpace
 
 NEIGHBORS = 6  # edges per tracked point
-ROBUST_ITERATIONS = 4  # reweightings of the edges (robust_strain_metric)
+ROBUST_ITERATIONS = 4  # reweightings of the edges per start (robust_soft_directions)
 
 
 def strain_rates(space: KinematicSpace, jac: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,8 +111,9 @@ def robust_soft_directions(
     least squares from every eigen-direction of the squared problem (weights w_e = min(1,
     delta / |s_e|) of the current direction, then its weighted problem's softest direction),
     then the next one B-orthogonal to those found, while sigma stays within max(tolerance,
-    slack x the first). Returns the orthonormal basis (k, f) and the sigmas of every greedy
-    direction (k,), ascending."""
+    slack x the first). Returns the orthonormal basis (k, f) of the directions kept and the
+    sigmas of the greedy directions (the kept ones, then the first one beyond the limit when
+    the search stopped at it)."""
     k = b.shape[0]
     e = max(len(rate), 1)
     eye = torch.eye(k, dtype=torch.float64)
@@ -120,11 +121,9 @@ def robust_soft_directions(
     sigmas: list[float] = []
     for _ in range(k):
         # the B-orthogonal complement of the directions found
-        if found:
+        if found:  # the null space of f^T B: the directions B-orthogonal to those found
             f = torch.stack(found, 1)  # (k, n)
-            proj = eye - f @ torch.linalg.solve(f.T @ b @ f, f.T @ b)
-            within, _ = torch.linalg.qr(proj)
-            within = within[:, : k - len(found)]
+            within = torch.linalg.svd(f.T @ b).Vh[len(found) :].T  # (k, k - n) orthonormal
         else:
             within = eye
         a = rate.T @ rate / e
@@ -144,11 +143,12 @@ def robust_soft_directions(
             value = huber_sigma(rate, b, h, c, d, tolerance)
             if value < best:
                 best, best_d = value, d
+        if sigmas and best > max(float(tolerance), float(slack) * sigmas[0]):
+            sigmas.append(best)  # the first direction beyond the limit ends the search
+            break
         found.append(best_d / math.sqrt(max(float(best_d @ b @ best_d), 1e-300)))
         sigmas.append(best)
-    limit = max(float(tolerance), float(slack) * sigmas[0])
-    count = max(1, sum(1 for x in sigmas if x <= limit))
-    basis, _ = torch.linalg.qr(torch.stack(found[:count], 1))
+    basis, _ = torch.linalg.qr(torch.stack(found, 1))
     return basis, np.array(sigmas)
 
 
@@ -171,32 +171,6 @@ def strain_ratios(a: torch.Tensor, b: torch.Tensor, directions: torch.Tensor) ->
     num = torch.einsum("km,kl,lm->m", d, a, d)
     den = torch.einsum("km,kl,lm->m", d, b, d).clamp_min(1e-300)
     return (num / den).clamp_min(0.0).sqrt()
-
-
-def soft_directions(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    within: torch.Tensor,
-    *,
-    tolerance: float,
-    slack: float,
-) -> tuple[torch.Tensor, np.ndarray]:
-    """An orthonormal basis (k, f) of the soft directions inside the span of ``within`` (k, m)
-    (orthonormal columns) and the sigmas (m,) of the eigen-directions, ascending."""
-    w = within.double()
-    a2, b2 = w.T @ a @ w, w.T @ b @ w
-    m = a2.shape[0]
-    ridge = 1e-9 * float(torch.trace(b2)) / m + 1e-300
-    chol = torch.linalg.cholesky(b2 + ridge * torch.eye(m, dtype=torch.float64))
-    s = torch.linalg.solve_triangular(chol, a2, upper=False)
-    s = torch.linalg.solve_triangular(chol, s.T, upper=False)  # L^-1 A L^-T
-    rho, vecs = torch.linalg.eigh(0.5 * (s + s.T))  # ascending
-    sigma = rho.clamp_min(0.0).sqrt()
-    limit = max(float(tolerance), float(slack) * float(sigma[0]))
-    count = max(1, int((sigma <= limit).sum()))
-    dirs = torch.linalg.solve_triangular(chol.T, vecs[:, :count], upper=True)  # (m, count)
-    basis, _ = torch.linalg.qr(w @ dirs)
-    return basis, sigma.numpy()
 
 
 def anchor_metric(
@@ -246,6 +220,11 @@ def motion_subspace(
     with pins, the pinned subspace (``neurok_core.pinning``)."""
     from .pinning import latent_jacobian, pinned_subspace
 
+    if soft and not (tolerance > 0 and slack >= 1):
+        raise ValueError(
+            f"soft modes need strain_tolerance > 0 and strain_slack >= 1, got {tolerance!r} and"
+            f" {slack!r}"
+        )
     if not soft:
         if not pins:
             return space, {}, {}

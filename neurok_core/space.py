@@ -219,17 +219,21 @@ class KinematicSpace:
         vertices from the B bone motions directly (one sparse product), and these weights are
         the vertex groups of a rig."""
         n, kb = self.blend_index.shape
-        order = self.blend_index.argsort(dim=1)  # CSR rows: sorted columns
+        index, weights = self.blend_index.cpu(), self.blend_weights.cpu()
+        order = index.argsort(dim=1)  # CSR rows: sorted columns
         with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
             warnings.simplefilter("ignore", UserWarning)
+            # on the CPU whatever the device (sparse CSR is missing on some, e.g. MPS; a
+            # repeated column, an island with fewer skinning points than K, sums there)
             blend = torch.sparse_csr_tensor(
-                torch.arange(0, n * kb + 1, kb, device=self.device),
-                self.blend_index.gather(1, order).reshape(-1),
-                self.blend_weights.gather(1, order).reshape(-1),
+                torch.arange(0, n * kb + 1, kb),
+                index.gather(1, order).reshape(-1),
+                weights.gather(1, order).reshape(-1),
                 (n, self.rest_inverse_skin.shape[0]),
                 check_invariants=False,
             )
-            mixed = blend @ self.rest_inverse_skin  # (N, nb): each vertex's skinning points mixed
+            mixed = blend @ self.rest_inverse_skin.cpu()  # (N, nb): its skinning points mixed
+        mixed = mixed.to(self.device)
         k = min(BONES_PER_VERTEX, mixed.shape[1])
         weights, index = mixed.topk(k, dim=1)  # (N, k) each
         weights = weights / weights.sum(dim=1, keepdim=True).clamp_min(1e-30)

@@ -143,3 +143,28 @@ def test_rig_files_round_trip(plate, tmp_path):
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(NeuROKError, match="not a readable NeuROK rig"):
         BoneRig.load_json(tmp_path / "bad.json")
+
+
+def test_a_separate_part_near_the_pins_keeps_its_own_bones():
+    """The still bone holds the pins' own loose part near them, never another part (a drawer
+    beside its pinned cabinet moves as its bones do)."""
+    from neurok_core.simulate import _VertexClamp
+
+    a = trimesh.creation.box((0.2, 0.2, 0.2)).subdivide()
+    b = trimesh.creation.box((0.2, 0.2, 0.2)).subdivide()
+    b.apply_translation((0.21, 0.0, 0.0))  # 1 cm from the first box
+    vertices = np.concatenate([a.vertices, b.vertices])
+    faces = np.concatenate([a.faces, b.faces + len(a.vertices)])
+    settings = SpaceSettings(
+        dynamics_points=48, skinning_points=256, subspace_samples=8, rest_steps=10
+    )
+    space = build_space(skinned_model(dtype=D, randomize=True), vertices, faces, settings=settings)
+    near = vertices[:, 0] >= vertices[: len(a.vertices), 0].max() - 1e-9  # a's face at x = 0.1
+    pins = tuple(int(i) for i in np.flatnonzero(near[: len(a.vertices)]))
+    clamp = _VertexClamp(space, SimulationConditions(frames=2, pins=pins))
+    share = clamp.vertex_weights[:, -1].numpy()
+    assert bool((share[list(pins)] == 1.0).all())
+    assert (
+        float(share[: len(a.vertices)].max()) == 1.0
+        and float(share[len(a.vertices) :].max()) == 0.0
+    )

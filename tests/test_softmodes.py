@@ -2,29 +2,13 @@
 
 import numpy as np
 import pytest
+import test_space
 import torch
-import trimesh
 
-from neurok_core.model import build_model
 from neurok_core.softmodes import motion_subspace, strain_metrics, strain_ratios
-from neurok_core.space import SpaceSettings, build_space
 
-SETTINGS = SpaceSettings(
-    dynamics_points=64, skinning_points=256, subspace_samples=16, rest_steps=40
-)
-
-
-@pytest.fixture(scope="module")
-def space():
-    torch.manual_seed(0)
-    model = build_model("tiny").double()
-    with torch.no_grad():  # a decoder that moves things (a fresh one decodes to the identity)
-        model.decoder.head.weight.normal_(0.0, 0.1)
-        model.decoder.head.bias.normal_(0.0, 0.02)
-    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide().subdivide()
-    return build_space(
-        model.eval(), np.asarray(mesh.vertices), np.asarray(mesh.faces), settings=SETTINGS
-    )
+# the tiny model's space of test_space (pytest fixtures)
+model, slab, space = test_space.model, test_space.slab, test_space.space
 
 
 def _field_jacobian(space, fields) -> torch.Tensor:

@@ -66,6 +66,15 @@ def _compare_with_shape_keys(obj, out, tag):
     out[f"{tag}_state_keys"] = _state(obj)
 
 
+def _push_farthest(obj, axis: int) -> None:
+    """No gravity and a 40 N force on the vertex farthest along local ``axis``."""
+    obj.neurok.physics.use_gravity = False
+    bpy.context.view_layer.update()
+    far = max(range(len(obj.data.vertices)), key=lambda i: obj.data.vertices[i].co[axis])
+    activate(obj)
+    _force_at_vertex(obj, far, 40.0)
+
+
 @scenario
 def rig_flow(params) -> dict:
     """Rig bakes of a cloth-like sheet and a two-part box: playback vs shape keys, one undo
@@ -137,11 +146,7 @@ def rig_flow(params) -> dict:
     bpy.data.objects.remove(bpy.data.objects[arrow_name])
     box = _two_part_box()
     box.location = (3.0, 0.0, 0.0)
-    box.neurok.physics.use_gravity = False
-    bpy.context.view_layer.update()
-    top = max(range(len(box.data.vertices)), key=lambda i: box.data.vertices[i].co.z)
-    activate(box)
-    _force_at_vertex(box, top, 40.0)
+    _push_farthest(box, 2)  # the top
     _compare_with_shape_keys(box, out, "box")
     # a sheet pinned along one edge: the rig holds the pins on a still bone of its own
     flag = add_grid("Flag", 8, 5, 2.0)
@@ -150,11 +155,7 @@ def rig_flow(params) -> dict:
     low = min(v.co.x for v in flag.data.vertices)
     pinned.add([v.index for v in flag.data.vertices if v.co.x < low + 1e-6], 1.0, "REPLACE")
     flag.neurok.physics.pin_group = "Pole"
-    flag.neurok.physics.use_gravity = False
-    bpy.context.view_layer.update()
-    far = max(range(len(flag.data.vertices)), key=lambda i: flag.data.vertices[i].co.x)
-    activate(flag)
-    _force_at_vertex(flag, far, 40.0)
+    _push_farthest(flag, 0)  # the free edge
     _compare_with_shape_keys(flag, out, "pinned")
     # "Automatic" (the default) bakes a model with bones as a rig
     flag.neurok.output.bake_mode = "AUTO"

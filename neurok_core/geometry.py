@@ -507,13 +507,13 @@ def vertex_islands(vertices: Any, faces: Any, *, weld: float = 1e-6) -> np.ndarr
     v = np.asarray(_numpy(vertices), dtype=np.float64)
     f = np.asarray(_numpy(faces), dtype=np.int64).reshape(-1, 3)
     n = len(v)
-    referenced = np.zeros(n, dtype=bool)
-    referenced[f.reshape(-1)] = True
     edges = np.concatenate([f[:, [0, 1]], f[:, [1, 2]]])  # (E, 2): a face's third edge adds nothing
     graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
     count, labels = connected_components(graph, directed=False)
     if count == 1 or not n:  # one piece: nothing to weld
         return labels.astype(np.int64)
+    referenced = np.zeros(n, dtype=bool)
+    referenced[f.reshape(-1)] = True
     used = v[referenced] if referenced.any() else v  # a stray vertex does not widen the tolerance
     extent = float(np.ptp(used, axis=0).max()) if len(used) else 0.0
     close = cKDTree(v).query_pairs(weld * extent, output_type="ndarray").astype(np.int64)

@@ -65,16 +65,29 @@ def pin_free_basis(
     js = jac[len(pinned) :].reshape(-1, k)  # (3S, k)
     a = jp.T @ jp / len(pinned)  # (k, k)
     b = js.T @ js / len(probes)  # (k, k)
-    ridge = 1e-6 * float(torch.trace(b)) / k + 1e-300
-    chol = torch.linalg.cholesky(b + ridge * torch.eye(k, dtype=torch.float64))
-    m = torch.linalg.solve_triangular(chol, a, upper=False)
-    m = torch.linalg.solve_triangular(chol, m.T, upper=False)  # L^-1 A L^-T
-    rho, u = torch.linalg.eigh(0.5 * (m + m.T))  # ascending
+    rho, dirs = generalized_eigh(a, b, ridge=1e-6)
     count = int((rho <= tolerance**2).sum())
     if count == 0:
         return None, jp, js
-    free = torch.linalg.solve_triangular(chol.T, u[:, :count], upper=True)  # (k, count)
-    return torch.linalg.qr(free)[0], jp, js  # orthonormal
+    return torch.linalg.qr(dirs[:, :count])[0], jp, js  # (k, count) orthonormal
+
+
+def generalized_eigh(
+    a: torch.Tensor, b: torch.Tensor, within: torch.Tensor | None = None, *, ridge: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenpairs of A d = rho B d (float64 (k, k) symmetric, B positive semi-definite plus
+    ``ridge`` x its mean eigenvalue), inside the span of ``within`` (k, m) orthonormal columns
+    if given: (rho (m,) ascending, directions (k, m), B-orthonormal)."""
+    if within is not None:
+        a, b = within.T @ a @ within, within.T @ b @ within
+    m = a.shape[0]
+    shift = ridge * float(torch.trace(b)) / m + 1e-300
+    chol = torch.linalg.cholesky(b + shift * torch.eye(m, dtype=torch.float64))
+    s = torch.linalg.solve_triangular(chol, a, upper=False)
+    s = torch.linalg.solve_triangular(chol, s.T, upper=False)  # L^-1 A L^-T
+    rho, vecs = torch.linalg.eigh(0.5 * (s + s.T))  # ascending
+    dirs = torch.linalg.solve_triangular(chol.T, vecs, upper=True)
+    return rho, dirs if within is None else within @ dirs
 
 
 def pinned_subspace(

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import torch
 
-from .dualquat import dq_apply, dq_skin, quat_mul
+from .dualquat import dq_apply, quat_mul
 from .dynamics import Anchor, MechanicalSystem, SimulationConditions
 from .dynamics.barrier import PriorBarrier, prior_radius
 from .dynamics.conditions import TRACKED_PINS, pin_subset
@@ -63,14 +63,13 @@ def contact_vertices(vertices: np.ndarray, count: int, pool: int = 20_000) -> np
     return np.sort(candidates[chosen]).astype(np.int64)
 
 
-def pin_clamp(space: KinematicSpace, conditions: SimulationConditions):
-    """The clamp of the conditions' pins (:mod:`~neurok_core.pinclamp`) and the tracked pinned
-    vertices it blends (the anchors' spread subset), or (None, ()) without pins."""
-    if not conditions.pins:
+def pin_clamp(space: KinematicSpace, pins):
+    """The clamp of the pinned vertices ``pins`` (:mod:`~neurok_core.pinclamp`) and the tracked
+    pinned vertices it blends (the anchors' spread subset), or (None, ()) without pins."""
+    if not len(pins):
         return None, ()
-    tracked = pin_subset(conditions.pins, space.vertices, TRACKED_PINS)
-    clamp = PinClamp.build(space.vertices, conditions.pins, tracked, space.object_size)
-    return clamp, tracked
+    tracked = pin_subset(tuple(pins), space.vertices, TRACKED_PINS)
+    return PinClamp.build(space.vertices, pins, tracked, space.object_size), tracked
 
 
 def build_system(
@@ -114,7 +113,7 @@ def build_system(
         contact_weights[num_mass + len(anchors) :] = 1.0
     norm = space.normalization
     rows = {a: num_mass + i for i, a in enumerate(anchors)}
-    clamp, tracked = pin_clamp(space, conditions)
+    clamp, tracked = pin_clamp(space, conditions.pins)
     if clamp is not None:
         world = norm.invert(points.double().cpu().numpy())  # (S + A, 3)
         matrix = torch.as_tensor(clamp.weights(world), dtype=space.dtype, device=space.device)
@@ -468,7 +467,7 @@ class _VertexClamp:
 
     def __init__(self, space: KinematicSpace, conditions: SimulationConditions) -> None:
         self.space = space
-        clamp, tracked = pin_clamp(space, conditions)
+        clamp, tracked = pin_clamp(space, conditions.pins)
         self.clamp = clamp
         if clamp is None:
             return
@@ -545,12 +544,9 @@ class _VertexClamp:
         space = self.space
         index = torch.as_tensor(rows, device=space.device)
         if self.clamp is None:
-            return space.decode_vertex_rows(bones, index)[0]
-        bone_index, weights = self.vertex_bones[index], self.vertex_weights[index]  # (R, K + 1)
-        pivot = bone_index.gather(1, weights.argmax(dim=1, keepdim=True))[:, 0]
-        rest = space.rest_normalized[index]
-        moved = dq_skin(_with_still_bone(bones), bone_index, weights[None], pivot, rest[None])
-        out = space.normalization.invert(moved)
+            return space.decode_vertex_rows(bones, index)
+        skinning = (self.vertex_bones, self.vertex_weights)  # (N, K + 1): the still bone too
+        out = space.decode_vertex_rows(_with_still_bone(bones), index, skinning)
         held = np.flatnonzero(np.isin(rows, self.pinned.cpu().numpy()))
         still = space.vertices[rows[held]]
         out[:, held] = torch.as_tensor(still, dtype=out.dtype, device=out.device)

@@ -86,6 +86,28 @@ def blend_neighbors(
     return dist, index
 
 
+def row_matrix(index: Tensor, weights: Tensor, columns: int) -> Tensor:
+    """The sparse CSR matrix (N, columns) with ``weights`` (N, K) at ``index`` (N, K) in each
+    row, built directly (rows in order, each row's columns sorted: no coalescing pass) unless a
+    row repeats a column (an island with fewer skinning points than K), which is coalesced
+    (summed) since not every backend sums repeats."""
+    n, k = index.shape
+    order = index.argsort(dim=1)
+    cols, values = index.gather(1, order), weights.gather(1, order)
+    with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
+        warnings.simplefilter("ignore", UserWarning)
+        if bool((cols[:, 1:] == cols[:, :-1]).any()):
+            rows = torch.arange(n, device=index.device).repeat_interleave(k)
+            coo = torch.sparse_coo_tensor(
+                torch.stack([rows, cols.reshape(-1)]), values.reshape(-1), (n, columns)
+            )
+            return coo.coalesce().to_sparse_csr()
+        crow = torch.arange(0, n * k + 1, k, device=index.device)
+        return torch.sparse_csr_tensor(
+            crow, cols.reshape(-1), values.reshape(-1), (n, columns), check_invariants=False
+        )
+
+
 class DQSkinning:
     """Skins N points (e.g. the mesh vertices) from Q skinning points' motions.
 
@@ -107,31 +129,7 @@ class DQSkinning:
             torch.float32,
             torch.float64,
         ):
-            # CSR directly (rows in order, each row's columns sorted): no coalescing pass,
-            # unless a row repeats a column (an island with fewer skinning points than K),
-            # which not every backend sums
-            order = index.argsort(dim=1)
-            columns = index.gather(1, order)
-            values = weights.gather(1, order)
-            with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
-                warnings.simplefilter("ignore", UserWarning)
-                if bool((columns[:, 1:] == columns[:, :-1]).any()):
-                    rows = torch.arange(n, device=index.device).repeat_interleave(k)
-                    coo = torch.sparse_coo_tensor(
-                        torch.stack([rows, columns.reshape(-1)]),
-                        values.reshape(-1),
-                        (n, num_skinning),
-                    )
-                    self.sparse = coo.coalesce().to_sparse_csr()  # (N, Q)
-                else:
-                    crow = torch.arange(0, n * k + 1, k, device=index.device)
-                    self.sparse = torch.sparse_csr_tensor(
-                        crow,
-                        columns.reshape(-1),
-                        values.reshape(-1),
-                        (n, num_skinning),
-                        check_invariants=False,
-                    )  # (N, Q)
+            self.sparse = row_matrix(index, weights, num_skinning)  # (N, Q)
         # the pairs (neighbour, pivot) some point blends, each once; a point with itself
         # needs no check
         first = index.cpu().numpy().astype(np.int64).reshape(-1)  # (N K,)

@@ -49,6 +49,7 @@ from .space import KinematicSpace
 
 NEIGHBORS = 6  # edges per tracked point
 ROBUST_ITERATIONS = 4  # reweightings of the edges per start (robust_soft_directions)
+EIGEN_RIDGE = 1e-9  # added to B, times its mean eigenvalue
 
 
 def strain_rates(space: KinematicSpace, jac: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,20 +115,19 @@ def robust_soft_directions(
     slack x the first). Returns the orthonormal basis (k, f) of the directions kept and the
     sigmas of the greedy directions (the kept ones, then the first one beyond the limit when
     the search stopped at it)."""
+    from .pinning import generalized_eigh
+
     k = b.shape[0]
     e = max(len(rate), 1)
-    eye = torch.eye(k, dtype=torch.float64)
+    squared = rate.T @ rate / e + c * h
     found: list[torch.Tensor] = []
     sigmas: list[float] = []
     for _ in range(k):
-        # the B-orthogonal complement of the directions found
+        within = None
         if found:  # the null space of f^T B: the directions B-orthogonal to those found
             f = torch.stack(found, 1)  # (k, n)
             within = torch.linalg.svd(f.T @ b).Vh[len(found) :].T  # (k, k - n) orthonormal
-        else:
-            within = eye
-        a = rate.T @ rate / e
-        _, starts = _eigen(a + c * h, b, within)
+        _, starts = generalized_eigh(squared, b, within, ridge=EIGEN_RIDGE)
         best, best_d = math.inf, None
         for j in range(starts.shape[1]):
             d = starts[:, j]
@@ -138,7 +138,7 @@ def robust_soft_directions(
                 strain = (rate @ d).abs() / math.sqrt(max(float(d @ b @ d), 1e-300))
                 w = (tolerance / strain.clamp_min(1e-300)).clamp(max=1.0)
                 weighted = (rate * w[:, None]).T @ rate / e
-                _, vecs = _eigen(weighted + c * h, b, within)
+                _, vecs = generalized_eigh(weighted + c * h, b, within, ridge=EIGEN_RIDGE)
                 d = vecs[:, 0]
             value = huber_sigma(rate, b, h, c, d, tolerance)
             if value < best:
@@ -152,19 +152,6 @@ def robust_soft_directions(
     return basis, np.array(sigmas)
 
 
-def _eigen(a: torch.Tensor, b: torch.Tensor, within: torch.Tensor):
-    """Generalised eigenpairs of (a, b) inside the span of ``within`` (k, m): (values (m,)
-    ascending, directions (k, m))."""
-    a2, b2 = within.T @ a @ within, within.T @ b @ within
-    m = a2.shape[0]
-    ridge = 1e-9 * float(torch.trace(b2)) / m + 1e-300
-    chol = torch.linalg.cholesky(b2 + ridge * torch.eye(m, dtype=torch.float64))
-    s = torch.linalg.solve_triangular(chol, a2, upper=False)
-    s = torch.linalg.solve_triangular(chol, s.T, upper=False)
-    rho, vecs = torch.linalg.eigh(0.5 * (s + s.T))
-    return rho, within @ torch.linalg.solve_triangular(chol.T, vecs, upper=True)
-
-
 def strain_ratios(a: torch.Tensor, b: torch.Tensor, directions: torch.Tensor) -> torch.Tensor:
     """sigma (m,) of each column of ``directions`` (k, m): strain per relative motion."""
     d = directions.double()
@@ -173,24 +160,10 @@ def strain_ratios(a: torch.Tensor, b: torch.Tensor, directions: torch.Tensor) ->
     return (num / den).clamp_min(0.0).sqrt()
 
 
-def anchor_metric(
-    space: KinematicSpace, pins, jac: torch.Tensor, *, max_pins: int = 64, seed: int = 0
-) -> torch.Tensor:
-    """H (k, k) float64 of the module docstring: the pinned points' motion (a well-spread subset
-    of at most ``max_pins``), or without pins the rigid part of the dynamics points' motion
-    ``jac`` (S, 3, k), both over L^2."""
-    from .geometry import farthest_point_subsample
-    from .pinning import latent_jacobian
-
-    size2 = space.object_size**2
-    if len(pins):
-        rest_n = space.rest_normalized.cpu().double().numpy()
-        pinned = rest_n[np.asarray(pins, dtype=np.int64)]
-        if len(pinned) > max_pins:
-            pinned = pinned[farthest_point_subsample(pinned, max_pins, np.random.default_rng(seed))]
-        jp = latent_jacobian(space, torch.as_tensor(pinned, dtype=space.dtype)).double().cpu()
-        flat = jp.reshape(-1, jp.shape[-1])
-        return flat.T @ flat / len(pinned) / size2
+def rigid_metric(space: KinematicSpace, jac: torch.Tensor) -> torch.Tensor:
+    """H (k, k) float64 of the module docstring without pins: the part of the dynamics points'
+    motion ``jac`` (S, 3, k) that the best rigid motion of the whole object explains, over
+    L^2."""
     jac = jac.double().cpu()
     x = torch.as_tensor(space.normalization.invert(space.dynamics_points.double().cpu().numpy()))
     x = x - x.mean(0)
@@ -199,7 +172,7 @@ def anchor_metric(
     fields += [torch.linalg.cross(eye[j].expand_as(x), x) for j in range(3)]  # rotations
     rigid, _ = torch.linalg.qr(torch.stack([f.reshape(-1) for f in fields], 1))  # (3S, 6)
     part = rigid.T @ jac.reshape(-1, jac.shape[-1])  # (6, k)
-    return part.T @ part / len(x) / size2
+    return part.T @ part / len(x) / space.object_size**2
 
 
 IDLE_COST = 0.1  # see motion_subspace
@@ -235,7 +208,7 @@ def motion_subspace(
         jac = _clamped(space, pins, jac)
         h, c = torch.zeros(jac.shape[-1], jac.shape[-1], dtype=torch.float64), 0.0
     else:  # the object as a whole moving counts against a direction
-        h, c = anchor_metric(space, pins, jac), (tolerance / ANCHOR_TOLERANCE) ** 2
+        h, c = rigid_metric(space, jac), (tolerance / ANCHOR_TOLERANCE) ** 2
     rate, b = strain_rates(space, jac)
     # directions that barely move the object: their strain and motion are both near zero, so
     # their ratio says nothing; a latent unit costs as much as a strain of
@@ -257,7 +230,7 @@ def motion_subspace(
         "active_motion": [
             round(float(x), 6) for x in torch.einsum("km,kl,lm->m", wd, b, wd).sqrt()
         ],
-        "active_anchor": [round(float(x), 4) for x in strain_ratios(h, b, wd)],
+        "active_rigid": [round(float(x), 4) for x in strain_ratios(h, b, wd)],
     }
     return view, {}, report
 
@@ -265,12 +238,10 @@ def motion_subspace(
 def _clamped(space: KinematicSpace, pins, jac: torch.Tensor) -> torch.Tensor:
     """The dynamics points' latent Jacobian (S, 3, k) after the pin clamp
     (``neurok_core.pinclamp``): J' = J - C J_pins, as the simulation clamps them."""
-    from .dynamics.conditions import TRACKED_PINS, pin_subset
-    from .pinclamp import PinClamp
     from .pinning import latent_jacobian
+    from .simulate import pin_clamp
 
-    tracked = pin_subset(tuple(pins), space.vertices, TRACKED_PINS)
-    clamp = PinClamp.build(space.vertices, pins, tracked, space.object_size)
+    clamp, _ = pin_clamp(space, pins)
     world = space.normalization.invert(space.dynamics_points.double().cpu().numpy())
     matrix = torch.as_tensor(clamp.weights(world), dtype=torch.float64)  # (S, P)
     pts = torch.as_tensor(space.normalization.apply(clamp.pins), dtype=space.dtype)

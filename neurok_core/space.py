@@ -50,7 +50,7 @@ from .geometry import (
 from .model import NeuROKModel
 from .model.bones import blend_bones
 from .optim import Adam
-from .skinning import DQSkinning, blend_neighbors
+from .skinning import DQSkinning, blend_neighbors, row_matrix
 
 CACHE_VERSION = 2
 BONES_PER_VERTEX = 4  # a skinned space's vertices blend their 4 heaviest bones (a rig's usual)
@@ -218,20 +218,12 @@ class KinematicSpace:
         ``BONES_PER_VERTEX`` heaviest bones kept and renormalised. Every frame then skins the
         vertices from the B bone motions directly (one sparse product), and these weights are
         the vertex groups of a rig."""
-        n, kb = self.blend_index.shape
-        index, weights = self.blend_index.cpu(), self.blend_weights.cpu()
-        order = index.argsort(dim=1)  # CSR rows: sorted columns
+        # on the CPU whatever the device (sparse CSR is missing on some, e.g. MPS)
+        blend = row_matrix(
+            self.blend_index.cpu(), self.blend_weights.cpu(), self.rest_inverse_skin.shape[0]
+        )
         with warnings.catch_warnings():  # (torch calls its sparse CSR support "beta")
             warnings.simplefilter("ignore", UserWarning)
-            # on the CPU whatever the device (sparse CSR is missing on some, e.g. MPS; a
-            # repeated column, an island with fewer skinning points than K, sums there)
-            blend = torch.sparse_csr_tensor(
-                torch.arange(0, n * kb + 1, kb),
-                index.gather(1, order).reshape(-1),
-                weights.gather(1, order).reshape(-1),
-                (n, self.rest_inverse_skin.shape[0]),
-                check_invariants=False,
-            )
             mixed = blend @ self.rest_inverse_skin.cpu()  # (N, nb): its skinning points mixed
         mixed = mixed.to(self.device)
         k = min(BONES_PER_VERTEX, mixed.shape[1])
@@ -438,20 +430,18 @@ class KinematicSpace:
         return self._decode(z, (points, rest_inverse))
 
     def decode_vertex_rows(
-        self, bones: Tensor, rows: Tensor, track: tuple[Tensor, Tensor] | None = None
-    ) -> tuple[Tensor, Tensor | None]:
-        """:meth:`decode_vertices_and_points` for the vertices ``rows`` (R,) only, of a skinned
-        space, from its corrected bone motions ``bones`` (B, nb, 8) (:meth:`bone_motions`, so
-        that one network pass serves every use of a frame): world positions (B, R, 3) and, with
-        ``track``, (B, P, 3). The cost grows with R, not with the mesh."""
-        index, weights = self.vertex_bones[rows], self.vertex_bone_weights[rows]  # (R, K)
+        self, bones: Tensor, rows: Tensor, skinning: tuple[Tensor, Tensor] | None = None
+    ) -> Tensor:
+        """World positions (B, R, 3) of the vertices ``rows`` (R,) only, of a skinned space,
+        from its corrected bone motions ``bones`` (B, nb, 8) (:meth:`bone_motions`, so that one
+        network pass serves every use of a frame). ``skinning``: other (bone index, weights)
+        (N, K') of every vertex to skin with than the space's own (e.g. with a still bone
+        appended to ``bones``). The cost grows with R, not with the mesh."""
+        index, weights = skinning or (self.vertex_bones, self.vertex_bone_weights)
+        index, weights = index[rows], weights[rows]  # (R, K)
         pivot = index.gather(1, weights.argmax(dim=1, keepdim=True))[:, 0]
         rest = self.rest_normalized[rows]
-        verts = self.normalization.invert(dq_skin(bones, index, weights[None], pivot, rest[None]))
-        if track is None:
-            return verts, None
-        moved = dq_apply(blend_bones(bones, track[1][None]), track[0][None])
-        return verts, self.normalization.invert(moved)
+        return self.normalization.invert(dq_skin(bones, index, weights[None], pivot, rest[None]))
 
     def _decode(self, z: Tensor, track: tuple[Tensor, Tensor] | None):
         if self.skinned:  # from the bones directly

@@ -40,7 +40,7 @@ def test_frames_are_the_decoded_states_in_order(tiny_slab_space):
     )
 
     sub, _ = pinned_subspace(space, pins)
-    clamp, tracked = pin_clamp(sub, cond)
+    clamp, tracked = pin_clamp(sub, cond.pins)
     points, inverse = sub.tracked_points(clamp.pins)
     idx, vals = clamp.sparse(v)
     for i in (5, 11):

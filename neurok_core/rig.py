@@ -32,6 +32,7 @@ from .errors import NeuROKError
 RIG_FORMAT = "neurok-rig"
 RIG_VERSION = 1
 ARRAY_PREFIX = "rig_"
+BLENDS = ("dqs", "lbs")  # dual-quaternion (Preserve Volume) or linear blend skinning
 
 
 def bone_name(index: int) -> str:
@@ -51,6 +52,11 @@ class BoneRig:
     translations: np.ndarray
     vertex_bones: np.ndarray
     vertex_weights: np.ndarray
+    blend: str = "dqs"
+
+    def __post_init__(self) -> None:
+        if self.blend not in BLENDS:
+            raise NeuROKError(f"rig blend must be one of {', '.join(BLENDS)}, got {self.blend!r}")
 
     @property
     def num_bones(self) -> int:
@@ -77,6 +83,12 @@ class BoneRig:
         blending of the bones with the vertex weights, each vertex's DQs brought to the
         hemisphere of its heaviest bone (as the engine decodes its vertices)."""
         rest = np.asarray(rest, dtype=np.float64)
+        if self.blend == "lbs":
+            moved = np.einsum("bij,nj->nbi", quat_to_matrix(self.rotations[frame]), rest)
+            moved = moved + self.translations[frame][None]  # (N, B, 3)
+            w = self.vertex_weights.astype(np.float64)
+            picked = moved[np.arange(len(rest))[:, None], self.vertex_bones]  # (N, K, 3)
+            return (w[..., None] * picked).sum(1)
         real = self.rotations[frame]  # (B, 4)
         dual = 0.5 * quat_mul(
             np.concatenate([np.zeros((len(real), 1)), self.translations[frame]], 1), real
@@ -101,6 +113,7 @@ class BoneRig:
             ARRAY_PREFIX + "translations": self.translations.astype(np.float64),
             ARRAY_PREFIX + "vertex_bones": self.vertex_bones.astype(np.int32),
             ARRAY_PREFIX + "vertex_weights": self.vertex_weights.astype(np.float32),
+            ARRAY_PREFIX + "blend": np.str_(self.blend),
         }
 
     @classmethod
@@ -115,6 +128,7 @@ class BoneRig:
             translations=np.asarray(data[ARRAY_PREFIX + "translations"]),
             vertex_bones=np.asarray(data[ARRAY_PREFIX + "vertex_bones"]),
             vertex_weights=np.asarray(data[ARRAY_PREFIX + "vertex_weights"]),
+            blend=str(data[ARRAY_PREFIX + "blend"]) if ARRAY_PREFIX + "blend" in names else "dqs",
         )
 
     def to_json(self, times: np.ndarray | None = None) -> dict[str, Any]:
@@ -136,7 +150,8 @@ class BoneRig:
             "format": RIG_FORMAT,
             "version": RIG_VERSION,
             "convention": "x' = R(q) x + t, q = (w, x, y, z), metres in the mesh's frame; "
-            "vertices blend their bones by dual-quaternion skinning",
+            + _BLEND_WORDS[self.blend],
+            "blend": self.blend,
             "bones": [
                 {"name": n, "head": [float(c) for c in h]}
                 for n, h in zip(self.names, self.heads, strict=True)
@@ -170,7 +185,14 @@ class BoneRig:
                     bones[i, j], weights[i, j] = b, w
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise NeuROKError(f"{path}: not a readable NeuROK rig ({exc})") from exc
-        return cls(heads, poses[..., :4], poses[..., 4:], bones, weights)
+        blend = data.get("blend", "dqs")
+        return cls(heads, poses[..., :4], poses[..., 4:], bones, weights, blend)
+
+
+_BLEND_WORDS = {
+    "dqs": "vertices blend their bones by dual-quaternion skinning",
+    "lbs": "vertices blend their bones by linear blend skinning",
+}
 
 
 # -- quaternions in NumPy (w, x, y, z), float64 ---------------------------------------------------

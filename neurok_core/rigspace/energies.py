@@ -1,0 +1,244 @@
+"""The rig space's energies: value, gradient and a positive semi-definite Hessian at a state.
+
+Every energy works on the bones' state ``Q`` (B, 4, 3) (package docstring) and returns
+``(value J, gradient (B, 4, 3), Hessian (12B, 12B) or None)`` in the flat order of ``q``. A point
+with skinning row ``u`` (4B,) sits at ``u^T Q``; a difference of two rows ``e = u_a - u_b`` is
+the vector between two points, so springs, glue and contact are all functions of ``e^T Q``,
+and for a function psi(d) of such a vector d (3,) the Hessian is ``e e^T (x) grad^2 psi``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def flat_kron(matrix: np.ndarray) -> np.ndarray:
+    """kron(matrix (4B, 4B), I_3): the Hessian of sum_k Q[:, k]^T matrix Q[:, k] / 2."""
+    return np.kron(matrix, np.eye(3))
+
+
+class Quadratic:
+    """E = 1/2 sum_j k_j |e_j^T Q - target_j|^2: glue (targets zero, or the world's points),
+    the user's stiffness between neighbouring bones, a drag's spring (targets that move).
+
+    rows: (J, 4B) the e_j; stiffness: (J,) N/m; targets: (J, 3) metres (set per step for a
+    drag). ``stiff``: whether its modes count as stiff (damped, ``RigSettings.stiff_damping``)
+    and ``omega`` (rad/s) the frequency its scale was set for."""
+
+    def __init__(self, rows, stiffness, targets=None, *, stiff: bool, omega: float, name: str):
+        self.rows = np.asarray(rows, dtype=np.float64)
+        self.k = np.asarray(stiffness, dtype=np.float64)
+        self.targets = np.zeros((len(self.rows), 3)) if targets is None else np.asarray(targets)
+        self.stiff, self.omega, self.name = stiff, omega, name
+        self.matrix = (self.rows * self.k[:, None]).T @ self.rows  # (4B, 4B)
+        self.hessian = flat_kron(self.matrix)
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        d = self.rows @ q.reshape(4 * nb, 3) - self.targets  # (J, 3)
+        value = 0.5 * float((self.k * (d * d).sum(1)).sum())
+        grad = (self.rows.T @ (self.k[:, None] * d)).reshape(nb, 4, 3)
+        return value, grad, (self.hessian if hessian else None)
+
+
+class Linear:
+    """E = -sum_k force_k . (moment^T Q[:, k]): gravity (moment = sum_i m_i u_i, force = g), a
+    uniform wind, or a force f on a point (moment = its row u_p)."""
+
+    def __init__(self, moment: np.ndarray, force: np.ndarray):
+        self.moment = np.asarray(moment, dtype=np.float64)  # (4B,)
+        self.force = np.asarray(force, dtype=np.float64)  # (3,)
+        self.stiff = False
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        x = self.moment @ q.reshape(4 * nb, 3)  # (3,)
+        grad = -np.outer(self.moment, self.force).reshape(nb, 4, 3)
+        return -float(self.force @ x), grad, None
+
+
+class Rigidity:
+    """E = sum_b kappa_b / 4 |F_b^T F_b - I|^2 over the moving bones: keeps each bone a rotation
+    (affine body dynamics; Lan et al. 2022). kappa: (B,) J, zero for fixed bones."""
+
+    def __init__(self, kappa: np.ndarray, omega: float):
+        self.kappa = np.asarray(kappa, dtype=np.float64)
+        self.live = np.flatnonzero(self.kappa > 0)
+        self.stiff, self.omega, self.name = True, omega, "rigidity"
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        b = self.live
+        f = np.swapaxes(q[b, :3, :], 1, 2)  # (L, 3, 3): F[k, r] = Q[r, k]
+        kap = self.kappa[b]
+        s = np.swapaxes(f, 1, 2) @ f - np.eye(3)  # (L, 3, 3)
+        value = 0.25 * float((kap * (s * s).sum((1, 2))).sum())
+        gf = kap[:, None, None] * (f @ s)  # dE/dF (L, 3, 3)
+        grad = np.zeros((nb, 4, 3))
+        grad[b, :3, :] = np.swapaxes(gf, 1, 2)
+        if not hessian:
+            return value, grad, None
+        eye = np.eye(3)
+        fft = f @ np.swapaxes(f, 1, 2)
+        # H[(i j), (k l)] = kappa (delta_ik S_lj + F_il F_kj + (F F^T)_ik delta_lj), F index (i, j)
+        h = (
+            np.einsum("ik,blj->bijkl", eye, s)
+            + np.einsum("bil,bkj->bijkl", f, f)
+            + np.einsum("bik,lj->bijkl", fft, eye)
+        ) * kap[:, None, None, None, None]
+        h = h.reshape(-1, 9, 9)
+        w, v = np.linalg.eigh(0.5 * (h + np.swapaxes(h, 1, 2)))
+        h = (v * np.maximum(w, 0.0)[:, None, :]) @ np.swapaxes(v, 1, 2)  # PSD projection
+        # F (i, j) is Q[j, i]: flat index of Q[b, r=j, k=i] is (4 b + j) 3 + i
+        out = np.zeros((12 * nb, 12 * nb))
+        ij = np.array([(j * 3 + i) for i in range(3) for j in range(3)])  # F-order -> Q-order
+        for n, bone in enumerate(b):
+            idx = 12 * bone + ij
+            out[np.ix_(idx, idx)] += h[n]
+        return value, grad, out
+
+
+class Springs:
+    """E = 1/2 sum_j k_j (|e_j^T Q| - l_j)^2: edges that keep their rest lengths l_j (J,),
+    k_j (J,) N/m (stretching stiffness of cloth, rope and elastic parts)."""
+
+    def __init__(self, rows, lengths, stiffness, omega: float):
+        self.rows = np.asarray(rows, dtype=np.float64)
+        self.lengths = np.asarray(lengths, dtype=np.float64)
+        self.k = np.asarray(stiffness, dtype=np.float64)
+        self.stiff, self.omega, self.name = True, omega, "stretch"
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        d = self.rows @ q.reshape(4 * nb, 3)  # (J, 3)
+        length = np.maximum(np.linalg.norm(d, axis=1), 1e-12 * self.lengths.max())
+        stretch = length - self.lengths
+        value = 0.5 * float((self.k * stretch**2).sum())
+        unit = d / length[:, None]
+        force = (self.k * stretch)[:, None] * unit  # (J, 3) dE/dd
+        grad = (self.rows.T @ force).reshape(nb, 4, 3)
+        if not hessian:
+            return value, grad, None
+        a = np.maximum(self.k * (1.0 - self.lengths / length), 0.0)  # transverse (>= 0)
+        b = self.k - a
+        h = flat_kron((self.rows * a[:, None]).T @ self.rows)
+        g = (self.rows[:, :, None] * unit[:, None, :]).reshape(len(d), -1)  # (J, 12B)
+        h += (g * b[:, None]).T @ g
+        return value, grad, h
+
+
+@dataclass
+class ContactPoints:
+    """Points that meet obstacles: rows (P, 4B) of well-spread vertices, each with its
+    penalty stiffness k (P,) N/m, and a mask of the obstacles it ignores (none here)."""
+
+    rows: np.ndarray
+    stiffness: np.ndarray
+
+
+class Contact:
+    """One-sided penalty E = 1/2 sum_p k_p max(0, margin - d_p)^2 on the signed distances d_p of
+    the contact points to the obstacles (:class:`~neurok_core.dynamics.obstacles.Obstacles`:
+    the ground, the colliders and the fixed parts), with the obstacles' normals held at each
+    evaluation (Gauss-Newton), plus lagged Coulomb friction against the step's start
+    (``set_step``): E_f = sum_p mu lambda_p f0(|T_p (x_p - x_p^start)|) with the smoothed
+    f0 of incremental potential contact (Li et al. 2020), lambda_p the normal force at the
+    step's start."""
+
+    def __init__(self, points: ContactPoints, obstacles, margin: float, friction: float,
+                 slip: float, omega: float):
+        self.points = points
+        self.obstacles = obstacles
+        self.margin = margin
+        self.mu = friction
+        self.slip = slip
+        self.stiff, self.omega, self.name = True, omega, "contact"
+        self.start = None  # (P, 3) positions at the step's start
+        self.normal_force = None  # (P,) N
+        self.friction_normal = None  # (P, 3)
+
+    def positions(self, q: np.ndarray) -> np.ndarray:
+        return self.points.rows @ q.reshape(-1, 3)
+
+    def _active(self, x: np.ndarray):
+        rows, depth, normal = [], [], []
+        for r, d, n in self.obstacles.distances(x, self.margin):
+            keep = d < self.margin
+            rows.append(r[keep])
+            depth.append(self.margin - d[keep])
+            normal.append(n[keep])  # grad d (the grid's own: consistent with d)
+        if not rows:
+            return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+        return np.concatenate(rows), np.concatenate(depth), np.concatenate(normal)
+
+    def touching(self, q: np.ndarray) -> bool:
+        return len(self._active(self.positions(q))[0]) > 0
+
+    def speed(self, v: np.ndarray) -> float:
+        """The fastest contact point's speed (m/s) at bone velocities ``v``."""
+        return float(np.linalg.norm(self.positions(v), axis=1).max(initial=0.0))
+
+    def set_step(self, q: np.ndarray, h: float) -> None:
+        """Lag the friction at the step's start: positions, normal forces and normals."""
+        x = self.positions(q)
+        self.start = x
+        self.normal_force = np.zeros(len(x))
+        self.friction_normal = np.zeros((len(x), 3))
+        self.h = h
+        rows, depth, normal = self._active(x)
+        if len(rows):
+            np.add.at(self.normal_force, rows, self.points.stiffness[rows] * depth)
+            unit = normal / np.maximum(np.linalg.norm(normal, axis=1), 1e-12)[:, None]
+            self.friction_normal[rows] = unit
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        x = self.positions(q)
+        rows, depth, normal = self._active(x)
+        u = self.points.rows
+        k = self.points.stiffness[rows]
+        value = 0.5 * float((k * depth**2).sum())
+        force = -(k * depth)[:, None] * normal  # dE/dx (R, 3)
+        grad = (u[rows].T @ force).reshape(nb, 4, 3)
+        h = None
+        if hessian and len(rows):
+            g = (u[rows][:, :, None] * normal[:, None, :]).reshape(len(rows), 12 * nb)
+            h = (g * k[:, None]).T @ g
+        if self.mu > 0 and self.start is not None:
+            fv, fg, fh = self._friction(x, hessian)
+            value += fv
+            grad += (u.T @ fg).reshape(nb, 4, 3)
+            if hessian and fh is not None:
+                h = fh if h is None else h + fh
+        if hessian and h is None:
+            h = np.zeros((12 * nb, 12 * nb))
+        return value, grad, h
+
+    def _friction(self, x: np.ndarray, hessian: bool):
+        lam = self.normal_force
+        live = np.flatnonzero(lam > 0)
+        if not len(live):
+            return 0.0, np.zeros_like(x), None
+        n = self.friction_normal[live]
+        dx = x[live] - self.start[live]
+        tangential = dx - (dx * n).sum(1, keepdims=True) * n  # (L, 3)
+        s = np.linalg.norm(tangential, axis=1)
+        eps = self.slip * self.h
+        c = self.mu * lam[live]
+        inner = s < eps
+        # f0(s) = s^2 / (2 eps) inside, s - eps / 2 beyond (C1); gradient f1(s) t / s
+        value = float(np.where(inner, c * s**2 / (2 * eps), c * (s - eps / 2)).sum())
+        scale = np.where(inner, c / eps, c / np.maximum(s, 1e-300))  # (L,)
+        g = np.zeros_like(x)
+        g[live] = scale[:, None] * tangential
+        if not hessian:
+            return value, g, None
+        u = self.points.rows[live]
+        proj = np.eye(3)[None] - n[:, :, None] * n[:, None, :]  # (L, 3, 3)
+        # inside: c / eps P (the quadratic); beyond: the PSD part of the Huber's Hessian,
+        # c / s (P - t t^T), dropped to keep it simple and positive: c / s P as a lagged bound
+        hk = scale[:, None, None] * proj  # (L, 3, 3)
+        big = np.einsum("la,lb,lij->aibj", u, u, hk).reshape(u.shape[1] * 3, u.shape[1] * 3)
+        return value, g, big

@@ -1,0 +1,199 @@
+"""Implicit steps of the rig space's equations of motion, M Q'' = -grad V + f (design section 12).
+
+With the bones' affine maps as coordinates the metric kron(M, I_3) is constant, so a step is
+the minimisation of an incremental potential, solved by Newton's method with a backtracking
+line search on exact gradients and PSD-projected Hessians:
+
+- **implicit midpoint** (symplectic: no energy drift of the free motion) while nothing touches:
+  the midpoint Y minimises
+  Phi(Y) = 2/h^2 |Y - Q_n - h/2 V_n|_M^2 + 1/h |Y - Q_n|_{c M + D}^2 + V(Y) - f . Y,
+  then Q_{n+1} = 2 Y - Q_n, V_{n+1} = 4 (Y - Q_n) / h - V_n;
+- **backward Euler** where contact acts (at the step's start or its end): Q_{n+1} minimises
+  1/(2 h^2) |Q - Q_n - h V_n|_M^2 + 1/(2h) |Q - Q_n|_{c M + D}^2 + V(Q) - f . Q, so a stiff
+  contact takes the approaching speed away instead of reflecting it (the midpoint rule turns
+  an infinitely stiff contact into a perfectly elastic one).
+
+c is the user's damping rate (kinetic energy decays as exp(-2 c t)); D = sum_e beta_e grad^2 E_e
+over the stiff energies (rigidity, stretching, glue, contact), beta_e = 2 zeta / omega_e:
+Rayleigh damping of their own modes at the damping ratio zeta, which leaves the motions they do
+not resist (a hinge's swing, a cloth's bending) undamped. A step whose Newton iterations do not
+converge is split in two, at most ``max_halvings`` times, then the run stops with an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+from ..errors import SimulationError
+from .energies import flat_kron
+
+
+TRAVEL = 0.01  # object sizes a contact point may move in one step
+MAX_SPLIT = 64  # most steps a substep is split into for that
+
+
+@dataclass
+class StepReport:
+    iterations: int = 0
+    halvings: int = 0
+    backward_euler: int = 0
+    steps: int = 0
+
+
+class Integrator:
+    """Steps a state (Q, V) of a :class:`~neurok_core.rigspace.space.RigSpace` under
+    ``energies`` (each called as ``energy(Q, hessian)``) and ``loads(t)`` (the time-dependent
+    linear energies: forces, drags)."""
+
+    def __init__(self, space, energies, loads, *, damping: float, zeta: float,
+                 contacts=(), iterations: int = 12, halvings: int = 6):
+        self.space = space
+        self.energies = list(energies)
+        self.loads = loads
+        self.contacts = list(contacts)
+        self.damping = damping
+        self.zeta = zeta
+        self.iterations = iterations
+        self.halvings = halvings
+        nb = space.num_bones
+        free = np.repeat(~space.fixed, 12)  # (12B,)
+        self.free = np.flatnonzero(free)
+        self.mass = flat_kron(space.moments)
+        ridge = 1e-9 * max(float(np.trace(space.moments)) / max(4 * nb, 1), 1e-300)
+        self.ridge = ridge * np.eye(len(self.free))  # a bone no vertex follows keeps its place
+        self.report = StepReport()
+        self.scale = space.object_size
+
+    # -- energy --------------------------------------------------------------------------------
+    def potential(self, q: np.ndarray, t: float, hessian: bool, drop_damping: bool = False):
+        """(V, grad (B, 4, 3), H (12B, 12B), D (12B, 12B)) of every energy at ``q``; D is
+        the stiff energies' Rayleigh damping matrix."""
+        n = 12 * q.shape[0]
+        value, grad = 0.0, np.zeros_like(q)
+        hess = np.zeros((n, n)) if hessian else None
+        damp = np.zeros((n, n)) if hessian and not drop_damping else None
+        for energy in [*self.energies, *self.loads(t)]:
+            v, g, h = energy(q, hessian)
+            value += v
+            grad += g
+            if hessian and h is not None:
+                hess += h
+                if damp is not None and getattr(energy, "stiff", False):
+                    damp += (2.0 * self.zeta / energy.omega) * h
+        return value, grad, hess, damp
+
+    def energy(self, q: np.ndarray, v: np.ndarray, t: float) -> float:
+        """Kinetic + potential energy (J) of the state, without the time-dependent loads."""
+        flat = v.reshape(-1)
+        kinetic = 0.5 * float(flat @ self.mass @ flat)
+        return kinetic + sum(e(q, False)[0] for e in self.energies)
+
+    def _step_size(self, flat: np.ndarray) -> float:
+        """The largest change of a bone's axes (dimensionless) or of its centre (in object
+        sizes) in a flat step (12B,)."""
+        step = flat.reshape(-1, 4, 3)
+        return max(float(np.abs(step[:, :3]).max()), float(np.abs(step[:, 3]).max()) / self.scale)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def touching(self, q: np.ndarray) -> bool:
+        return any(c.touching(q) for c in self.contacts)
+
+    def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
+        """(Q, V) after ``h`` seconds from time ``t``, in as many equal steps as keep every
+        contact point's motion per step under ``TRAVEL`` object sizes (no point passes
+        through a thin obstacle, or a part, within one step)."""
+        speed = max((c.speed(v) for c in self.contacts), default=0.0)
+        count = int(min(np.ceil(speed * h / (TRAVEL * self.scale)), MAX_SPLIT)) or 1
+        for i in range(count):
+            q, v = self.step(q, v, t + i * h / count, h / count)
+        return q, v
+
+    def step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, depth: int = 0):
+        """(Q, V) after a step of ``h`` seconds from time ``t``."""
+        for c in self.contacts:
+            c.set_step(q, h)
+        euler = self.touching(q)
+        out = self._solve(q, v, t, h, euler)
+        if out is not None and not euler and self.touching(out[0]):
+            euler = True
+            out = self._solve(q, v, t, h, euler)
+        if out is None:
+            if depth >= self.halvings:
+                raise SimulationError(
+                    f"the motion could not be integrated at t = {t:.3f} s (the implicit step "
+                    "did not converge after halving it); lower the forces or the speeds"
+                )
+            self.report.halvings += 1
+            q1, v1 = self.step(q, v, t, h / 2, depth + 1)
+            return self.step(q1, v1, t + h / 2, h / 2, depth + 1)
+        self.report.steps += 1
+        self.report.backward_euler += int(euler)
+        return out
+
+    def _solve(self, q, v, t, h, euler: bool):
+        """Newton on the step's potential; None when it does not converge."""
+        free = self.free
+        m = self.mass
+        if euler:
+            inertia, pull, t_eval = 1.0 / h**2, q + h * v, t + h
+            dscale = 1.0 / h
+        else:
+            inertia, pull, t_eval = 4.0 / h**2, q + 0.5 * h * v, t + 0.5 * h
+            dscale = 2.0 / h
+        y = pull.copy()  # the predictor (momentum); fixed bones have no velocity
+        cm = self.damping
+
+        def merit(yy, damp):
+            d_in = (yy - pull).reshape(-1)
+            d_q = (yy - q).reshape(-1)
+            pot = self.potential(yy, t_eval, False)[0]
+            inert = 0.5 * inertia * float(d_in @ m @ d_in)
+            diss = 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
+            return inert + diss + pot
+
+        moved = np.inf
+        for _ in range(self.iterations):
+            value, grad, hess, damp = self.potential(y, t_eval, True)
+            d_in = (y - pull).reshape(-1)
+            d_q = (y - q).reshape(-1)
+            g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
+            big = inertia * m + dscale * (cm * m + damp) + hess
+            gf = g[free]
+            hf = big[np.ix_(free, free)] + inertia * self.ridge
+            try:
+                step = -cho_solve(cho_factor(hf), gf)
+            except LinAlgError:
+                return None
+            full = np.zeros(y.size)
+            full[free] = step
+            # bounded: a Newton step moves no bone by more than a fifth of the object (or turns
+            # its axes by more than 0.2), so that a wild first iterate cannot throw the state away
+            size = self._step_size(full)
+            if size > 0.2:
+                full *= 0.2 / size
+            m0 = merit(y, damp)
+            slope = float(full[free] @ gf)
+            alpha = 1.0
+            for _ in range(12):
+                trial = y + alpha * full.reshape(y.shape)
+                if merit(trial, damp) <= m0 + 1e-4 * alpha * slope:
+                    break
+                alpha *= 0.5
+            else:
+                trial = y + alpha * full.reshape(y.shape)
+            y = trial
+            self.report.iterations += 1
+            moved = self._step_size(alpha * full)
+            if moved < 1e-9:
+                break
+        else:
+            if moved > 1e-5:
+                return None
+        if not np.isfinite(y).all():
+            return None
+        if euler:
+            return y, (y - q) / h
+        return 2.0 * y - q, 4.0 * (y - q) / h - v

@@ -1,0 +1,149 @@
+"""Joints where parts touch at rest, decided by the shape of the interface (design section 12).
+
+The parts held fully by pins are one static body (the world). For every moving part, the
+interface with the world and with each other moving part is the set of its surface samples
+within ``TOUCH`` object sizes of the other's surface (and theirs of its). Glue (zero-length
+springs, :class:`~neurok_core.rigspace.energies.Glue`) at points **on one line** leaves the
+rotation about that line free, so the interface's shape decides the joint:
+
+- the parts overlap (one sunk into the other): a **weld**, glue at spread points;
+- the interface is small in every direction (a point): a **ball**, glue at its centre;
+- it is long and thin (a line: its second extent under ``LINE`` x its first): a **hinge**
+  about it, glue at its two ends and its middle;
+- a patch small against the parts (a disc: its extent under ``DISC`` x the smaller part's
+  size): a **revolute** joint about its normal, glue at its centre and at two points on the
+  normal, one on each side;
+- a wide patch (a drawer's front against its cabinet, a box on a table): **no glue**: the parts
+  only touch (contact), so they can slide apart or separate.
+
+A part that touches nothing is free (it falls under gravity). The joint's glue points come with
+their kind for the run's report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dynamics.obstacles import MeshDistance
+from ..geometry import sample_surface_points
+
+TOUCH = 0.01  # object sizes: surfaces closer than this touch
+OVERLAP = 0.002  # object sizes: deeper than this inside the other part: the parts overlap
+LINE = 0.25
+DISC = 0.6
+POINT = 0.1
+SAMPLES_PER_PART = 1500
+
+
+@dataclass(frozen=True)
+class Joint:
+    """Glue between ``part_a`` and ``part_b`` (-1: the world, at rest) at ``points`` (G, 3)
+    metres, of ``kind`` (weld, ball, hinge, revolute, pin), with the interface's ``axis``."""
+
+    part_a: int
+    part_b: int
+    points: np.ndarray
+    kind: str
+    axis: np.ndarray | None = None
+
+    def describe(self) -> dict:
+        out = {"kind": self.kind, "parts": [int(self.part_a), int(self.part_b)]}
+        if self.axis is not None:
+            out["axis"] = [round(float(c), 4) for c in self.axis]
+        return out
+
+    @classmethod
+    def to_world(cls, part: int, pinned: np.ndarray, size: float) -> Joint:
+        """A rigid part pinned at a point or along a line: a ball or a hinge to the world."""
+        centre = pinned.mean(0)
+        d = pinned - centre
+        if len(pinned) < 2 or np.abs(d).max() < POINT * size * 0.1:
+            return cls(part, -1, centre[None], "pin-ball")
+        _, _, vt = np.linalg.svd(d, full_matrices=False)
+        axis = vt[0]
+        s = d @ axis
+        points = centre + np.array([s.min(), 0.5 * (s.min() + s.max()), s.max()])[:, None] * axis
+        return cls(part, -1, points, "pin-hinge", axis)
+
+
+def _interface_joint(pa: int, pb: int, near: np.ndarray, inside: bool, sizes) -> Joint | None:
+    """The joint of an interface sampled at ``near`` (M, 3) (module docstring), or None."""
+    if len(near) == 0:
+        return None
+    centre = near.mean(0)
+    d = near - centre
+    if len(near) >= 3:
+        _, _, vt = np.linalg.svd(d, full_matrices=False)
+    else:
+        vt = np.eye(3)
+    proj = d @ vt.T
+    lo, hi = np.percentile(proj, 2, axis=0), np.percentile(proj, 98, axis=0)
+    extents = hi - lo
+    small = float(min(sizes))
+    if inside:
+        pick = np.unique(np.linspace(0, len(near) - 1, 8).astype(int))
+        return Joint(pa, pb, np.concatenate([centre[None], near[pick]]), "weld")
+    if extents[0] < POINT * small:
+        return Joint(pa, pb, centre[None], "ball")
+    if extents[1] < LINE * extents[0]:
+        axis = vt[0]
+        ends = centre + np.array([lo[0], 0.5 * (lo[0] + hi[0]), hi[0]])[:, None] * axis
+        return Joint(pa, pb, ends, "hinge", axis)
+    if extents[0] < DISC * small:
+        axis = vt[2]
+        r = 0.5 * extents[0]
+        pts = np.stack([centre, centre + r * axis, centre - r * axis])
+        return Joint(pa, pb, pts, "revolute", axis)
+    return None
+
+
+def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -> list[Joint]:
+    """Joints between the moving parts of ``layout`` and the world (the fixed parts as one
+    body) and between moving parts whose boxes come within ``TOUCH`` of each other."""
+    parts = layout.parts
+    face_part = parts[faces[:, 0]] if len(faces) else np.zeros(0, dtype=np.int64)
+    num = len(layout.part_info)
+    rng = np.random.default_rng(0)
+    tol = TOUCH * size
+    bodies: dict[int, tuple] = {}  # body -> (vertices, faces) ; -1 = world
+
+    def body(p: int):
+        if p in bodies:
+            return bodies[p]
+        mask = fixed_parts[face_part] if p == -1 else face_part == p
+        f = faces[mask]
+        if not len(f):
+            bodies[p] = None
+            return None
+        used, local = np.unique(f.reshape(-1), return_inverse=True)
+        v = vertices[used]
+        samples = sample_surface_points(v, local.reshape(-1, 3), SAMPLES_PER_PART, rng)
+        dist = MeshDistance(v, local.reshape(-1, 3), max(tol, 1e-9), max(tol, 1e-9))
+        bodies[p] = (v, samples, dist, float(np.ptp(v, axis=0).max()))
+        return bodies[p]
+
+    moving = [p for p in range(num) if not fixed_parts[p]]
+    boxes = {p: (vertices[parts == p].min(0), vertices[parts == p].max(0)) for p in range(num)}
+    others = [-1] if fixed_parts.any() else []
+    joints: list[Joint] = []
+    for i, pa in enumerate(moving):
+        for pb in others + moving[i + 1 :]:
+            if pb >= 0:
+                (la, ha), (lb, hb) = boxes[pa], boxes[pb]
+                if ((la - tol > hb) | (lb - tol > ha)).any():
+                    continue
+            a, b = body(pa), body(pb)
+            if a is None or b is None:
+                continue
+            near_pts, inside = [], False
+            for (_, samples, _, _), (_, _, dist, _) in ((a, b), (b, a)):
+                d = dist.exact(samples)
+                near_pts.append(samples[np.abs(d) < tol])
+                inside = inside or bool((d < -OVERLAP * size).sum() >= 3)
+            near = np.concatenate(near_pts)
+            joint = _interface_joint(pa, pb, near, inside, (a[3], b[3]))
+            if joint is not None:
+                joints.append(joint)
+    return joints

@@ -1,0 +1,486 @@
+"""Simulation of one object in its rig space (design section 12): conditions -> energies ->
+implicit steps -> the bones' rigid motions per frame -> the vertices, by linear blend skinning.
+
+The result's rig (``BoneRig`` with ``blend="lbs"``) replays the result's vertices exactly:
+both are the same skinning of the same rigid bone motions (each bone's affine state projected
+on the nearest rotation; the rigidity energy keeps that projection within a hair of it).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy import sparse
+from scipy.spatial import cKDTree
+
+from ..dynamics.conditions import SimulationConditions
+from ..dynamics.obstacles import MeshDistance, Obstacles
+from ..errors import ConditionError
+from ..geometry import farthest_point_subsample, unique_edges
+from ..results import SimulationResult
+from ..rig import BoneRig, quat_from_matrix
+from .energies import Contact, ContactPoints, Linear, Quadratic, Rigidity, Springs
+from .integrator import Integrator
+from .joints import TOUCH
+from .space import RigSettings, RigSpace, build_rig_space, homogeneous_rows
+
+TWO_PI = 2.0 * np.pi
+DRAG_HZ = 4.0  # the drag handle's spring (critically damped) on the grabbed point
+DRAG_ARRIVAL = 0.75  # share of the drag's window by which its path reaches the target
+
+
+def _noop(*_args) -> None:
+    return None
+
+
+def _anchor_row(space: RigSpace, anchor) -> np.ndarray:
+    """The skinning row (4B,) of a condition's anchor (a vertex, or a point: its nearest
+    vertex's weights at the point)."""
+    if anchor.vertex is not None:
+        return space.vertex_rows([anchor.vertex])[0]
+    return space.point_rows(np.asarray(anchor.point)[None])[0]
+
+
+def _anchor_rest(space: RigSpace, anchor) -> np.ndarray:
+    if anchor.vertex is not None:
+        return space.vertices[anchor.vertex]
+    return np.asarray(anchor.point, dtype=np.float64)
+
+
+# -- energies of the space -------------------------------------------------------------------
+def _rigidity(space: RigSpace, omega: float) -> Rigidity:
+    """kappa_b = m_b R_b^2 omega^2 / 6 (the bone's uniform-stretch mode at ``omega``)."""
+    m = space.moments
+    nb = space.num_bones
+    kappa = np.zeros(nb)
+    for b in np.flatnonzero(~space.fixed):
+        mb = m[4 * b + 3, 4 * b + 3]
+        r2 = np.trace(m[4 * b : 4 * b + 3, 4 * b : 4 * b + 3]) / max(mb, 1e-300)
+        kappa[b] = mb * max(r2, (1e-3 * space.object_size) ** 2) * omega**2 / 6.0
+    return Rigidity(kappa, omega)
+
+
+def _part_rows(space: RigSpace, part: int, points: np.ndarray) -> np.ndarray:
+    """Rows (G, 4B) of points moved with part ``part`` (its nearest vertex's weights)."""
+    own = np.flatnonzero(space.layout.parts == part)
+    _, near = cKDTree(space.vertices[own]).query(points)
+    return space.point_rows(points, own[near])
+
+
+def _glue(space: RigSpace, omega: float) -> Quadratic | None:
+    """Zero-length springs at the joints' points; each joint's stiffness moves its lighter
+    moving part at ``omega`` against it."""
+    rows, ks, targets = [], [], []
+    for joint in space.joints:
+        a = _part_rows(space, joint.part_a, joint.points)
+        mass = space.part_mass[joint.part_a]
+        if joint.part_b >= 0:
+            a = a - _part_rows(space, joint.part_b, joint.points)
+            mass = min(mass, space.part_mass[joint.part_b])
+            target = np.zeros((len(joint.points), 3))
+        else:
+            target = joint.points
+        rows.append(a)
+        ks.append(np.full(len(a), mass * omega**2 / len(a)))
+        targets.append(target)
+    if not rows:
+        return None
+    return Quadratic(
+        np.concatenate(rows),
+        np.concatenate(ks),
+        np.concatenate(targets),
+        stiff=True,
+        omega=omega,
+        name="glue",
+    )
+
+
+def _bending(space: RigSpace, omega: float) -> Quadratic | None:
+    """The user's stiffness: 1/2 omega^2 sum_i m_i sum_{a<b} w_ia w_ib |x_a(X_i) - x_b(X_i)|^2
+    over each vertex's pairs of bones (zero when they move together; the still bone too, so
+    a pinned region pulls back to rest), and over the joints, the lighter part's vertices
+    moved by each side's bones alone (a torsion spring: zero for a free hinge)."""
+    if omega <= 0:
+        return None
+    blocks = []
+    bones, w, x, m = space.vertex_bones, space.vertex_weights, space.vertices, space.masses
+    heads = space.heads
+    for i in range(bones.shape[1]):
+        for j in range(i + 1, bones.shape[1]):
+            ww = w[:, i] * w[:, j]
+            live = np.flatnonzero((ww > 1e-6) & (bones[:, i] != bones[:, j]))
+            if len(live):
+                blocks.append((live, bones[live, i], bones[live, j], m[live] * ww[live]))
+    sparse_rows, ks = [], []
+    for live, ba, bb, k in blocks:
+        ones = np.ones((len(live), 1))
+        ra = homogeneous_rows(x[live], ba[:, None], ones, heads)
+        rb = homogeneous_rows(x[live], bb[:, None], ones, heads)
+        sparse_rows.append(sparse.csr_matrix(ra - rb))
+        ks.append(k)
+    for joint in space.joints:
+        parts = [joint.part_a] + ([joint.part_b] if joint.part_b >= 0 else [])
+        light = min(parts, key=lambda p: space.part_mass[p])
+        own = np.flatnonzero(space.layout.parts == light)
+        ra = _part_rows(space, joint.part_a, x[own])
+        if joint.part_b >= 0:
+            rb = _part_rows(space, joint.part_b, x[own])
+            sparse_rows.append(sparse.csr_matrix(ra - rb))
+            ks.append(m[own])
+    if not sparse_rows:
+        return None
+    e = sparse.vstack(sparse_rows).tocsr()
+    k = np.concatenate(ks) * omega**2
+    matrix = np.asarray((e.T @ sparse.diags(k) @ e).todense())
+    return _Coupling(matrix, omega)
+
+
+class _Coupling:
+    """E = 1/2 sum_k Q[:, k]^T K Q[:, k] for a constant K (4B, 4B) with K Q_rest = 0."""
+
+    def __init__(self, matrix: np.ndarray, omega: float):
+        self.matrix = matrix
+        self.hessian = np.kron(matrix, np.eye(3))
+        self.stiff, self.omega, self.name = False, omega, "bending"
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        flat = q.reshape(4 * nb, 3)
+        kq = self.matrix @ flat
+        return 0.5 * float((flat * kq).sum()), kq.reshape(nb, 4, 3), (
+            self.hessian if hessian else None
+        )
+
+
+def _stretch(space: RigSpace, settings: RigSettings, omega: float) -> Springs | None:
+    """Springs on a seeded sample of the edges of the parts that bend (``stretch_edges`` in
+    all), each part's stiffness making its uniform stretch a mode at ``omega``."""
+    parts = space.layout.parts
+    bendy = [p for p, info in enumerate(space.layout.part_info) if info.kind != "rigid"]
+    if not bendy or not len(space.faces):
+        return None
+    edges = unique_edges(space.faces)
+    edges = edges[np.isin(parts[edges[:, 0]], bendy)]
+    if not len(edges):
+        return None
+    rng = np.random.default_rng(0)
+    if len(edges) > settings.stretch_edges:
+        edges = edges[np.sort(rng.choice(len(edges), settings.stretch_edges, replace=False))]
+    lengths = np.linalg.norm(space.vertices[edges[:, 1]] - space.vertices[edges[:, 0]], axis=1)
+    keep = lengths > 1e-9 * space.object_size
+    edges, lengths = edges[keep], lengths[keep]
+    rows = space.vertex_rows(edges[:, 1]) - space.vertex_rows(edges[:, 0])
+    k = np.zeros(len(edges))
+    for p in bendy:
+        mine = parts[edges[:, 0]] == p
+        if mine.any():
+            info = space.layout.part_info[p]
+            size = float(info.extents[0])
+            k[mine] = space.part_mass[p] * omega**2 * size**2 / float((lengths[mine] ** 2).sum())
+    return Springs(rows, lengths, k, omega)
+
+
+def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
+    """The contact energies: the moving parts' spread vertices against the ground and
+    colliders, and against the fixed parts (leaving out the points that touch those at rest:
+    they are the joints')."""
+    size = space.object_size
+    margin = settings.contact_margin * size
+    omega = TWO_PI * settings.contact_hz
+    moving = np.flatnonzero(~space.fixed_parts)
+    obstacles = []
+    meshes = [
+        MeshDistance(c.vertices, c.faces, size / 100, max(0.1 * size, size / 100), c.name)
+        for c in conditions.colliders
+    ]
+    world = Obstacles(conditions.ground, meshes)
+    fixed = None
+    if space.fixed_parts.any():
+        face_part = space.layout.parts[space.faces[:, 0]]
+        f = space.faces[space.fixed_parts[face_part]]
+        fixed = MeshDistance(space.vertices, f, size / 100, max(0.1 * size, size / 100), "fixed")
+    rows, ks, near_fixed = [], [], []
+    rng = np.random.default_rng(0)
+    for p in moving:
+        own = np.flatnonzero(space.layout.parts == p)
+        count = min(settings.contact_samples, len(own))
+        pick = own[farthest_point_subsample(space.vertices[own], count, rng)]
+        rows.append(space.vertex_rows(pick))
+        ks.append(np.full(count, space.part_mass[p] * omega**2 / max(0.1 * count, 1.0)))
+        if fixed is not None:
+            d = fixed.exact(space.vertices[pick])
+            near_fixed.append(np.abs(d) < 2 * TOUCH * size)
+    if not rows:
+        return []
+    rows, ks = np.concatenate(rows), np.concatenate(ks)
+    out = []
+    mu, slip = conditions.friction, settings.friction_slip * size
+    if world:
+        out.append(Contact(ContactPoints(rows, ks), world, margin, mu, slip, omega))
+    if fixed is not None:
+        far = ~np.concatenate(near_fixed)
+        if far.any():
+            pts = ContactPoints(rows[far], ks[far])
+            out.append(Contact(pts, Obstacles(None, [fixed]), margin, mu, slip, omega))
+    return out
+
+
+# -- loads ------------------------------------------------------------------------------------
+class _Loads:
+    """The time-dependent energies: forces in their frame ranges, winds, drag springs."""
+
+    def __init__(self, space: RigSpace, conditions: SimulationConditions, omega_drag: float):
+        fps = conditions.fps
+        last = (conditions.frames - 1) / fps
+        self.forces = [
+            (
+                c.start_frame / fps,
+                last if c.end_frame is None else c.end_frame / fps,
+                Linear(_anchor_row(space, c.anchor), np.asarray(c.vector)),
+            )
+            for c in conditions.forces
+        ]
+        self.forces += [
+            (
+                w.start_frame / fps,
+                last if w.end_frame is None else w.end_frame / fps,
+                Linear(space.gravity_moment, np.asarray(w.vector) / conditions.mass),
+            )
+            for w in conditions.winds
+        ]
+        self.drags = []
+        for d in conditions.drags:
+            row = _anchor_row(space, d.anchor)
+            own = space.layout.parts[
+                d.vertex if d.vertex is not None else cKDTree(space.vertices).query(d.point)[1]
+            ]
+            k = space.part_mass[own] * omega_drag**2
+            spring = Quadratic(row[None], [k], stiff=True, omega=omega_drag, name="drag")
+            self.drags.append(
+                {"spring": spring, "start": d.start_frame / fps, "end": d.frame / fps,
+                 "target": np.asarray(d.target), "from": None, "row": row}
+            )
+        self.state = None
+
+    def __call__(self, t: float):
+        out = [f for a, b, f in self.forces if a <= t <= b]
+        for d in self.drags:
+            if not d["start"] <= t <= d["end"]:
+                continue
+            if d["from"] is None:
+                d["from"] = d["row"] @ self.state.reshape(-1, 3)
+            window = (d["end"] - d["start"]) * DRAG_ARRIVAL
+            tau = min(max((t - d["start"]) / max(window, 1e-9), 0.0), 1.0)
+            s = tau**3 * (10 - 15 * tau + 6 * tau**2)  # minimum-jerk
+            d["spring"].targets = (d["from"] + s * (d["target"] - d["from"]))[None]
+            out.append(d["spring"])
+        return out
+
+
+# -- initial velocities ------------------------------------------------------------------------
+def _rigid_tangent(space: RigSpace, q: np.ndarray) -> np.ndarray:
+    """(12B, 6L) the rigid velocities of the L moving bones at state q: a turn about each axis
+    about the bone's head, and a translation along it."""
+    free = np.flatnonzero(~space.fixed)
+    nb = space.num_bones
+    out = np.zeros((nb, 4, 3, 6 * len(free)))
+    for n, b in enumerate(free):
+        f = q[b, :3, :].T  # F (3, 3)
+        for a in range(3):
+            w = np.zeros(3)
+            w[a] = 1.0
+            skew = np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]])
+            out[b, :3, :, 6 * n + a] = (skew @ f).T
+            out[b, 3, a, 6 * n + 3 + a] = 1.0
+    return out.reshape(12 * nb, -1)
+
+
+def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.ndarray):
+    """V0 (B, 4, 3): a uniform velocity moves every moving bone; point velocities are then met
+    by the least-kinetic-energy rigid bone velocities (the response to impulses there)."""
+    nb = space.num_bones
+    v = np.zeros((nb, 4, 3))
+    moving = ~space.fixed
+    point = []
+    for c in conditions.velocities:
+        if c.anchor is None:
+            v[moving, 3, :] += np.asarray(c.velocity)
+        else:
+            point.append(c)
+    if not point or not moving.any():
+        return v
+    t = _rigid_tangent(space, q)  # (12B, 6L)
+    mass = np.kron(space.moments, np.eye(3))
+    mr = t.T @ mass @ t + 1e-12 * np.eye(t.shape[1]) * max(np.trace(mass), 1e-300)
+    rows, wanted = [], []
+    for c in point:
+        u = _anchor_row(space, c.anchor)
+        r = np.kron(u[None], np.eye(3)) @ t  # (3, 6L)
+        rows.append(r)
+        wanted.append(np.asarray(c.velocity) - u @ v.reshape(-1, 3))
+    r = np.concatenate(rows)
+    inv = np.linalg.solve(mr, r.T)  # (6L, 3P)
+    lam = np.linalg.lstsq(r @ inv, np.concatenate(wanted), rcond=1e-10)[0]
+    return v + (t @ (inv @ lam)).reshape(nb, 4, 3)
+
+
+# -- output ------------------------------------------------------------------------------------
+def rigid_bones(q: np.ndarray, space: RigSpace) -> tuple[np.ndarray, np.ndarray]:
+    """(R (B, 3, 3), t (B, 3)): each bone's nearest rigid motion x -> R x + t (the polar
+    rotation of its F, about its head)."""
+    f = np.swapaxes(q[:, :3, :], 1, 2)  # (B, 3, 3)
+    u, _, vt = np.linalg.svd(f)
+    d = np.sign(np.linalg.det(u @ vt))
+    u[:, :, 2] *= d[:, None]
+    r = u @ vt
+    t = q[:, 3, :] - np.einsum("bij,bj->bi", r, space.heads)
+    return r, t
+
+
+def _world_rows(space: RigSpace) -> sparse.csr_matrix:
+    """(N, 4B) rows (w_b X_i, w_b): vertex i at frame t is sum_b w_b (R_b X_i + t_b)."""
+    n, k = space.vertex_bones.shape
+    cols = (4 * space.vertex_bones[:, :, None] + np.arange(4)).reshape(-1)
+    vals = np.concatenate([np.repeat(space.vertices[:, None], k, 1), np.ones((n, k, 1))], -1)
+    vals = vals * space.vertex_weights[..., None]
+    m = sparse.csr_matrix(
+        (vals.reshape(-1), (np.repeat(np.arange(n), 4 * k), cols)), shape=(n, 4 * space.num_bones)
+    )
+    m.sum_duplicates()
+    return m
+
+
+def skin_frames(space: RigSpace, rotations: np.ndarray, translations: np.ndarray) -> np.ndarray:
+    """Vertices (T, N, 3) float32 of rigid bone motions R (T, B, 3, 3), t (T, B, 3)."""
+    t_count, nb = rotations.shape[:2]
+    stack = np.concatenate([np.swapaxes(rotations, 2, 3), translations[:, :, None, :]], 2)
+    stack = stack.reshape(t_count, 4 * nb, 3).transpose(1, 0, 2).reshape(4 * nb, -1)
+    out = (_world_rows(space) @ stack).reshape(len(space.vertices), t_count, 3)
+    return np.ascontiguousarray(out.transpose(1, 0, 2)).astype(np.float32)
+
+
+def simulate_rig(
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    conditions: SimulationConditions,
+    *,
+    settings: RigSettings | None = None,
+    on_frame=None,
+    on_progress=_noop,
+    want_vertices: bool = True,
+    time_limit: float | None = None,
+) -> SimulationResult:
+    """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
+
+    on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
+    return False to stop. Raises ConditionError for conditions that do not fit the mesh,
+    SimulationError when the motion cannot be integrated."""
+    settings = settings or RigSettings()
+    if not isinstance(conditions, SimulationConditions):
+        raise ConditionError("conditions must be a SimulationConditions")
+    vertices = np.asarray(vertices, dtype=np.float64)
+    conditions.validate(len(vertices))
+    started = time.perf_counter()
+    space = build_rig_space(
+        vertices,
+        faces,
+        mass=conditions.mass,
+        pins=conditions.pins,
+        elastic=conditions.stiffness > 0,
+        settings=settings,
+    )
+    built = time.perf_counter() - started
+    energies = [_rigidity(space, TWO_PI * settings.rigidity_hz)]
+    energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
+    for extra in (
+        _glue(space, TWO_PI * settings.glue_hz),
+        _bending(space, TWO_PI * conditions.stiffness),
+        _stretch(space, settings, TWO_PI * settings.stretch_hz),
+    ):
+        if extra is not None:
+            energies.append(extra)
+    contacts = _contact(space, conditions, settings)
+    energies.extend(contacts)
+    loads = _Loads(space, conditions, TWO_PI * DRAG_HZ)
+    integ = Integrator(
+        space,
+        energies,
+        loads,
+        damping=conditions.damping,
+        zeta=settings.stiff_damping,
+        contacts=contacts,
+        iterations=settings.newton_iterations,
+        halvings=settings.max_halvings,
+    )
+    q = space.rest()
+    v = _initial_velocity(space, conditions, q)
+    count = conditions.frames
+    substeps = max(settings.substeps, conditions.substeps or 1)
+    h = 1.0 / (conditions.fps * substeps)
+    qs, energies_out = [q.copy()], [integ.energy(q, v, 0.0)]
+    cancelled = False
+    if on_frame is not None and on_frame(0, vertices.astype(np.float32), energies_out[0]) is False:
+        cancelled = True
+    on_progress("simulate", 1 / count)
+    for frame in range(1, count if not cancelled else 1):
+        for s in range(substeps):
+            loads.state = q
+            t = (frame - 1) / conditions.fps + s * h
+            q, v = integ.advance(q, v, t, h)
+        qs.append(q.copy())
+        energies_out.append(integ.energy(q, v, frame / conditions.fps))
+        on_progress("simulate", (frame + 1) / count)
+        if on_frame is not None:
+            verts = None
+            if want_vertices:
+                r, tr = rigid_bones(q, space)
+                verts = skin_frames(space, r[None], tr[None])[0]
+            if on_frame(frame, verts, energies_out[-1]) is False:
+                cancelled = True
+                break
+        if time_limit is not None and time.perf_counter() - started > time_limit:
+            cancelled = True
+            break
+    states = np.stack(qs)  # (T, B, 4, 3)
+    rot, trans = zip(*(rigid_bones(s, space) for s in states), strict=True)
+    rot, trans = np.stack(rot), np.stack(trans)
+    positions = skin_frames(space, rot, trans) if want_vertices else None
+    quats = np.stack([[quat_from_matrix(r) for r in frame] for frame in rot])
+    rig = BoneRig(
+        space.heads.copy(),
+        quats,
+        trans,
+        space.vertex_bones.astype(np.int32),
+        space.vertex_weights.astype(np.float32),
+        blend="lbs",
+    )
+    t_out = np.arange(len(states)) / conditions.fps
+    affine = float(
+        max(
+            np.abs(np.swapaxes(s[:, :3], 1, 2) - r).max()
+            for s, r in zip(states, rot, strict=True)
+        )
+    )
+    info = {
+        "dynamics": "rig",
+        "space": space.info,
+        "space_seconds": round(built, 3),
+        "substeps": int(integ.report.steps),
+        "newton_iterations": int(integ.report.iterations),
+        "backward_euler_steps": int(integ.report.backward_euler),
+        "halvings": int(integ.report.halvings),
+        "rigidity_residual": affine,
+        "pins": "exact" if conditions.pins else "none",
+        "cancelled": bool(cancelled),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return SimulationResult(
+        positions=positions,
+        rig=rig,
+        times=t_out,
+        energy=np.asarray(energies_out),
+        conditions=conditions.to_dict(),
+        q=states.reshape(len(states), -1),
+        info=info,
+    )

@@ -1,0 +1,245 @@
+"""The rig space of one object under one set of pins: bones, skinning rows, mass moments, and
+the fixed data of its energies (design section 12).
+
+Everything here is built once per run; the per-step code (:mod:`.energies`,
+:mod:`.integrator`) only multiplies these matrices by the state ``Q`` (package docstring).
+
+Pins. A part whose pinned vertices hold it fully (all its vertices, or three not on one line
+for a rigid part) is **fixed**: its bones are not coordinates. A rigid part pinned at one point
+or along a line is held by glue to the world there (a ball joint or a hinge). A part with
+several bones pinned in a region (a flag at its pole) blends a **still bone** (the world) near
+the pins, with weight one at the pinned vertices, so those stay exactly at rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+from scipy.spatial import cKDTree
+
+from ..geometry import vertex_areas
+from .bones import MAX_INFLUENCES, BoneLayout, geometric_bones
+from .joints import Joint, find_joints
+
+PIN_FALLOFF = 0.5  # the still bone fades within this share of the part's bone spacing
+PIN_CUTOFF = 1e-3
+
+
+@dataclass(frozen=True)
+class RigSettings:
+    """Stiffnesses of the rig space's energies as frequencies (Hz) of the motion they resist
+    (each energy's scale is its part's mass times (2 pi f)^2 times a squared length, so the
+    behaviour does not depend on the object's size or mass), damping ratios of the stiff ones,
+    and the solver's limits.
+
+    rigidity_hz: how stiffly each bone keeps its shape (a bone's stretch mode);
+    stretch_hz: how stiffly a cloth, rope or elastic part keeps its edges' lengths;
+    glue_hz: how stiffly joints keep their parts attached (and rigid parts at their pins);
+    contact_hz: the ground, colliders and fixed parts against the moving parts;
+    stiff_damping: damping ratio of those stiff modes (they are meant never to vibrate);
+    substeps: implicit steps per frame; newton_iterations: per step, before it is halved;
+    contact_samples: points per part that meet obstacles."""
+
+    rigidity_hz: float = 60.0
+    stretch_hz: float = 40.0
+    glue_hz: float = 40.0
+    contact_hz: float = 60.0
+    stiff_damping: float = 1.0
+    contact_damping: float = 1.0
+    contact_margin: float = 0.002  # in object sizes: contact acts within this gap
+    substeps: int = 2
+    newton_iterations: int = 12
+    max_halvings: int = 6
+    contact_samples: int = 160
+    stretch_edges: int = 1500
+    friction_slip: float = 0.002  # object sizes per second below which friction sticks
+
+
+@dataclass
+class RigSpace:
+    """vertices (N, 3), faces (F, 3): the rest mesh (metres); layout: the bones of the geometry;
+    heads (B, 3): every bone's head, the still bone last when there is one; fixed (B,) bool:
+    bones that are not coordinates (the still bone, fixed parts); rows: sparse (N, 4B) skinning
+    rows u_i (package docstring); masses (N,) kg; moments (4B, 4B) = sum_i m_i u_i u_i^T;
+    gravity_moment (4B,) = sum_i m_i u_i; vertex_bones / vertex_weights (N, K): the rig's
+    weights; joints; object_size (m); part_mass (P,) kg."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
+    layout: BoneLayout
+    heads: np.ndarray
+    fixed: np.ndarray
+    rows: sparse.csr_matrix
+    masses: np.ndarray
+    moments: np.ndarray
+    gravity_moment: np.ndarray
+    vertex_bones: np.ndarray
+    vertex_weights: np.ndarray
+    bone_parts: np.ndarray
+    joints: list[Joint]
+    object_size: float
+    part_mass: np.ndarray
+    fixed_parts: np.ndarray
+    info: dict = field(default_factory=dict)
+
+    @property
+    def num_bones(self) -> int:
+        return int(len(self.heads))
+
+    def rest(self) -> np.ndarray:
+        """The rest state Q (B, 4, 3): F = I, c = head."""
+        q = np.zeros((self.num_bones, 4, 3))
+        q[:, :3, :] = np.eye(3)
+        q[:, 3, :] = self.heads
+        return q
+
+    def point_rows(self, points: np.ndarray, vertices: np.ndarray | None = None) -> np.ndarray:
+        """Dense skinning rows (P, 4B) of rest points: a vertex index's own row, or a point's
+        nearest vertex's weights at the point's own position."""
+        points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+        if vertices is None:
+            _, vertices = cKDTree(self.vertices).query(points)
+        vertices = np.asarray(vertices).reshape(-1)
+        return homogeneous_rows(
+            points, self.vertex_bones[vertices], self.vertex_weights[vertices], self.heads
+        )
+
+    def vertex_rows(self, index: np.ndarray) -> np.ndarray:
+        """Dense skinning rows (R, 4B) of vertices ``index``."""
+        return np.asarray(self.rows[np.asarray(index)].todense())
+
+
+def homogeneous_rows(points, bones, weights, heads) -> np.ndarray:
+    """Rows (P, 4B): u = (w_b (X - h_b), w_b) for each of the points' bones."""
+    p, k = bones.shape
+    out = np.zeros((p, 4 * len(heads)))
+    for j in range(k):
+        b, w = bones[:, j], weights[:, j]
+        local = (points - heads[b]) * w[:, None]  # (P, 3)
+        for r in range(3):
+            np.add.at(out, (np.arange(p), 4 * b + r), local[:, r])
+        np.add.at(out, (np.arange(p), 4 * b + 3), w)
+    return out
+
+
+def _sparse_rows(vertices, bones, weights, heads) -> sparse.csr_matrix:
+    n, k = bones.shape
+    rows = np.repeat(np.arange(n), 4 * k)
+    cols = (4 * bones[:, :, None] + np.arange(4)).reshape(-1)  # (N K 4,)
+    local = vertices[:, None, :] - heads[bones]  # (N, K, 3)
+    vals = np.concatenate([local, np.ones((n, k, 1))], -1) * weights[..., None]  # (N, K, 4)
+    m = sparse.csr_matrix((vals.reshape(-1), (rows, cols)), shape=(n, 4 * len(heads)))
+    m.sum_duplicates()
+    return m
+
+
+def _collinear(points: np.ndarray, size: float) -> bool:
+    if len(points) < 3:
+        return True
+    d = points - points.mean(0)
+    s = np.linalg.svd(d, compute_uv=False)
+    return bool(s[1] < 1e-3 * max(size, 1e-12) * np.sqrt(len(points)))
+
+
+def build_rig_space(
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    *,
+    mass: float,
+    pins=(),
+    elastic: bool = False,
+    settings: RigSettings | None = None,
+) -> RigSpace:
+    """The rig space of the mesh with ``mass`` kg spread by area and ``pins`` held."""
+    settings = settings or RigSettings()
+    vertices = np.asarray(vertices, dtype=np.float64)
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    n = len(vertices)
+    size = float(np.ptp(vertices, axis=0).max()) if n else 1.0
+    size = size if size > 0 else 1.0
+    layout = geometric_bones(vertices, faces, elastic=elastic)
+    heads = layout.heads.copy()
+    bone_parts = layout.bone_parts.copy()
+    nb = len(heads)
+    fixed = np.zeros(nb, dtype=bool)
+    bones = layout.vertex_bones.copy()
+    weights = layout.vertex_weights.copy()
+    pins = np.asarray(sorted(set(int(p) for p in pins)), dtype=np.int64)
+    pinned = np.zeros(n, dtype=bool)
+    pinned[pins] = True
+    num_parts = len(layout.part_info)
+    fixed_parts = np.zeros(num_parts, dtype=bool)
+    pin_glue: list[tuple[int, np.ndarray]] = []  # (part, pinned points) held by glue
+    still_share = np.zeros(n)
+    for p, info in enumerate(layout.part_info):
+        mine = pinned[info.vertices]
+        if not mine.any():
+            continue
+        held = info.vertices[mine]
+        if mine.all() or (info.kind == "rigid" and not _collinear(vertices[held], size)):
+            fixed_parts[p] = True
+            fixed[bone_parts == p] = True
+        elif info.kind == "rigid":
+            pin_glue.append((p, vertices[held]))
+        else:
+            own = bone_parts == p
+            h = heads[own]
+            spacing = size
+            if len(h) > 1:
+                spacing = float(np.median(cKDTree(h).query(h, 2)[0][:, 1]))
+            dist, _ = cKDTree(vertices[held]).query(vertices[info.vertices])
+            share = np.exp(-((dist / max(PIN_FALLOFF * spacing, 1e-12)) ** 2))
+            share[share < PIN_CUTOFF] = 0.0
+            share[mine] = 1.0
+            still_share[info.vertices] = share
+    has_still = bool(still_share.any())
+    if has_still:
+        still = nb
+        heads = np.concatenate([heads, vertices[pins].mean(0, keepdims=True)])
+        bone_parts = np.concatenate([bone_parts, [-1]])
+        fixed = np.concatenate([fixed, [True]])
+        bones = np.concatenate([bones, np.full((n, 1), still)], 1)
+        weights = np.concatenate([weights * (1.0 - still_share[:, None]), still_share[:, None]], 1)
+    areas = vertex_areas(vertices, faces) if len(faces) else np.zeros(n)
+    if areas.sum() <= 0:
+        areas = np.ones(n)
+    areas = np.maximum(areas, 1e-9 * areas.max())
+    masses = mass * areas / areas.sum()
+    rows = _sparse_rows(vertices, bones, weights, heads)
+    moments = np.asarray((rows.T @ sparse.diags(masses) @ rows).todense())
+    gravity_moment = np.asarray(rows.T @ masses).reshape(-1)
+    part_mass = np.bincount(layout.parts, weights=masses, minlength=num_parts)
+    joints = find_joints(vertices, faces, layout, fixed_parts, size)
+    for p, points in pin_glue:
+        joints.append(Joint.to_world(p, points, size))
+    space = RigSpace(
+        vertices=vertices,
+        faces=faces,
+        layout=layout,
+        heads=heads,
+        fixed=fixed,
+        rows=rows,
+        masses=masses,
+        moments=moments,
+        gravity_moment=gravity_moment,
+        vertex_bones=bones,
+        vertex_weights=weights,
+        bone_parts=bone_parts,
+        joints=joints,
+        object_size=size,
+        part_mass=part_mass,
+        fixed_parts=fixed_parts,
+    )
+    space.info = {
+        "bones": int(nb),
+        "still_bone": has_still,
+        "parts": [info.kind for info in layout.part_info],
+        "fixed_parts": int(fixed_parts.sum()),
+        "joints": [j.describe() for j in joints],
+    }
+    return space
+
+
+__all__ = ["MAX_INFLUENCES", "RigSettings", "RigSpace", "build_rig_space", "homogeneous_rows"]

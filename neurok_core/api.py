@@ -127,12 +127,31 @@ class NeuROK:
         settings=None,
         vertices: bool = True,
         rig: bool = False,
+        dynamics: str = "latent",
     ):
         """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`
         (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``;
-        ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones)."""
+        ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones).
+        ``dynamics="rig"`` integrates the motion in the rig space of the mesh instead
+        (:func:`neurok_core.rigspace.simulate_rig`: the bones' rigid motions as coordinates;
+        ``settings`` then a ``RigSettings``); its result always carries the rig."""
         from .dynamics.settings import DEFAULT_SETTINGS
         from .simulate import simulate
+
+        if dynamics == "rig":
+            from .rigspace import simulate_rig
+
+            return simulate_rig(
+                space.vertices,
+                space.faces,
+                conditions,
+                settings=settings,
+                on_frame=on_frame,
+                on_progress=on_progress,
+                want_vertices=vertices,
+            )
+        if dynamics != "latent":
+            raise ValueError(f"dynamics must be 'latent' or 'rig', got {dynamics!r}")
 
         return simulate(
             space,

@@ -212,15 +212,7 @@ def cmd_simulate(args) -> int:
     vertices, faces = read_mesh(args.mesh)
     conditions = build_conditions(args, vertices)
     conditions.validate(len(vertices))
-    engine = NeuROK.load(args.checkpoint, device=args.device)
     bar = tqdm(total=conditions.frames, desc="simulate", unit="frame", disable=args.quiet)
-    space = engine.space(
-        vertices,
-        faces,
-        cache_dir=args.cache_dir,
-        on_status=lambda stage, msg: bar.set_description(stage),
-    )
-
     over_time = []
 
     def on_frame(index, positions, energy):
@@ -231,25 +223,41 @@ def cmd_simulate(args) -> int:
             return False  # stop: the engine returns the frames so far
         return None
 
-    settings = None
-    if args.exact_kinematics:
-        from .dynamics.settings import DEFAULT_SETTINGS
-
-        settings = DEFAULT_SETTINGS.with_overrides(local_model=False)
     rig_only = out.suffix.lower() == ".json"
-    if rig_only and not space.skinned:
-        raise ConditionError(
-            f"--out {args.out}: a rig (.json) needs a model with bones (deformation 'skinned');"
-            " this one moves every point on its own: write a .npz result or a .pc2 cache"
+    if args.dynamics == "rig":  # the rig space needs no learned model
+        from .rigspace import simulate_rig
+
+        bar.set_description("simulate (rig)")
+        result = simulate_rig(
+            vertices, faces, conditions, on_frame=on_frame, want_vertices=not rig_only
         )
-    result = engine.simulate(
-        space,
-        conditions,
-        on_frame=on_frame,
-        settings=settings,
-        vertices=not rig_only,
-        rig=space.skinned and out.suffix.lower() != ".pc2",
-    )
+    else:
+        engine = NeuROK.load(args.checkpoint, device=args.device)
+        space = engine.space(
+            vertices,
+            faces,
+            cache_dir=args.cache_dir,
+            on_status=lambda stage, msg: bar.set_description(stage),
+        )
+        settings = None
+        if args.exact_kinematics:
+            from .dynamics.settings import DEFAULT_SETTINGS
+
+            settings = DEFAULT_SETTINGS.with_overrides(local_model=False)
+        if rig_only and not space.skinned:
+            raise ConditionError(
+                f"--out {args.out}: a rig (.json) needs a model with bones (deformation"
+                " 'skinned') or --dynamics rig; this one moves every point on its own: write"
+                " a .npz result or a .pc2 cache"
+            )
+        result = engine.simulate(
+            space,
+            conditions,
+            on_frame=on_frame,
+            settings=settings,
+            vertices=not rig_only,
+            rig=space.skinned and out.suffix.lower() != ".pc2",
+        )
     bar.close()
     if over_time:
         raise SimulationError(
@@ -262,7 +270,7 @@ def cmd_simulate(args) -> int:
         result.rig.save_json(out, result.times)
         print(
             f"wrote {out}: a rig of {result.rig.num_bones} bones x {len(result.times)} frames"
-            f" for {len(vertices)} vertices, kq = {info['reduced_dims']}, {info['seconds']:.2f} s"
+            f" for {len(vertices)} vertices, {_space_words(info)}, {info['seconds']:.2f} s"
         )
         return 0
     if out.suffix.lower() == ".pc2":
@@ -270,11 +278,18 @@ def cmd_simulate(args) -> int:
     else:
         save_result(result, out)
     print(
-        f"wrote {out}: {len(result.positions)} frames x {len(vertices)} vertices, kq ="
-        f" {info['reduced_dims']}, {info['seconds']:.2f} s"
+        f"wrote {out}: {len(result.positions)} frames x {len(vertices)} vertices,"
+        f" {_space_words(info)}, {info['seconds']:.2f} s"
         + (f", with a rig of {result.rig.num_bones} bones" if result.rig is not None else "")
     )
     return 0
+
+
+def _space_words(info: dict) -> str:
+    """The coordinates a run used, in a few words."""
+    if info.get("dynamics") == "rig":
+        return f"rig space of {info['space']['bones']} bones"
+    return f"kq = {info['reduced_dims']}"
 
 
 def cmd_ik(args) -> int:
@@ -360,6 +375,13 @@ def make_parser() -> argparse.ArgumentParser:
         "--exact-kinematics",
         action="store_true",
         help="evaluate the decoder at every step instead of its local model (slower, ~10x)",
+    )
+    sim.add_argument(
+        "--dynamics",
+        choices=("latent", "rig"),
+        default="latent",
+        help="the coordinates of the motion: the learned latent space (default) or the rig"
+        " space (the bones' rigid motions, with joints, elasticity and contact as energies)",
     )
     sim.add_argument("--quiet", action="store_true")
     common(sim)

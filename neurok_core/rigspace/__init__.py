@@ -15,6 +15,6 @@ Names used throughout (one place, as the style guide asks):
 """
 
 from .simulate import simulate_rig
-from .space import RigSpace, RigSettings, build_rig_space
+from .space import RigSettings, RigSpace, build_rig_space
 
 __all__ = ["RigSettings", "RigSpace", "build_rig_space", "simulate_rig"]

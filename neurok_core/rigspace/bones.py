@@ -4,8 +4,9 @@ Every loose part gets at least one bone, and bones never blend across parts:
 
 - a **closed solid** is rigid (one bone at its centre of area) unless it is slender (its longest
   side at least ``ROPE_SLENDERNESS`` times its second: a rope, a cable: a chain of bones along
-  it) or the user asked for an elastic object (stiffness > 0: bones spread through it, so that
-  it can bend and squash);
+  it) or the user asked for an elastic object (stiffness > 0 on an object of one part: bones
+  spread through it, so that it can bend and squash; in an object of several parts the
+  stiffness acts on its joints and the parts stay rigid);
 - an **open sheet** (cloth: edges with one face) gets a grid of bones over its area;
 - not yet: a part made of two wide pieces joined by a seam of shared vertices (a laptop welded
   at its hinge) is one rigid part here; it needs a bone boundary at the seam.
@@ -208,7 +209,9 @@ def geometric_bones(vertices: np.ndarray, faces: np.ndarray, *, elastic: bool) -
     infos, heads, bone_parts = [], [], []
     vertex_bones = np.zeros((n, MAX_INFLUENCES), dtype=np.int64)
     vertex_weights = np.zeros((n, MAX_INFLUENCES))
-    for p in range(int(parts.max()) + 1 if n else 0):
+    count = int(parts.max()) + 1 if n else 0
+    elastic = elastic and count == 1
+    for p in range(count):
         index = np.flatnonzero(parts == p)
         info = classify_part(vertices, faces[face_part == p], index, elastic)
         infos.append(info)

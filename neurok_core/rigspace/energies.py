@@ -63,10 +63,21 @@ class Rigidity:
     """E = sum_b kappa_b / 4 |F_b^T F_b - I|^2 over the moving bones: keeps each bone a rotation
     (affine body dynamics; Lan et al. 2022). kappa: (B,) J, zero for fixed bones."""
 
-    def __init__(self, kappa: np.ndarray, omega: float):
+    def __init__(self, kappa: np.ndarray, omega: float, strain: np.ndarray | None = None):
         self.kappa = np.asarray(kappa, dtype=np.float64)
         self.live = np.flatnonzero(self.kappa > 0)
         self.stiff, self.omega, self.name = True, omega, "rigidity"
+        self.strain = strain  # (L, 3, 3) the strain it pulls towards (None: zero)
+
+    def dissipation(self, q: np.ndarray, factor: float) -> Rigidity:
+        """The step's viscous term: kappa factor / 4 |S(F) - S(F_start)|^2, the rate of the
+        bone's strain S = F^T F - I damped (objective: zero for any rotation of a strained
+        bone), ``factor`` = beta / dt."""
+        f = np.swapaxes(q[self.live, :3, :], 1, 2)
+        strain = np.swapaxes(f, 1, 2) @ f - np.eye(3)
+        out = Rigidity(self.kappa * factor, self.omega, strain)
+        out.stiff = False
+        return out
 
     def __call__(self, q: np.ndarray, hessian: bool = True):
         nb = q.shape[0]
@@ -74,6 +85,8 @@ class Rigidity:
         f = np.swapaxes(q[b, :3, :], 1, 2)  # (L, 3, 3): F[k, r] = Q[r, k]
         kap = self.kappa[b]
         s = np.swapaxes(f, 1, 2) @ f - np.eye(3)  # (L, 3, 3)
+        if self.strain is not None:
+            s = s - self.strain
         value = 0.25 * float((kap * (s * s).sum((1, 2))).sum())
         gf = kap[:, None, None] * (f @ s)  # dE/dF (L, 3, 3)
         grad = np.zeros((nb, 4, 3))
@@ -104,11 +117,20 @@ class Springs:
     """E = 1/2 sum_j k_j (|e_j^T Q| - l_j)^2: edges that keep their rest lengths l_j (J,),
     k_j (J,) N/m (stretching stiffness of cloth, rope and elastic parts)."""
 
-    def __init__(self, rows, lengths, stiffness, omega: float):
+    def __init__(self, rows, lengths, stiffness, omega: float, zeta: float | None = None):
         self.rows = np.asarray(rows, dtype=np.float64)
         self.lengths = np.asarray(lengths, dtype=np.float64)
         self.k = np.asarray(stiffness, dtype=np.float64)
         self.stiff, self.omega, self.name = True, omega, "stretch"
+        self.zeta = zeta  # its own damping ratio (None: the integrator's)
+
+    def dissipation(self, q: np.ndarray, factor: float) -> Springs:
+        """The step's viscous term: k factor / 2 (|d| - |d_start|)^2, the rate of each edge's
+        length damped (not its turning), ``factor`` = beta / dt."""
+        d = self.rows @ q.reshape(-1, 3)
+        out = Springs(self.rows, np.linalg.norm(d, axis=1), self.k * factor, self.omega)
+        out.stiff = False
+        return out
 
     def __call__(self, q: np.ndarray, hessian: bool = True):
         nb = q.shape[0]
@@ -147,8 +169,15 @@ class Contact:
     f0 of incremental potential contact (Li et al. 2020), lambda_p the normal force at the
     step's start."""
 
-    def __init__(self, points: ContactPoints, obstacles, margin: float, friction: float,
-                 slip: float, omega: float):
+    def __init__(
+        self,
+        points: ContactPoints,
+        obstacles,
+        margin: float,
+        friction: float,
+        slip: float,
+        omega: float,
+    ):
         self.points = points
         self.obstacles = obstacles
         self.margin = margin

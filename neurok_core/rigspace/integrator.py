@@ -30,7 +30,8 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from ..errors import SimulationError
 from .energies import flat_kron
 
-
+CONVERGED = 1e-7  # a Newton step this small (axes; centres in object sizes) has converged
+ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
 TRAVEL = 0.01  # object sizes a contact point may move in one step
 MAX_SPLIT = 64  # most steps a substep is split into for that
 
@@ -48,8 +49,18 @@ class Integrator:
     ``energies`` (each called as ``energy(Q, hessian)``) and ``loads(t)`` (the time-dependent
     linear energies: forces, drags)."""
 
-    def __init__(self, space, energies, loads, *, damping: float, zeta: float,
-                 contacts=(), iterations: int = 12, halvings: int = 6):
+    def __init__(
+        self,
+        space,
+        energies,
+        loads,
+        *,
+        damping: float,
+        zeta: float,
+        contacts=(),
+        iterations: int = 12,
+        halvings: int = 6,
+    ):
         self.space = space
         self.energies = list(energies)
         self.loads = loads
@@ -68,20 +79,21 @@ class Integrator:
         self.scale = space.object_size
 
     # -- energy --------------------------------------------------------------------------------
-    def potential(self, q: np.ndarray, t: float, hessian: bool, drop_damping: bool = False):
-        """(V, grad (B, 4, 3), H (12B, 12B), D (12B, 12B)) of every energy at ``q``; D is
-        the stiff energies' Rayleigh damping matrix."""
+    def potential(self, q: np.ndarray, t: float, hessian: bool, extra=()):
+        """(V, grad (B, 4, 3), H (12B, 12B), D (12B, 12B)) of every energy at ``q`` (and the
+        step's viscous terms ``extra``); D is the Rayleigh damping matrix of the stiff
+        energies that have no viscous term of their own (glue, contact, drags)."""
         n = 12 * q.shape[0]
         value, grad = 0.0, np.zeros_like(q)
         hess = np.zeros((n, n)) if hessian else None
-        damp = np.zeros((n, n)) if hessian and not drop_damping else None
-        for energy in [*self.energies, *self.loads(t)]:
+        damp = np.zeros((n, n)) if hessian else None
+        for energy in [*self.energies, *self.loads(t), *extra]:
             v, g, h = energy(q, hessian)
             value += v
             grad += g
             if hessian and h is not None:
                 hess += h
-                if damp is not None and getattr(energy, "stiff", False):
+                if getattr(energy, "stiff", False) and not hasattr(energy, "dissipation"):
                     damp += (2.0 * self.zeta / energy.omega) * h
         return value, grad, hess, damp
 
@@ -145,18 +157,25 @@ class Integrator:
             dscale = 2.0 / h
         y = pull.copy()  # the predictor (momentum); fixed bones have no velocity
         cm = self.damping
+        # viscous terms of the stiff energies that damp their own strain rates (objective)
+        viscous = []
+        for e in self.energies:
+            if getattr(e, "stiff", False) and hasattr(e, "dissipation"):
+                zeta = self.zeta if getattr(e, "zeta", None) is None else e.zeta
+                if zeta > 0:
+                    viscous.append(e.dissipation(q, dscale * 2.0 * zeta / e.omega))
 
         def merit(yy, damp):
             d_in = (yy - pull).reshape(-1)
             d_q = (yy - q).reshape(-1)
-            pot = self.potential(yy, t_eval, False)[0]
+            pot = self.potential(yy, t_eval, False, viscous)[0]
             inert = 0.5 * inertia * float(d_in @ m @ d_in)
             diss = 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
             return inert + diss + pot
 
         moved = np.inf
         for _ in range(self.iterations):
-            value, grad, hess, damp = self.potential(y, t_eval, True)
+            value, grad, hess, damp = self.potential(y, t_eval, True, viscous)
             d_in = (y - pull).reshape(-1)
             d_q = (y - q).reshape(-1)
             g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
@@ -187,10 +206,10 @@ class Integrator:
             y = trial
             self.report.iterations += 1
             moved = self._step_size(alpha * full)
-            if moved < 1e-9:
+            if moved < CONVERGED:
                 break
         else:
-            if moved > 1e-5:
+            if moved > ACCEPTED:
                 return None
         if not np.isfinite(y).all():
             return None

@@ -96,13 +96,13 @@ def _glue(space: RigSpace, omega: float) -> Quadratic | None:
     )
 
 
-def _bending(space: RigSpace, omega: float) -> Quadratic | None:
+def _bending(space: RigSpace, omega: float) -> list:
     """The user's stiffness: 1/2 omega^2 sum_i m_i sum_{a<b} w_ia w_ib |x_a(X_i) - x_b(X_i)|^2
     over each vertex's pairs of bones (zero when they move together; the still bone too, so
     a pinned region pulls back to rest), and over the joints, the lighter part's vertices
     moved by each side's bones alone (a torsion spring: zero for a free hinge)."""
     if omega <= 0:
-        return None
+        return []
     blocks = []
     bones, w, x, m = space.vertex_bones, space.vertex_weights, space.vertices, space.masses
     heads = space.heads
@@ -119,6 +119,7 @@ def _bending(space: RigSpace, omega: float) -> Quadratic | None:
         rb = homogeneous_rows(x[live], bb[:, None], ones, heads)
         sparse_rows.append(sparse.csr_matrix(ra - rb))
         ks.append(k)
+    world_rows, world_k, world_x = [], [], []
     for joint in space.joints:
         parts = [joint.part_a] + ([joint.part_b] if joint.part_b >= 0 else [])
         light = min(parts, key=lambda p: space.part_mass[p])
@@ -128,12 +129,20 @@ def _bending(space: RigSpace, omega: float) -> Quadratic | None:
             rb = _part_rows(space, joint.part_b, x[own])
             sparse_rows.append(sparse.csr_matrix(ra - rb))
             ks.append(m[own])
-    if not sparse_rows:
-        return None
-    e = sparse.vstack(sparse_rows).tocsr()
-    k = np.concatenate(ks) * omega**2
-    matrix = np.asarray((e.T @ sparse.diags(k) @ e).todense())
-    return _Coupling(matrix, omega)
+        else:  # a joint to the world pulls the part's own vertices back to rest
+            world_rows.append(ra)
+            world_k.append(m[own])
+            world_x.append(x[own])
+    out = []
+    if sparse_rows:
+        e = sparse.vstack(sparse_rows).tocsr()
+        k = np.concatenate(ks) * omega**2
+        out.append(_Coupling(np.asarray((e.T @ sparse.diags(k) @ e).todense()), omega))
+    if world_rows:
+        k = np.concatenate(world_k) * omega**2
+        rows, targets = np.concatenate(world_rows), np.concatenate(world_x)
+        out.append(Quadratic(rows, k, targets, stiff=False, omega=omega, name="bending"))
+    return out
 
 
 class _Coupling:
@@ -148,8 +157,10 @@ class _Coupling:
         nb = q.shape[0]
         flat = q.reshape(4 * nb, 3)
         kq = self.matrix @ flat
-        return 0.5 * float((flat * kq).sum()), kq.reshape(nb, 4, 3), (
-            self.hessian if hessian else None
+        return (
+            0.5 * float((flat * kq).sum()),
+            kq.reshape(nb, 4, 3),
+            (self.hessian if hessian else None),
         )
 
 
@@ -178,7 +189,7 @@ def _stretch(space: RigSpace, settings: RigSettings, omega: float) -> Springs | 
             info = space.layout.part_info[p]
             size = float(info.extents[0])
             k[mine] = space.part_mass[p] * omega**2 * size**2 / float((lengths[mine] ** 2).sum())
-    return Springs(rows, lengths, k, omega)
+    return Springs(rows, lengths, k, omega, settings.stretch_damping)
 
 
 def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
@@ -189,7 +200,6 @@ def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSet
     margin = settings.contact_margin * size
     omega = TWO_PI * settings.contact_hz
     moving = np.flatnonzero(~space.fixed_parts)
-    obstacles = []
     meshes = [
         MeshDistance(c.vertices, c.faces, size / 100, max(0.1 * size, size / 100), c.name)
         for c in conditions.colliders
@@ -258,8 +268,14 @@ class _Loads:
             k = space.part_mass[own] * omega_drag**2
             spring = Quadratic(row[None], [k], stiff=True, omega=omega_drag, name="drag")
             self.drags.append(
-                {"spring": spring, "start": d.start_frame / fps, "end": d.frame / fps,
-                 "target": np.asarray(d.target), "from": None, "row": row}
+                {
+                    "spring": spring,
+                    "start": d.start_frame / fps,
+                    "end": d.frame / fps,
+                    "target": np.asarray(d.target),
+                    "from": None,
+                    "row": row,
+                }
             )
         self.state = None
 
@@ -279,26 +295,36 @@ class _Loads:
 
 
 # -- initial velocities ------------------------------------------------------------------------
-def _rigid_tangent(space: RigSpace, q: np.ndarray) -> np.ndarray:
-    """(12B, 6L) the rigid velocities of the L moving bones at state q: a turn about each axis
-    about the bone's head, and a translation along it."""
-    free = np.flatnonzero(~space.fixed)
-    nb = space.num_bones
-    out = np.zeros((nb, 4, 3, 6 * len(free)))
-    for n, b in enumerate(free):
-        f = q[b, :3, :].T  # F (3, 3)
-        for a in range(3):
-            w = np.zeros(3)
-            w[a] = 1.0
-            skew = np.array([[0, -w[2], w[1]], [w[2], 0, -w[0]], [-w[1], w[0], 0]])
-            out[b, :3, :, 6 * n + a] = (skew @ f).T
-            out[b, 3, a, 6 * n + 3 + a] = 1.0
-    return out.reshape(12 * nb, -1)
+SOFT_HZ = 15.0  # modes below this frequency are the motions a kick may start
 
 
-def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.ndarray):
-    """V0 (B, 4, 3): a uniform velocity moves every moving bone; point velocities are then met
-    by the least-kinetic-energy rigid bone velocities (the response to impulses there)."""
+def soft_basis(space: RigSpace, q: np.ndarray, stiff) -> np.ndarray:
+    """(12B, S) the state's soft modes: the generalised eigenvectors (M-orthonormal) of the
+    stiff energies' Hessian K (rigidity, glue, stretching) against the metric kron(M, I_3),
+    over the moving bones, with frequencies below ``SOFT_HZ`` (a hinged lid: its turn about
+    the hinge; a flag: its bending; a free body: its six rigid motions)."""
+    from scipy.linalg import eigh
+
+    free = np.flatnonzero(np.repeat(~space.fixed, 12))
+    mass = np.kron(space.moments, np.eye(3))[np.ix_(free, free)]
+    k = np.zeros_like(mass)
+    for energy in stiff:
+        h = energy(q, True)[2]
+        if h is not None:
+            k += h[np.ix_(free, free)]
+    mass += 1e-9 * np.trace(mass) / len(mass) * np.eye(len(mass))
+    lam, vec = eigh(k, mass)
+    keep = lam < (TWO_PI * SOFT_HZ) ** 2
+    out = np.zeros((12 * space.num_bones, int(keep.sum())))
+    out[free] = vec[:, keep]
+    return out
+
+
+def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.ndarray, stiff):
+    """V0 (B, 4, 3) in the soft modes (:func:`soft_basis`): a uniform velocity moves every
+    moving bone; point velocities are then met by the soft motion of least kinetic energy
+    (the response to impulses there, kept out of the stiff modes: a kick on a hinged lid
+    turns it about its hinge instead of tearing it off and leaving the glue to damp that)."""
     nb = space.num_bones
     v = np.zeros((nb, 4, 3))
     moving = ~space.fixed
@@ -310,19 +336,17 @@ def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.n
             point.append(c)
     if not point or not moving.any():
         return v
-    t = _rigid_tangent(space, q)  # (12B, 6L)
-    mass = np.kron(space.moments, np.eye(3))
-    mr = t.T @ mass @ t + 1e-12 * np.eye(t.shape[1]) * max(np.trace(mass), 1e-300)
+    basis = soft_basis(space, q, stiff)  # (12B, S), M-orthonormal
+    if not basis.shape[1]:
+        return v
     rows, wanted = [], []
     for c in point:
         u = _anchor_row(space, c.anchor)
-        r = np.kron(u[None], np.eye(3)) @ t  # (3, 6L)
-        rows.append(r)
+        rows.append(np.kron(u[None], np.eye(3)) @ basis)  # (3, S)
         wanted.append(np.asarray(c.velocity) - u @ v.reshape(-1, 3))
     r = np.concatenate(rows)
-    inv = np.linalg.solve(mr, r.T)  # (6L, 3P)
-    lam = np.linalg.lstsq(r @ inv, np.concatenate(wanted), rcond=1e-10)[0]
-    return v + (t @ (inv @ lam)).reshape(nb, 4, 3)
+    coef = r.T @ np.linalg.lstsq(r @ r.T, np.concatenate(wanted), rcond=1e-10)[0]
+    return v + (basis @ coef).reshape(nb, 4, 3)
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -393,13 +417,10 @@ def simulate_rig(
     built = time.perf_counter() - started
     energies = [_rigidity(space, TWO_PI * settings.rigidity_hz)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
-    for extra in (
-        _glue(space, TWO_PI * settings.glue_hz),
-        _bending(space, TWO_PI * conditions.stiffness),
-        _stretch(space, settings, TWO_PI * settings.stretch_hz),
-    ):
-        if extra is not None:
-            energies.append(extra)
+    glue = _glue(space, TWO_PI * settings.glue_hz)
+    stretch = _stretch(space, settings, TWO_PI * settings.stretch_hz)
+    energies += [e for e in (glue, stretch) if e is not None]
+    energies += _bending(space, TWO_PI * conditions.stiffness) or []
     contacts = _contact(space, conditions, settings)
     energies.extend(contacts)
     loads = _Loads(space, conditions, TWO_PI * DRAG_HZ)
@@ -414,7 +435,8 @@ def simulate_rig(
         halvings=settings.max_halvings,
     )
     q = space.rest()
-    v = _initial_velocity(space, conditions, q)
+    stiff = [e for e in (energies[0], glue, stretch) if e is not None]
+    v = _initial_velocity(space, conditions, q, stiff)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)
     h = 1.0 / (conditions.fps * substeps)
@@ -446,6 +468,9 @@ def simulate_rig(
     rot, trans = zip(*(rigid_bones(s, space) for s in states), strict=True)
     rot, trans = np.stack(rot), np.stack(trans)
     positions = skin_frames(space, rot, trans) if want_vertices else None
+    if positions is not None and conditions.pins:  # exactly at rest (not to float rounding)
+        pins = np.asarray(conditions.pins)
+        positions[:, pins] = vertices[pins].astype(np.float32)
     quats = np.stack([[quat_from_matrix(r) for r in frame] for frame in rot])
     rig = BoneRig(
         space.heads.copy(),
@@ -457,10 +482,7 @@ def simulate_rig(
     )
     t_out = np.arange(len(states)) / conditions.fps
     affine = float(
-        max(
-            np.abs(np.swapaxes(s[:, :3], 1, 2) - r).max()
-            for s, r in zip(states, rot, strict=True)
-        )
+        max(np.abs(np.swapaxes(s[:, :3], 1, 2) - r).max() for s, r in zip(states, rot, strict=True))
     )
     info = {
         "dynamics": "rig",

@@ -38,7 +38,10 @@ class RigSettings:
     stretch_hz: how stiffly a cloth, rope or elastic part keeps its edges' lengths;
     glue_hz: how stiffly joints keep their parts attached (and rigid parts at their pins);
     contact_hz: the ground, colliders and fixed parts against the moving parts;
-    stiff_damping: damping ratio of those stiff modes (they are meant never to vibrate);
+    stiff_damping: damping ratio of the rigidity, glue and contact modes (they are meant
+    never to vibrate); stretch_damping: that of the stretching modes, which a cloth's or a
+    rope's bending feeds (linear blending of turned bones shortens edges a little), so that
+    damping them would damp the bending too;
     substeps: implicit steps per frame; newton_iterations: per step, before it is halved;
     contact_samples: points per part that meet obstacles."""
 
@@ -47,7 +50,7 @@ class RigSettings:
     glue_hz: float = 40.0
     contact_hz: float = 60.0
     stiff_damping: float = 1.0
-    contact_damping: float = 1.0
+    stretch_damping: float = 1.0
     contact_margin: float = 0.002  # in object sizes: contact acts within this gap
     substeps: int = 2
     newton_iterations: int = 12

@@ -138,9 +138,15 @@ def _time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_simulation(space, conditions: SimulationConditions, timeout: float, settings=None):
+def run_simulation(
+    space, conditions: SimulationConditions, timeout: float, settings=None, method: str = "latent"
+):
     """(SimulationResult of the frames made, or None; JSON info: seconds, frames, timed_out,
-    decoder evaluations or the error). settings: the DynamicsSettings (None: the defaults)."""
+    decoder evaluations or the error). settings: the DynamicsSettings (None: the defaults).
+    method "rig": the rig space of the space's mesh (``space`` needs only ``vertices`` and
+    ``faces``; settings: a ``RigSettings``), whose result and rig are returned whole."""
+    if method == "rig":
+        return _run_rig(space, conditions, timeout, settings)
     started = time.perf_counter()
     frames: list[np.ndarray] = []
     energy: list[float] = []
@@ -179,6 +185,29 @@ def run_simulation(space, conditions: SimulationConditions, timeout: float, sett
         energy=np.asarray(energy),
         conditions=conditions.to_dict(),
     )
+    return result, info
+
+
+def _run_rig(space, conditions: SimulationConditions, timeout: float, settings=None):
+    """:func:`run_simulation` in the rig space."""
+    from neurok_core.rigspace import simulate_rig
+
+    started = time.perf_counter()
+    info: dict[str, Any] = {}
+    result = None
+    try:
+        with _time_limit(timeout + 1.0):
+            result = simulate_rig(
+                space.vertices, space.faces, conditions, settings=settings, time_limit=timeout
+            )
+        info["timed_out"] = bool(result.info["cancelled"])
+        info["rig"] = {k: v for k, v in result.info.items() if k not in ("cancelled",)}
+    except _OutOfTime:
+        info["timed_out"] = True
+    except NeuROKError as exc:
+        info["error"] = str(exc)
+    info["seconds"] = round(time.perf_counter() - started, 3)
+    info["frames"] = 0 if result is None else len(result.positions)
     return result, info
 
 

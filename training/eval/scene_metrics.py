@@ -207,7 +207,61 @@ def score_motion(
         out["energy_drift"] = energy_drift(energy)
     if obstacles is not None:
         out.update(contact_scores(rest, frames, obstacles, fps))
+    if parts is not None and len(np.unique(np.asarray(parts)[np.asarray(parts) >= 0])) > 1:
+        out.update(part_contact_scores(rest, frames, faces, parts))
     return out
+
+
+PART_TOUCH = 0.01  # L: parts closer than this at rest touch
+PART_SAMPLES = 400  # vertices of a part checked against another part, per frame
+
+
+def part_contact_scores(rest: np.ndarray, frames: np.ndarray, faces, parts) -> dict:
+    """How labelled parts stay together, lengths in L, over every frame:
+
+    - ``detached``: for each pair of parts that touch at rest (within ``PART_TOUCH``), how much
+      farther apart they come than at rest (the smallest distance from one part's vertices to
+      the other's surface, in the other's own frame: its best rigid fit), the worst pair;
+    - ``penetration_parts``: the deepest a part's vertex lies inside another (closed) part.
+    """
+    from neurok_core.dynamics.obstacles import MeshDistance
+
+    rest = np.asarray(rest, dtype=np.float64)
+    frames = np.asarray(frames, dtype=np.float64)
+    parts = np.asarray(parts)
+    faces = np.asarray(faces, dtype=np.int64)
+    size = object_size(rest)
+    labels = [int(p) for p in np.unique(parts) if p >= 0]
+    rng = np.random.default_rng(0)
+    face_part = parts[faces[:, 0]]
+    meshes, samples = {}, {}
+    for p in labels:
+        f = faces[face_part == p]
+        meshes[p] = MeshDistance(rest, f, size / 50, size / 50) if len(f) else None
+        own = np.flatnonzero(parts == p)
+        samples[p] = own if len(own) <= PART_SAMPLES else rng.choice(own, PART_SAMPLES, False)
+    detached, depth = 0.0, 0.0
+    for b in labels:
+        if meshes[b] is None:
+            continue
+        own_b = np.flatnonzero(parts == b)
+        rot = best_rotations(rest[own_b], frames[:, own_b])  # (T, 3, 3)
+        cb0 = rest[own_b].mean(0)
+        cbt = frames[:, own_b].mean(1)  # (T, 3)
+        for a in labels:
+            if a == b:
+                continue
+            pts = samples[a]
+            d0 = meshes[b].exact(rest[pts])
+            touching = float(np.abs(d0).min()) <= PART_TOUCH * size
+            for t in range(1, len(frames)):
+                # part a's points in part b's rest frame
+                local = (frames[t, pts] - cbt[t]) @ rot[t] + cb0
+                d = meshes[b].exact(local)
+                depth = max(depth, float(-d.min()) - max(float(-d0.min()), 0.0))
+                if touching:
+                    detached = max(detached, float(np.abs(d).min() - np.abs(d0).min()))
+    return {"detached": max(detached, 0.0) / size, "penetration_parts": max(depth, 0.0) / size}
 
 
 REST_WINDOW = 10  # frames over which an object at rest moves by at most REST_MOTION

@@ -29,7 +29,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,14 +49,14 @@ from .scene_specs import (
 )
 
 
-def _run(space, conditions: SimulationConditions, timeout: float, settings=None):
+def _run(space, conditions: SimulationConditions, timeout: float, settings=None, method="latent"):
     """(result or None, info): ``motion.run_simulation`` that also reports unexpected
     errors (any exception) instead of raising them."""
     from .motion import run_simulation
 
     started = time.perf_counter()
     try:
-        result, info = run_simulation(space, conditions, timeout, settings)
+        result, info = run_simulation(space, conditions, timeout, settings, method)
     except Exception as exc:  # a benchmark reports every failure and goes on
         result, info = None, {"error": f"{type(exc).__name__}: {exc}"}
         info["seconds"] = round(time.perf_counter() - started, 3)
@@ -105,9 +105,11 @@ def run_scene(
     timeout: float = 120.0,
     dynamics=None,
     space_settings=None,
+    method: str = "latent",
 ) -> tuple[dict, SceneMesh, Any]:
     """Build, simulate and score scene ``name`` with a loaded ``engine`` (``NeuROK``), with
-    optional ``DynamicsSettings`` / ``SpaceSettings``.
+    optional ``DynamicsSettings`` / ``SpaceSettings``; ``method`` "rig": in the rig space
+    (no engine needed; ``dynamics`` then a ``RigSettings`` or None).
     Returns (JSON record, the scene's mesh, SimulationResult of the main run or None)."""
     mesh = BUILDERS[name]()
     record: dict[str, Any] = {"mesh": _describe(mesh)}
@@ -115,16 +117,22 @@ def run_scene(
     try:
         cond = scene_conditions(name, mesh, frames)
         record["conditions"] = cond.to_dict()
-        space = engine.space(mesh.vertices, mesh.faces, settings=space_settings, cache_dir=False)
-        record["space"] = {
-            "seconds": round(time.perf_counter() - started, 3),
-            "reduced_dims": int(space.reduced_dims),
-        }
+        if method == "rig":
+            space = MeshOnly(mesh.vertices, mesh.faces)
+            record["space"] = {"kind": "rig"}
+        else:
+            space = engine.space(
+                mesh.vertices, mesh.faces, settings=space_settings, cache_dir=False
+            )
+            record["space"] = {
+                "seconds": round(time.perf_counter() - started, 3),
+                "reduced_dims": int(space.reduced_dims),
+            }
     except Exception as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["targets"], record["pass"] = {}, False
         return record, mesh, None
-    result, record["run"] = _run(space, cond, timeout, dynamics)
+    result, record["run"] = _run(space, cond, timeout, dynamics, method)
     try:
         scores = _score(name, mesh, cond, result) if result is not None else {}
     except Exception as exc:  # a score that cannot be computed fails the scene, not the run
@@ -132,7 +140,7 @@ def run_scene(
     record["scores"] = scores
     if undamped:
         ucond = undamped_conditions(name, mesh, undamped_fps)
-        uresult, uinfo = _run(space, ucond, timeout, dynamics)
+        uresult, uinfo = _run(space, ucond, timeout, dynamics, method)
         if uresult is not None:
             uinfo["energy_drift"] = score_motion(
                 mesh.vertices,
@@ -153,6 +161,13 @@ def run_scene(
     record["pass"] = bool(record["targets"]) and all(t["pass"] for t in record["targets"].values())
     record["seconds"] = round(time.perf_counter() - started, 3)
     return record, mesh, result
+
+
+class MeshOnly(NamedTuple):
+    """What the rig space needs of a scene: its mesh."""
+
+    vertices: np.ndarray
+    faces: np.ndarray
 
 
 def _describe(mesh: SceneMesh) -> dict:
@@ -199,6 +214,7 @@ def run_scenes(
     log=print,
     dynamics=None,
     space_settings=None,
+    method: str = "latent",
 ) -> dict:
     """Run the scenes ``names`` (None: all, in ``SCENES`` order) with ``checkpoint`` (None: the
     bundled model) and return the report (JSON data: every score, condition, timing, the
@@ -217,10 +233,11 @@ def run_scenes(
     if threads:
         torch.set_num_threads(int(threads))
     started = time.perf_counter()
-    engine = NeuROK.load(checkpoint, device="cpu")
+    engine = NeuROK.load(checkpoint, device="cpu") if method == "latent" else None
     report: dict[str, Any] = {
+        "method": method,
         "checkpoint": str(Path(checkpoint) if checkpoint else default_checkpoint()),
-        "weights_sha256": engine.info.get("weights_sha256"),
+        "weights_sha256": engine.info.get("weights_sha256") if engine else None,
         "versions": _versions(),
         "settings": {
             "frames": frames,
@@ -246,6 +263,7 @@ def run_scenes(
             timeout=timeout,
             dynamics=dynamics,
             space_settings=space_settings,
+            method=method,
         )
         report["scenes"][name] = record
         log(f"{name}: {'pass' if record['pass'] else 'FAIL'} ({record.get('seconds', 0):.1f} s)")
@@ -367,6 +385,12 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     add_setting_option(parser)
     parser.add_argument(
+        "--dynamics",
+        choices=("latent", "rig"),
+        default="latent",
+        help="the coordinates of the motion: the learned latent space or the rig space",
+    )
+    parser.add_argument(
         "--space",
         action="append",
         default=[],
@@ -384,7 +408,11 @@ def main(argv=None) -> int:
     from ..options import parse_fields, parse_settings
 
     try:
-        dynamics = DEFAULT_SETTINGS.with_overrides(**parse_settings(args.setting))
+        dynamics = None
+        if args.dynamics == "latent":
+            dynamics = DEFAULT_SETTINGS.with_overrides(**parse_settings(args.setting))
+        elif args.setting:
+            raise ValueError("--setting applies to the latent dynamics only")
         space_settings = SpaceSettings(**parse_fields(SpaceSettings, args.space, "--space"))
         report = run_scenes(
             args.checkpoint,
@@ -397,12 +425,14 @@ def main(argv=None) -> int:
             out_dir=args.out,
             dynamics=dynamics,
             space_settings=space_settings,
+            method=args.dynamics,
         )
     except (ValueError, NeuROKError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(
-        f"{report['checkpoint']}: {args.frames} frames at {FPS:g} fps"
+        (f"{report['checkpoint']}" if args.dynamics == "latent" else "rig space")
+        + f": {args.frames} frames at {FPS:g} fps"
         + (f", undamped 10 s at {args.undamped_fps:g} fps" if not args.no_undamped else "")
     )
     print(format_table(report))

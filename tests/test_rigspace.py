@@ -1,0 +1,192 @@
+"""The rig space (neurok_core.rigspace): energies against finite differences, joints from the
+interface's shape, and the motion's properties against analytic answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import trimesh
+
+from neurok_core.dynamics import Force, InitialVelocity, SimulationConditions
+from neurok_core.dynamics.obstacles import Obstacles
+from neurok_core.metrics import best_rotations, rigid_fit_residual
+from neurok_core.rigspace import RigSettings, build_rig_space, simulate_rig
+from neurok_core.rigspace.energies import Contact, ContactPoints, Rigidity, Springs
+
+RNG = np.random.default_rng(3)
+
+
+def _box(extents, centre):
+    m = trimesh.creation.box(extents)
+    m.apply_translation(centre)
+    return np.asarray(m.vertices, dtype=np.float64), np.asarray(m.faces, dtype=np.int64)
+
+
+def _join(*pieces):
+    verts, faces, n = [], [], 0
+    for v, f in pieces:
+        verts.append(v)
+        faces.append(f + n)
+        n += len(v)
+    return np.concatenate(verts), np.concatenate(faces)
+
+
+def _check_gradient(energy, q, scale=1e-6):
+    """Central differences of the value along random directions against the gradient and
+    the Hessian's action against differences of the gradient (float64)."""
+    for _ in range(3):
+        d = RNG.normal(size=q.shape)
+        e_plus, g_plus, _ = energy(q + scale * d, False)
+        e_minus, g_minus, _ = energy(q - scale * d, False)
+        value, grad, hess = energy(q, True)
+        numeric = (e_plus - e_minus) / (2 * scale)
+        assert numeric == pytest.approx(float((grad * d).sum()), rel=1e-5, abs=1e-9)
+        if hess is not None:
+            return hess
+
+
+def test_energy_gradients_match_finite_differences():
+    q = np.zeros((3, 4, 3))
+    q[:, :3, :] = np.eye(3) + 0.1 * RNG.normal(size=(3, 3, 3))
+    q[:, 3, :] = RNG.normal(size=(3, 3))
+    rigidity = Rigidity(np.array([2.0, 0.0, 5.0]), 1.0)
+    _check_gradient(rigidity, q)
+    rows = RNG.normal(size=(7, 12))
+    springs = Springs(rows, np.abs(RNG.normal(size=7)) + 0.5, np.abs(RNG.normal(size=7)), 1.0)
+    _check_gradient(springs, q)
+    pts = ContactPoints(RNG.normal(size=(9, 12)), np.full(9, 3.0))
+    contact = Contact(pts, Obstacles(0.0), 0.5, friction=0.0, slip=1e-3, omega=1.0)
+    assert contact(q, True)[0] > 0  # some points are below the ground
+    _check_gradient(contact, q)
+
+
+def test_rigidity_hessian_is_exact_where_positive():
+    """At a stretched state (every eigenvalue positive) the projected Hessian is the exact
+    one: its action matches differences of the gradient."""
+    q = np.zeros((1, 4, 3))
+    q[0, :3, :] = 1.3 * np.eye(3)
+    energy = Rigidity(np.array([1.5]), 1.0)
+    hess = energy(q, True)[2]
+    d = RNG.normal(size=q.shape)
+    eps = 1e-6
+    diff = (energy(q + eps * d, False)[1] - energy(q - eps * d, False)[1]) / (2 * eps)
+    np.testing.assert_allclose(hess @ d.reshape(-1), diff.reshape(-1), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    ("top", "kind"),
+    [
+        (((0.3, 0.3, 0.05), (0.0, 0.0, 0.125)), None),  # a slab on a box: a wide patch
+        (((0.02, 0.3, 0.05), (0.0, 0.0, 0.125)), "hinge"),  # touching along a line
+        (((0.3, 0.3, 0.05), (0.0, 0.0, 0.12)), "weld"),  # sunk 5 mm into it
+    ],
+)
+def test_the_interface_decides_the_joint(top, kind):
+    base = _box((0.3, 0.3, 0.2), (0.0, 0.0, 0.0))
+    if kind == "hinge":  # a thin bar lying along the top's edge, touching it on a line
+        bar = trimesh.creation.box((0.3, 0.02, 0.02))
+        bar.apply_transform(trimesh.transformations.rotation_matrix(np.pi / 4, (1, 0, 0)))
+        bar.apply_translation((0.0, 0.15, 0.1 + 0.01 * np.sqrt(2)))
+        piece = (np.asarray(bar.vertices), np.asarray(bar.faces))
+    else:
+        piece = _box(*top)
+    v, f = _join(base, piece)
+    space = build_rig_space(v, f, mass=1.0, pins=np.arange(len(base[0])))
+    kinds = [j.kind for j in space.joints]
+    assert kinds == ([] if kind is None else [kind])
+
+
+def _laptop():
+    """A pinned base box and a lid slab open by 100 deg, touching along the back edge."""
+    base = _box((0.3, 0.2, 0.02), (0.0, 0.0, 0.01))
+    lid_v, lid_f = _box((0.28, 0.18, 0.008), (0.0, 0.0, 0.0))
+    lid_v = lid_v + (0.0, -0.09, 0.004)  # its back bottom edge on the x axis
+    angle = np.radians(100.0)
+    rot = trimesh.transformations.rotation_matrix(-angle, (1, 0, 0))[:3, :3]
+    lid_v = lid_v @ rot.T + (0.0, 0.1, 0.02)
+    v, f = _join(base, (lid_v, lid_f))
+    return v, f, len(base[0])
+
+
+def test_a_pushed_lid_closes_rigidly_about_its_hinge_and_rests_on_its_base():
+    v, f, nb = _laptop()
+    lid = np.arange(nb, len(v))
+    edge = lid[np.argmax(v[lid, 2])]
+    cond = SimulationConditions(
+        forces=(Force((0.0, -1.0, -0.3), 1.0, vertex=int(edge), end_frame=8),),
+        pins=tuple(range(nb)),
+        mass=1.0,
+        frames=36,
+        fps=24.0,
+        damping=0.5,
+    )
+    result = simulate_rig(v, f, cond)
+    x = result.positions.astype(np.float64)
+    assert np.abs(x[:, :nb] - v[:nb].astype(np.float32)).max() == 0.0  # the base never moves
+    assert rigid_fit_residual(v[lid], x[:, lid]).max() < 1e-5 * 0.3
+    rot = best_rotations(v[lid], x[-1:, lid])[0]
+    angle = np.degrees(np.arccos(np.clip((np.trace(rot) - 1) / 2, -1, 1)))
+    axis = np.array([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0], rot[1, 0] - rot[0, 1]])
+    assert angle > 80.0, angle  # closed (from 100 deg open)
+    assert abs(axis[0]) / np.linalg.norm(axis) > 0.99  # about the hinge (x)
+    assert x[-1, lid, 2].min() > 0.02 - 0.01 * 0.3  # on the base, not through it
+    # the rig plays the same vertices back
+    for t in (5, 20, 35):
+        np.testing.assert_allclose(result.rig.skin(v, t), x[t], atol=1e-5)
+
+
+def test_free_fall_and_the_response_follows_the_load():
+    v, f = _box((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    fall = simulate_rig(v, f, SimulationConditions(frames=25, fps=24.0))
+    drop = v[:, 2].mean() - fall.positions[-1, :, 2].mean()
+    assert drop == pytest.approx(0.5 * 9.81 * 1.0**2, rel=1e-3)
+    moved = []
+    for newtons in (10.0, 40.0):
+        cond = SimulationConditions(
+            forces=(Force((1.0, 0.0, 0.0), newtons, point=(0.0, 0.0, 0.0)),),
+            gravity=(0, 0, 0),
+            frames=13,
+            fps=24.0,
+        )
+        moved.append(simulate_rig(v, f, cond).positions[-1, :, 0].mean() - v[:, 0].mean())
+    assert moved[1] / moved[0] == pytest.approx(4.0, rel=1e-3)
+    assert moved[0] == pytest.approx(0.5 * 10.0 * 0.5**2, rel=1e-2)
+
+
+def test_a_spinning_body_keeps_its_energy_and_its_shape():
+    v, f = _box((1.0, 0.5, 0.2), (0.0, 0.0, 0.0))
+    cond = SimulationConditions(
+        velocities=(InitialVelocity((0.0, 0.0, 1.0), vertex=0),),
+        gravity=(0, 0, 0),
+        frames=49,
+        fps=24.0,
+    )
+    result = simulate_rig(v, f, cond, settings=RigSettings(substeps=4))
+    e = result.energy
+    assert np.abs(e - e[0]).max() / e[0] < 0.01
+    assert rigid_fit_residual(v, result.positions.astype(np.float64)).max() < 1e-5
+
+
+def test_a_pinned_cloth_keeps_its_size_and_its_pins():
+    n = 13
+    xs, zs = np.meshgrid(np.linspace(0, 1.0, n), np.linspace(0, 0.6, n), indexing="ij")
+    v = np.stack([xs.ravel(), np.zeros(n * n), zs.ravel() + 1.0], 1)
+    idx = np.arange(n * n).reshape(n, n)
+    a, b, c, d = (
+        idx[:-1, :-1].ravel(),
+        idx[1:, :-1].ravel(),
+        idx[1:, 1:].ravel(),
+        idx[:-1, 1:].ravel(),
+    )
+    f = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+    pins = tuple(np.flatnonzero(v[:, 0] == 0.0).tolist())
+    cond = SimulationConditions(pins=pins, mass=0.2, frames=25, fps=24.0, damping=1.0)
+    result = simulate_rig(v, f, cond)
+    x = result.positions.astype(np.float64)
+    assert np.abs(x[:, list(pins)] - v[list(pins)].astype(np.float32)).max() == 0.0
+    assert (v[:, 2] - x[-1, :, 2]).max() > 0.1  # it swings down
+    edges = np.unique(np.sort(np.concatenate([f[:, :2], f[:, 1:], f[:, ::2]]), 1), axis=0)
+    l0 = np.linalg.norm(v[edges[:, 1]] - v[edges[:, 0]], axis=1)
+    for t in range(len(x)):
+        length = np.linalg.norm(x[t, edges[:, 1]] - x[t, edges[:, 0]], axis=1)
+        assert np.abs(length / l0 - 1).mean() < 0.05

@@ -137,3 +137,23 @@ def test_point_clouds_and_truncated_weights_say_what_is_wrong(tmp_path, capsys):
     assert main(["info", "--checkpoint", str(broken)]) == 2
     assert "does not match the checksum" in capsys.readouterr().err
     assert main(["info"]) == 0  # the intact bundled one is described
+
+
+def test_simulate_in_the_rig_space_needs_no_model(tmp_path, capsys):
+    """``--dynamics rig`` loads no checkpoint (a missing one is never read) and writes a
+    result whose rig (linear blend) plays its vertices back, and the rig alone as JSON."""
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    mesh.export(tmp_path / "slab.obj")
+    common = ["simulate", str(tmp_path / "slab.obj"), "--dynamics", "rig"]
+    common += ["--checkpoint", str(tmp_path / "missing"), "--force", "0:0,0,1:20.0:0-3"]
+    common += ["--frames", "5", "--no-gravity", "--quiet"]
+    assert main([*common, "--out", str(tmp_path / "anim.npz")]) == 0
+    assert main([*common, "--out", str(tmp_path / "rig.json")]) == 0
+    assert "rig space of 1 bones" in capsys.readouterr().out
+    result = load_result(tmp_path / "anim.npz")
+    rig = BoneRig.load_json(tmp_path / "rig.json")
+    assert rig.blend == "lbs" and result.info["dynamics"] == "rig"
+    rest = result.positions[0].astype(np.float64)
+    assert np.abs(result.positions[-1] - rest).max() > 1e-3  # it moved
+    for t in range(5):
+        np.testing.assert_allclose(rig.skin(rest, t), result.positions[t], atol=1e-5)

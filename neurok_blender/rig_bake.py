@@ -103,7 +103,8 @@ def bake_rig(obj, rig: BoneRig, frame_start: int, matrix_world: np.ndarray) -> i
         results.rig_groups.add().name = name
     modifier = obj.modifiers.new(name=RIG_MODIFIER, type="ARMATURE")
     modifier.object = arm
-    modifier.use_deform_preserve_volume = True
+    # dual-quaternion skinning is Preserve Volume; a rig-space run blends its bones linearly
+    modifier.use_deform_preserve_volume = rig.blend == "dqs"
     modifier.use_vertex_groups = True
     modifier.use_bone_envelopes = False
     obj.modifiers.move(len(obj.modifiers) - 1, 0)  # the rest mesh moves first, then the stack

@@ -163,7 +163,15 @@ def _turn_degrees(rotation: np.ndarray) -> float:
 
 def test_two_part_fit_gives_sharp_weights_and_a_rigid_hinge():
     """A bar whose half x > 0 swings about a hinge: after a short fit the skinning weights are
-    nearly one-hot and the swung half turns most of the way (160 steps: about 80%), rigidly."""
+    nearly one-hot and the swung half turns rigidly, by most of each sample's angle.
+
+    The fit varies with the CPU's float kernels (ATEN_CPU_CAPABILITY) and the seeds, most at
+    small angles (the 7.05 deg sample turns 6.7 to 8.2 deg on four machines), so the bounds are
+    on the batch. Over 3 capabilities x 40 seed sets: sharpness >= 0.978, turn share 0.74 to 1.14,
+    correlation with the true angles >= 0.958, residual share <= 0.068; bones that only
+    translate give a residual share of 0.119 to 0.159, an encoder blind to the deformation a
+    correlation of 0.22 or less, still bones a turn share of 0.
+    """
     torch.set_num_threads(1)
     model = skinned_model(seed=0).train()
     loss_config = LossConfig.preset("tiny", skin_entropy_weight=0.01)
@@ -182,15 +190,18 @@ def test_two_part_fit_gives_sharp_weights_and_a_rigid_hinge():
         pred = model.deform(mu, shape, rest).numpy()
         sharpness = float(model.skin_weights(shape, rest).max(-1).values.mean())
     assert sharpness > 0.95, sharpness
+    truth, turn, motion, residual = (np.zeros(6) for _ in range(4))
     for b in range(6):
         x, p, d = rest[b].numpy(), pred[b], deformed[b].numpy()
         swung = x[:, 0] > 0.1  # away from the hinge's own blend
-        truth = _turn_degrees(best_rotations(x[swung], d[swung][None])[0])
-        turn = _turn_degrees(best_rotations(x[swung], p[swung][None])[0])
-        assert 0.7 * truth < turn < 1.15 * truth, (turn, truth)
-        motion = float(np.sqrt(((d[swung] - x[swung]) ** 2).sum(-1).mean()))
-        residual = float(rigid_fit_residual(x[swung], p[swung][None])[0])
-        assert residual < 0.05 * motion + 0.005, (residual, motion)
+        truth[b] = _turn_degrees(best_rotations(x[swung], d[swung][None])[0])
+        turn[b] = _turn_degrees(best_rotations(x[swung], p[swung][None])[0])
+        motion[b] = np.sqrt(((d[swung] - x[swung]) ** 2).sum(-1).mean())
+        residual[b] = rigid_fit_residual(x[swung], p[swung][None])[0]
+    share = turn.sum() / truth.sum()
+    assert 0.6 < share < 1.35, (turn, truth)
+    assert np.corrcoef(turn, truth)[0, 1] > 0.9, (turn, truth)  # each sample's own angle
+    assert residual.sum() < 0.09 * motion.sum(), (residual, motion)
 
 
 def test_separate_parts_never_share_a_bone():

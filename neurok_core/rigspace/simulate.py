@@ -23,7 +23,7 @@ from ..rig import BoneRig, quat_from_matrix
 from .energies import Contact, ContactPoints, Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator
 from .joints import TOUCH
-from .space import RigSettings, RigSpace, build_rig_space, homogeneous_rows
+from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 TWO_PI = 2.0 * np.pi
 DRAG_HZ = 4.0  # the drag handle's spring (critically damped) on the grabbed point
@@ -363,16 +363,10 @@ def rigid_bones(q: np.ndarray, space: RigSpace) -> tuple[np.ndarray, np.ndarray]
 
 
 def _world_rows(space: RigSpace) -> sparse.csr_matrix:
-    """(N, 4B) rows (w_b X_i, w_b): vertex i at frame t is sum_b w_b (R_b X_i + t_b)."""
-    n, k = space.vertex_bones.shape
-    cols = (4 * space.vertex_bones[:, :, None] + np.arange(4)).reshape(-1)
-    vals = np.concatenate([np.repeat(space.vertices[:, None], k, 1), np.ones((n, k, 1))], -1)
-    vals = vals * space.vertex_weights[..., None]
-    m = sparse.csr_matrix(
-        (vals.reshape(-1), (np.repeat(np.arange(n), 4 * k), cols)), shape=(n, 4 * space.num_bones)
-    )
-    m.sum_duplicates()
-    return m
+    """(N, 4B) rows (w_b X_i, w_b): vertex i at frame t is sum_b w_b (R_b X_i + t_b) (the
+    skinning rows about the origin instead of the heads)."""
+    origin = np.zeros_like(space.heads)
+    return _sparse_rows(space.vertices, space.vertex_bones, space.vertex_weights, origin)
 
 
 def skin_frames(space: RigSpace, rotations: np.ndarray, translations: np.ndarray) -> np.ndarray:

@@ -93,29 +93,66 @@ class Rigidity:
         grad[b, :3, :] = np.swapaxes(gf, 1, 2)
         if not hessian:
             return value, grad, None
+        return value, grad, self._assemble(nb, _rigidity_blocks(f, f, s, kap, project=True))
+
+    def discrete_gradient(self, q0: np.ndarray, y: np.ndarray, hessian: bool = True):
+        """The energy's discrete gradient across a midpoint step (Simo and Tarnow 1992), at the
+        midpoint ``y`` of the step from ``q0`` to ``q1 = 2 y - q0``: kappa F_m (S_0 + S_1) / 2,
+        so that E(q1) - E(q0) = grad . (q1 - q0) exactly (the energy is quadratic in S), and
+        its Jacobian d grad / d y (not symmetric; (12B, 12B))."""
+        nb = y.shape[0]
+        b = self.live
+        fm = np.swapaxes(y[b, :3, :], 1, 2)  # (L, 3, 3)
+        f0 = np.swapaxes(q0[b, :3, :], 1, 2)
+        f1 = 2.0 * fm - f0
+        kap = self.kappa[b]
         eye = np.eye(3)
-        fft = f @ np.swapaxes(f, 1, 2)
-        # H[(i j), (k l)] = kappa (delta_ik S_lj + F_il F_kj + (F F^T)_ik delta_lj), F index (i, j)
-        h = (
-            np.einsum("ik,blj->bijkl", eye, s)
-            + np.einsum("bil,bkj->bijkl", f, f)
-            + np.einsum("bik,lj->bijkl", fft, eye)
-        ) * kap[:, None, None, None, None]
-        h = h.reshape(-1, 9, 9)
-        w, v = np.linalg.eigh(0.5 * (h + np.swapaxes(h, 1, 2)))
-        h = (v * np.maximum(w, 0.0)[:, None, :]) @ np.swapaxes(v, 1, 2)  # PSD projection
+        s0 = np.swapaxes(f0, 1, 2) @ f0 - eye
+        s1 = np.swapaxes(f1, 1, 2) @ f1 - eye
+        if self.strain is not None:
+            s0, s1 = s0 - self.strain, s1 - self.strain
+        mean = 0.5 * (s0 + s1)  # (L, 3, 3)
+        grad = np.zeros((nb, 4, 3))
+        grad[b, :3, :] = np.swapaxes(kap[:, None, None] * (fm @ mean), 1, 2)
+        if not hessian:
+            return grad, None
+        # d(F_m S)/dF_m with dS = dF_m^T F_1 + F_1^T dF_m
+        return grad, self._assemble(nb, _rigidity_blocks(fm, f1, mean, kap, project=False))
+
+    def _assemble(self, nb: int, blocks: np.ndarray) -> np.ndarray:
+        """The (12B, 12B) matrix of per-bone (9, 9) blocks in F order."""
         # F (i, j) is Q[j, i]: flat index of Q[b, r=j, k=i] is (4 b + j) 3 + i
         out = np.zeros((12 * nb, 12 * nb))
         ij = np.array([(j * 3 + i) for i in range(3) for j in range(3)])  # F-order -> Q-order
-        for n, bone in enumerate(b):
+        for n, bone in enumerate(self.live):
             idx = 12 * bone + ij
-            out[np.ix_(idx, idx)] += h[n]
-        return value, grad, out
+            out[np.ix_(idx, idx)] += blocks[n]
+        return out
+
+
+def _rigidity_blocks(fa, fb, s, kap, *, project: bool) -> np.ndarray:
+    """(L, 9, 9) blocks kappa (delta_ik S_lj + Fa_il Fb_kj + (Fa Fb^T)_ik delta_lj), F index
+    (i, j): the Hessian of kappa / 4 |F^T F - I|^2 when Fa = Fb = F (PSD-projected when
+    ``project``), the discrete gradient's Jacobian when Fa = F_m, Fb = F_1, S the mean strain."""
+    eye = np.eye(3)
+    fft = fa @ np.swapaxes(fb, 1, 2)
+    h = (
+        np.einsum("ik,blj->bijkl", eye, s)
+        + np.einsum("bil,bkj->bijkl", fa, fb)
+        + np.einsum("bik,lj->bijkl", fft, eye)
+    ) * kap[:, None, None, None, None]
+    h = h.reshape(-1, 9, 9)
+    if project:
+        w, v = np.linalg.eigh(0.5 * (h + np.swapaxes(h, 1, 2)))
+        h = (v * np.maximum(w, 0.0)[:, None, :]) @ np.swapaxes(v, 1, 2)
+    return h
 
 
 class Springs:
-    """E = 1/2 sum_j k_j (|e_j^T Q| - l_j)^2: edges that keep their rest lengths l_j (J,),
-    k_j (J,) N/m (stretching stiffness of cloth, rope and elastic parts)."""
+    """E = sum_j k_j / (8 l_j^2) (|e_j^T Q|^2 - l_j^2)^2: edges that keep their rest lengths
+    l_j (J,) (Green-strain springs: k_j / 2 (|d| - l)^2 for small stretches), k_j (J,) N/m
+    (stretching stiffness of cloth, rope and elastic parts). Quadratic in the squared length,
+    so its discrete gradient is exact (``discrete_gradient``)."""
 
     def __init__(self, rows, lengths, stiffness, omega: float, zeta: float | None = None):
         self.rows = np.asarray(rows, dtype=np.float64)
@@ -123,32 +160,53 @@ class Springs:
         self.k = np.asarray(stiffness, dtype=np.float64)
         self.stiff, self.omega, self.name = True, omega, "stretch"
         self.zeta = zeta  # its own damping ratio (None: the integrator's)
+        self.a = self.k / (8.0 * self.lengths**2)  # (J,) E = a (s - l^2)^2, s = |d|^2
 
     def dissipation(self, q: np.ndarray, factor: float) -> Springs:
-        """The step's viscous term: k factor / 2 (|d| - |d_start|)^2, the rate of each edge's
-        length damped (not its turning), ``factor`` = beta / dt."""
+        """The step's viscous term: k factor / 2 (|d| - |d_start|)^2 (to second order), the
+        rate of each edge's length damped (not its turning), ``factor`` = beta / dt."""
         d = self.rows @ q.reshape(-1, 3)
         out = Springs(self.rows, np.linalg.norm(d, axis=1), self.k * factor, self.omega)
         out.stiff = False
         return out
 
+    def _blocks(self, d, coeff, other, hessian: bool, nb: int):
+        """grad = sum_j rows_j (x) coeff_j d_j and, when ``hessian``, its Jacobian
+        sum_j (rows_j rows_j^T) (x) (coeff_j I + 4 a_j d_j other_j^T)."""
+        grad = (self.rows.T @ (coeff[:, None] * d)).reshape(nb, 4, 3)
+        if not hessian:
+            return grad, None
+        h = flat_kron((self.rows * coeff[:, None]).T @ self.rows)
+        j = len(d)
+        g = (self.rows[:, :, None] * d[:, None, :]).reshape(j, -1)  # (J, 12B)
+        o = (self.rows[:, :, None] * other[:, None, :]).reshape(j, -1)
+        h += (g * (4.0 * self.a)[:, None]).T @ o
+        return grad, h
+
     def __call__(self, q: np.ndarray, hessian: bool = True):
         nb = q.shape[0]
         d = self.rows @ q.reshape(4 * nb, 3)  # (J, 3)
-        length = np.maximum(np.linalg.norm(d, axis=1), 1e-12 * self.lengths.max())
-        stretch = length - self.lengths
-        value = 0.5 * float((self.k * stretch**2).sum())
-        unit = d / length[:, None]
-        force = (self.k * stretch)[:, None] * unit  # (J, 3) dE/dd
-        grad = (self.rows.T @ force).reshape(nb, 4, 3)
+        excess = (d * d).sum(1) - self.lengths**2  # (J,) s - l^2
+        value = float((self.a * excess**2).sum())
+        # dE/dd = 4 a (s - l^2) d; Hessian 4 a ((s - l^2) I + 2 d d^T), the first term kept
+        # only where stretched (PSD)
+        grad, _ = self._blocks(d, 4.0 * self.a * excess, d, False, nb)
         if not hessian:
             return value, grad, None
-        a = np.maximum(self.k * (1.0 - self.lengths / length), 0.0)  # transverse (>= 0)
-        b = self.k - a
-        h = flat_kron((self.rows * a[:, None]).T @ self.rows)
-        g = (self.rows[:, :, None] * unit[:, None, :]).reshape(len(d), -1)  # (J, 12B)
-        h += (g * b[:, None]).T @ g
+        _, h = self._blocks(d, 4.0 * self.a * np.maximum(excess, 0.0), 2.0 * d, True, nb)
         return value, grad, h
+
+    def discrete_gradient(self, q0: np.ndarray, y: np.ndarray, hessian: bool = True):
+        """The discrete gradient across a midpoint step from ``q0`` to ``2 y - q0``:
+        2 a (s_0 + s_1 - 2 l^2) d_m per edge (Gonzalez 1996; exact since E is quadratic in
+        s = |d|^2), and its Jacobian in ``y`` (not symmetric)."""
+        nb = y.shape[0]
+        dm = self.rows @ y.reshape(4 * nb, 3)  # (J, 3)
+        d0 = self.rows @ q0.reshape(4 * nb, 3)
+        d1 = 2.0 * dm - d0
+        coeff = 2.0 * self.a * ((d0 * d0).sum(1) + (d1 * d1).sum(1) - 2.0 * self.lengths**2)
+        # d coeff / d dm = 2 a (2 d1 . 2) = 8 a d1: the term (x) 4 a d_m (2 d1)^T
+        return self._blocks(dm, coeff, 2.0 * d1, hessian, nb)
 
 
 @dataclass

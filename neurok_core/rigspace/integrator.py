@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve
 
 from ..errors import SimulationError
 from .energies import flat_kron
@@ -79,17 +79,22 @@ class Integrator:
         self.scale = space.object_size
 
     # -- energy --------------------------------------------------------------------------------
-    def potential(self, q: np.ndarray, t: float, hessian: bool, extra=()):
+    def potential(self, q: np.ndarray, t: float, hessian: bool, extra=(), start=None):
         """(V, grad (B, 4, 3), H (12B, 12B), D (12B, 12B)) of every energy at ``q`` (and the
         step's viscous terms ``extra``); D is the Rayleigh damping matrix of the stiff
-        energies that have no viscous term of their own (glue, contact, drags)."""
+        energies that have no viscous term of their own (glue, contact, drags). With the
+        step's ``start``, ``q`` is a midpoint and the energies that have one give their
+        discrete gradient across the step (H then their Jacobian, V is left out)."""
         n = 12 * q.shape[0]
         value, grad = 0.0, np.zeros_like(q)
         hess = np.zeros((n, n)) if hessian else None
         damp = np.zeros((n, n)) if hessian else None
         for energy in [*self.energies, *self.loads(t), *extra]:
-            v, g, h = energy(q, hessian)
-            value += v
+            if start is not None and hasattr(energy, "discrete_gradient"):
+                g, h = energy.discrete_gradient(start, q, hessian)
+            else:
+                v, g, h = energy(q, hessian)
+                value += v
             grad += g
             if hessian and h is not None:
                 hess += h
@@ -146,7 +151,11 @@ class Integrator:
         return out
 
     def _solve(self, q, v, t, h, euler: bool):
-        """Newton on the step's potential; None when it does not converge."""
+        """Newton on the step's equations; None when it does not converge.
+
+        Backward Euler minimises its incremental potential (a line search on it); the midpoint
+        step solves its equations with the discrete gradients (not a minimisation: a line
+        search on the residual's norm)."""
         free = self.free
         m = self.mass
         if euler:
@@ -155,6 +164,7 @@ class Integrator:
         else:
             inertia, pull, t_eval = 4.0 / h**2, q + 0.5 * h * v, t + 0.5 * h
             dscale = 2.0 / h
+        start = None if euler else q
         y = pull.copy()  # the predictor (momentum); fixed bones have no velocity
         cm = self.damping
         # viscous terms of the stiff energies that damp their own strain rates (objective)
@@ -164,27 +174,39 @@ class Integrator:
                 zeta = self.zeta if getattr(e, "zeta", None) is None else e.zeta
                 if zeta > 0:
                     viscous.append(e.dissipation(q, dscale * 2.0 * zeta / e.omega))
+        weight = np.tile(np.array([1.0] * 9 + [self.scale] * 3), q.shape[0])[free]
 
-        def merit(yy, damp):
+        def residual(yy, damp, hessian):
+            value, grad, hess, dmat = self.potential(yy, t_eval, hessian, viscous, start)
+            damp = dmat if hessian else damp
             d_in = (yy - pull).reshape(-1)
             d_q = (yy - q).reshape(-1)
-            pot = self.potential(yy, t_eval, False, viscous)[0]
-            inert = 0.5 * inertia * float(d_in @ m @ d_in)
-            diss = 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
-            return inert + diss + pot
+            g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
+            if euler:
+                merit = (
+                    0.5 * inertia * float(d_in @ m @ d_in)
+                    + 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
+                    + value
+                )
+            else:
+                merit = 0.5 * float(np.sum((g[free] * weight) ** 2))
+            return g, hess, damp, merit
 
         moved = np.inf
+        damp = None
         for _ in range(self.iterations):
-            value, grad, hess, damp = self.potential(y, t_eval, True, viscous)
-            d_in = (y - pull).reshape(-1)
-            d_q = (y - q).reshape(-1)
-            g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
+            g, hess, damp, m0 = residual(y, damp, True)
             big = inertia * m + dscale * (cm * m + damp) + hess
             gf = g[free]
             hf = big[np.ix_(free, free)] + inertia * self.ridge
             try:
-                step = -cho_solve(cho_factor(hf), gf)
-            except LinAlgError:
+                if euler:
+                    step = -cho_solve(cho_factor(hf), gf)
+                else:
+                    step = -lu_solve(lu_factor(hf, check_finite=True), gf)
+            except (LinAlgError, ValueError):
+                return None
+            if not np.isfinite(step).all():
                 return None
             full = np.zeros(y.size)
             full[free] = step
@@ -193,12 +215,12 @@ class Integrator:
             size = self._step_size(full)
             if size > 0.2:
                 full *= 0.2 / size
-            m0 = merit(y, damp)
-            slope = float(full[free] @ gf)
+            # Armijo: along a Newton direction the residual's squared norm falls at rate 2 m0
+            slope = float(full[free] @ gf) if euler else -2.0 * m0
             alpha = 1.0
             for _ in range(12):
                 trial = y + alpha * full.reshape(y.shape)
-                if merit(trial, damp) <= m0 + 1e-4 * alpha * slope:
+                if residual(trial, damp, False)[3] <= m0 + 1e-4 * alpha * slope:
                     break
                 alpha *= 0.5
             else:

@@ -28,6 +28,15 @@ from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogen
 TWO_PI = 2.0 * np.pi
 DRAG_HZ = 4.0  # the drag handle's spring (critically damped) on the grabbed point
 DRAG_ARRIVAL = 0.75  # share of the drag's window by which its path reaches the target
+FULL_DAMPING = 0.1  # 1/s: from this damping up the stiff modes get their full damping ratio
+
+
+def material_damping(ratio: float, damping: float) -> float:
+    """The damping ratio of the stiff modes (rigidity, stretching, glue, contact) at the
+    user's damping rate: ``ratio`` from FULL_DAMPING up, in proportion below it, none at 0 (an
+    undamped run dissipates nothing: the midpoint step with discrete gradients keeps its
+    energy)."""
+    return ratio * min(1.0, damping / FULL_DAMPING)
 
 
 def _noop(*_args) -> None:
@@ -164,9 +173,10 @@ class _Coupling:
         )
 
 
-def _stretch(space: RigSpace, settings: RigSettings, omega: float) -> Springs | None:
+def _stretch(space: RigSpace, settings: RigSettings, omega: float, zeta: float) -> Springs | None:
     """Springs on a seeded sample of the edges of the parts that bend (``stretch_edges`` in
-    all), each part's stiffness making its uniform stretch a mode at ``omega``."""
+    all), each part's stiffness making its uniform stretch a mode at ``omega``, damped at the
+    ratio ``zeta``."""
     parts = space.layout.parts
     bendy = [p for p, info in enumerate(space.layout.part_info) if info.kind != "rigid"]
     if not bendy or not len(space.faces):
@@ -189,7 +199,7 @@ def _stretch(space: RigSpace, settings: RigSettings, omega: float) -> Springs | 
             info = space.layout.part_info[p]
             size = float(info.extents[0])
             k[mine] = space.part_mass[p] * omega**2 * size**2 / float((lengths[mine] ** 2).sum())
-    return Springs(rows, lengths, k, omega, settings.stretch_damping)
+    return Springs(rows, lengths, k, omega, zeta)
 
 
 def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
@@ -412,7 +422,12 @@ def simulate_rig(
     energies = [_rigidity(space, TWO_PI * settings.rigidity_hz)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
     glue = _glue(space, TWO_PI * settings.glue_hz)
-    stretch = _stretch(space, settings, TWO_PI * settings.stretch_hz)
+    stretch = _stretch(
+        space,
+        settings,
+        TWO_PI * settings.stretch_hz,
+        material_damping(settings.stretch_damping, conditions.damping),
+    )
     energies += [e for e in (glue, stretch) if e is not None]
     energies += _bending(space, TWO_PI * conditions.stiffness) or []
     contacts = _contact(space, conditions, settings)
@@ -423,7 +438,7 @@ def simulate_rig(
         energies,
         loads,
         damping=conditions.damping,
-        zeta=settings.stiff_damping,
+        zeta=material_damping(settings.stiff_damping, conditions.damping),
         contacts=contacts,
         iterations=settings.newton_iterations,
         halvings=settings.max_halvings,

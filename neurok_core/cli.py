@@ -5,14 +5,18 @@
     neurok ik REST_MESH TARGET_MESH --out fitted.obj
     neurok info [--checkpoint DIR]
 
-Meshes are read with trimesh (OBJ, PLY, STL, GLB, OFF, ...) without merging or reordering
-vertices, so results map 1:1 onto the file's vertices. Units are the file's (metres expected).
+Meshes (OBJ, PLY, STL, GLB, OFF, ...) are read with every vertex in the file's order
+(:mod:`~neurok_core.meshio`), so results and vertex indices map 1:1 onto the file's vertices;
+vertices no face uses are carried along unmoved (:mod:`~neurok_core.surface`). Every check that
+the mesh and the arguments decide runs before a model is loaded. Units are the file's (metres
+expected).
 Conditions can also come as a JSON file (``--conditions``, a SimulationConditions dict).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -21,30 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ConditionError, MeshError, NeuROKError, SimulationError
-
-
-def read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """Vertices (N, 3) and triangles (F, 3) of a mesh file, in file order."""
-    import trimesh
-
-    p = Path(path)
-    if not p.is_file():
-        raise MeshError(f"{path}: no such mesh file")
-    try:
-        mesh = trimesh.load(p, process=False, force="mesh")
-        if len(mesh.vertices) == 0:  # a point cloud comes back empty as a mesh: say so
-            raw = trimesh.load(p, process=False)
-            count = len(getattr(raw, "vertices", ()))
-            if count:
-                raise MeshError(
-                    f"{path}: {count} vertices but no faces; a point cloud cannot be simulated, "
-                    "export the mesh with its faces"
-                )
-    except MeshError:
-        raise
-    except Exception as exc:  # noqa: BLE001  (trimesh raises many kinds on bad files)
-        raise MeshError(f"{path}: cannot read the mesh ({exc})") from None
-    return np.asarray(mesh.vertices, dtype=np.float64), np.asarray(mesh.faces, dtype=np.int64)
+from .meshio import read_mesh
 
 
 def read_collider(path: str):
@@ -151,6 +132,8 @@ def build_conditions(args, vertices: np.ndarray):
         if v.strip()
     )
     if args.pin_below is not None:
+        if not np.isfinite(args.pin_below):
+            raise ConditionError(f"--pin-below: expected a finite height, got {args.pin_below}")
         pins.update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
     fields = dict(base)
     fields.update(
@@ -198,27 +181,71 @@ def check_output(path: str, suffixes: tuple[str, ...], what: str) -> Path:
     return out
 
 
+def checked_simulation(args):
+    """The mesh and the conditions of ``neurok simulate``, with every check that they alone
+    decide done (no model is loaded): the mesh (:func:`~neurok_core.geometry.validate_mesh`), the
+    conditions against the file's vertices, anchors on vertices no face uses and, for the latent
+    dynamics, the loads and the start inside the ground
+    (:func:`~neurok_core.dynamics.limits.check_mesh_loads`, the checks the dynamics run again).
+
+    Returns (vertices (N, 3), surface, conditions in file indices, the surface's conditions,
+    the dynamics settings of the latent path)."""
+    from .dynamics.limits import check_mesh_loads
+    from .dynamics.settings import DEFAULT_SETTINGS
+    from .geometry import validate_mesh
+    from .surface import Surface
+
+    vertices, faces = read_mesh(args.mesh)
+    validate_mesh(vertices, faces)  # refusals only: the engine drops degenerate faces itself
+    conditions = build_conditions(args, vertices).validate(len(vertices))
+    surface = Surface.of(len(vertices), faces)
+    body = surface.conditions(conditions)
+    settings = DEFAULT_SETTINGS
+    if args.exact_kinematics:
+        settings = DEFAULT_SETTINGS.with_overrides(local_model=False)
+    if args.dynamics == "latent":
+        check_mesh_loads(vertices[surface.used], body, settings)
+    return vertices, surface, conditions, body, settings
+
+
+class _Clock:
+    """The run's wall time and its parts, for the summary line."""
+
+    def __init__(self) -> None:
+        self.started = self.mark = time.monotonic()
+        self.parts: dict[str, float] = {}
+
+    def lap(self, part: str) -> None:
+        now = time.monotonic()
+        self.parts[part] = self.parts.get(part, 0.0) + now - self.mark
+        self.mark = now
+
+    def words(self) -> str:
+        parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in self.parts.items())
+        return f"{time.monotonic() - self.started:.2f} s ({parts})"
+
+
 def cmd_simulate(args) -> int:
-    from tqdm import tqdm
-
-    from .api import NeuROK
-    from .pc2 import write_pc2
-    from .results import save_result
-
-    started = time.monotonic()
+    clock = _Clock()
     out = check_output(args.out, RESULT_SUFFIXES, "a simulation result")
     if not args.time_limit >= 0:
         raise ConditionError(f"--time-limit: expected seconds >= 0, got {args.time_limit:g}")
-    vertices, faces = read_mesh(args.mesh)
-    conditions = build_conditions(args, vertices)
-    conditions.validate(len(vertices))
+    vertices, surface, conditions, body, settings = checked_simulation(args)
+    rest, faces = vertices[surface.used], surface.faces  # what the engine simulates
+    clock.lap("read")
+
+    from tqdm import tqdm
+
+    from .pc2 import write_pc2
+    from .results import save_result
+
     bar = tqdm(total=conditions.frames, desc="simulate", unit="frame", disable=args.quiet)
     over_time = []
 
     def on_frame(index, positions, energy):
         bar.update(1)
         bar.set_postfix(energy=f"{energy:.4g}")
-        if args.time_limit > 0 and time.monotonic() - started > args.time_limit:
+        if args.time_limit > 0 and time.monotonic() - clock.started > args.time_limit:
             over_time.append(index)
             return False  # stop: the engine returns the frames so far
         return None
@@ -228,36 +255,34 @@ def cmd_simulate(args) -> int:
         from .rigspace import simulate_rig
 
         bar.set_description("simulate (rig)")
-        result = simulate_rig(
-            vertices, faces, conditions, on_frame=on_frame, want_vertices=not rig_only
-        )
+        result = simulate_rig(rest, faces, body, on_frame=on_frame, want_vertices=not rig_only)
     else:
-        engine = NeuROK.load(args.checkpoint, device=args.device)
-        space = engine.space(
-            vertices,
-            faces,
-            cache_dir=args.cache_dir,
-            on_status=lambda stage, msg: bar.set_description(stage),
-        )
-        settings = None
-        if args.exact_kinematics:
-            from .dynamics.settings import DEFAULT_SETTINGS
+        from .api import NeuROK
 
-            settings = DEFAULT_SETTINGS.with_overrides(local_model=False)
-        if rig_only and not space.skinned:
+        engine = NeuROK.load(args.checkpoint, device=args.device)
+        if rig_only and not engine.model.skinned:
             raise ConditionError(
                 f"--out {args.out}: a rig (.json) needs a model with bones (deformation"
                 " 'skinned') or --dynamics rig; this one moves every point on its own: write"
                 " a .npz result or a .pc2 cache"
             )
+        clock.lap("load")
+        space = engine.space(
+            rest,
+            faces,
+            cache_dir=args.cache_dir,
+            on_status=lambda stage, msg: bar.set_description(stage),
+        )
+        clock.lap("space")
         result = engine.simulate(
             space,
-            conditions,
+            body,
             on_frame=on_frame,
             settings=settings,
             vertices=not rig_only,
             rig=space.skinned and out.suffix.lower() != ".pc2",
         )
+    clock.lap("simulate")
     bar.close()
     if over_time:
         raise SimulationError(
@@ -265,21 +290,32 @@ def cmd_simulate(args) -> int:
             f"{over_time[0]} of {conditions.frames - 1}; nothing was written. Raise the limit "
             "(0: none), or ask for fewer frames or a smaller mesh"
         )
+    moved, rig = result.positions, result.rig
+    result = dataclasses.replace(  # back in the file's vertices, the loose ones unmoved
+        result,
+        positions=None if moved is None else surface.positions(moved, vertices),
+        rig=None if rig is None else surface.rig(rig, vertices),
+        conditions=conditions.to_dict(),
+    )
     info = result.info
+    loose = len(vertices) - len(surface.used)
+    counted = f"{len(vertices)} vertices" + (f" ({loose} in no face, unmoved)" if loose else "")
     if rig_only:
         result.rig.save_json(out, result.times)
+        clock.lap("write")
         print(
             f"wrote {out}: a rig of {result.rig.num_bones} bones x {len(result.times)} frames"
-            f" for {len(vertices)} vertices, {_space_words(info)}, {info['seconds']:.2f} s"
+            f" for {counted}, {_space_words(info)}, {clock.words()}"
         )
         return 0
     if out.suffix.lower() == ".pc2":
         write_pc2(out, result.positions)
     else:
         save_result(result, out)
+    clock.lap("write")
     print(
-        f"wrote {out}: {len(result.positions)} frames x {len(vertices)} vertices,"
-        f" {_space_words(info)}, {info['seconds']:.2f} s"
+        f"wrote {out}: {len(result.positions)} frames x {counted},"
+        f" {_space_words(info)}, {clock.words()}"
         + (f", with a rig of {result.rig.num_bones} bones" if result.rig is not None else "")
     )
     return 0
@@ -404,22 +440,34 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _negative_anchors(argv: list[str]) -> list[str]:
-    """``--force -1:...`` as ``--force=-1:...``: argparse takes a value that starts with a dash
-    for an option, but a condition's spec never is one (it holds a ':')."""
+def _dash_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``--ground -2e-09`` as ``--ground=-2e-09``: argparse takes a value that starts with a dash
+    for an option unless it looks like a plain negative number (``-2``, not ``-2e-09``,
+    ``-1:0,0,1:5`` or ``-9.81,0,0``). No option here is a single dash and a letter but ``-h``, so
+    after an option that takes a value, such a word is always that value."""
+    takes_value = {
+        option
+        for command in parser._actions
+        if isinstance(command, argparse._SubParsersAction)
+        for sub in command.choices.values()
+        for action in sub._actions
+        if action.nargs is None
+        for option in action.option_strings
+    }
     out, take = [], False
     for item in argv:
-        if take and item.startswith("-") and ":" in item:
+        if take and item.startswith("-") and not item.startswith("--") and item != "-h":
             out[-1] = f"{out[-1]}={item}"
-        else:
-            out.append(item)
-        take = item in ("--force", "--drag", "--velocity")
+            take = False
+            continue
+        out.append(item)
+        take = item in takes_value
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = _negative_anchors(list(sys.argv[1:] if argv is None else argv))
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(_dash_values(list(sys.argv[1:] if argv is None else argv), parser))
     try:
         return args.run(args)
     except NeuROKError as exc:

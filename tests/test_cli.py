@@ -1,6 +1,7 @@
 """The `neurok` command line: simulate with the local model and with the exact decoder."""
 
 import numpy as np
+import pytest
 import torch
 import trimesh
 
@@ -157,3 +158,43 @@ def test_simulate_in_the_rig_space_needs_no_model(tmp_path, capsys):
     assert np.abs(result.positions[-1] - rest).max() > 1e-3  # it moved
     for t in range(5):
         np.testing.assert_allclose(rig.skin(rest, t), result.positions[t], atol=1e-5)
+
+
+def test_refusals_come_before_the_model_is_loaded(tmp_path, capsys, monkeypatch):
+    """Everything the mesh and the arguments decide is refused, with the dynamics' own message,
+    before ``NeuROK.load``: the loader raises here, and a run that passes every check reaches it
+    (so the spy is on the path)."""
+    from neurok_core.api import NeuROK
+
+    class Loaded(Exception):
+        pass
+
+    def load(*args, **kwargs):
+        raise Loaded
+
+    monkeypatch.setattr(NeuROK, "load", classmethod(load))
+    ball = trimesh.creation.icosphere(subdivisions=2, radius=0.1)
+    ball.export(tmp_path / "ball.obj")
+    bad = tmp_path / "nan.obj"
+    bad.write_text("v 0 0 0\nv 1 0 0\nv nan 1 0\nf 1 2 3\n")
+    loose = tmp_path / "loose.obj"
+    loose.write_text((tmp_path / "ball.obj").read_text() + "v 5 5 5\n")
+    n = len(ball.vertices)
+    cases = [
+        ([], "--force 0:0,0,1:1e3", "lower their total strength below"),  # 4.3 sizes a frame
+        ([], "--ground 0", "the object starts 0.1 m inside the ground"),
+        ([], "--velocity 0:100,0,0", "an initial velocity of 100 m/s"),
+        ([], f"--force {n}:0,0,1:1", f"but the mesh has {n} vertices"),
+        ([], "--stiffness nan", "stiffness (Hz) must be finite"),
+        ([], "--pin-below nan", "--pin-below: expected a finite height"),
+        ([], f"--pin 0-{n - 1}", "expected a whole number"),
+        ([str(bad)], "", "NaN or infinite coordinates"),
+        ([str(loose)], f"--force {n}:0,0,1:1", f"force on vertex {n}, which no face uses"),
+    ]
+    for mesh, extra, want in cases:
+        args = ["simulate", *(mesh or [str(tmp_path / "ball.obj")]), *extra.split()]
+        assert main([*args, "--frames", "4", "--quiet", "--out", str(tmp_path / "a.pc2")]) == 2
+        err = capsys.readouterr().err
+        assert want in err and len(err.strip().splitlines()) == 1, (extra, err)
+    with pytest.raises(Loaded):  # what passes the checks goes on to load the model
+        main(["simulate", str(loose), "--force", "0:0,0,1:5", "--out", str(tmp_path / "a.pc2")])

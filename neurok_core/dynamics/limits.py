@@ -11,18 +11,27 @@ Such conditions are refused before any work, with the value that would be accept
 - stiffness (omega = 2 pi Hz) and damping (1/s) ask for ``omega dt / oscillation_step`` and
   ``damping dt / damped_step`` integration steps per frame: at most ``max_substeps``.
 
+An object that starts deeper than ``contact.max_start_depth`` sizes inside the ground or a
+collider is refused too (the contact's penalty would fling it out).
+
 The bound is in object sizes per frame, so it holds whatever the object's scale (a 1 cm object
 under 10 N is refused where a 1 m one is not, as the motion would differ by 100x). What passes
 still meets a budget per frame in the integrator (``max_frame_evaluations``,
 ``max_frame_expansions``), so every run ends in bounded time.
+
+Everything here needs only the conditions and the object's size, so a caller with the mesh alone
+(the command line, before it loads a model) runs the same checks with ``check_mesh_loads``.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import ConditionError
 from .conditions import SimulationConditions
+from .obstacles import scene_obstacles
 from .settings import DynamicsSettings
 
 
@@ -84,6 +93,34 @@ def check_bounded(
             f"a damping of {cond.damping:.4g} 1/s would need more than {steps} integration "
             f"steps per frame at {cond.fps:g} fps: lower it below {limit:.4g} 1/s"
         )
+
+
+def check_start_depth(deepest: float, size: float, settings: DynamicsSettings) -> None:
+    """Raise ConditionError when an object of ``size`` m starts ``deepest`` m inside the ground
+    or a collider, more than ``settings.contact.max_start_depth`` object sizes."""
+    if deepest > settings.contact.max_start_depth * size:
+        raise ConditionError(
+            f"the object starts {deepest:.3g} m inside the ground or a collider (more than "
+            f"{settings.contact.max_start_depth:.0%} of its size): move it out, or lower the "
+            "ground, before simulating"
+        )
+
+
+def check_mesh_loads(
+    vertices: np.ndarray, cond: SimulationConditions, settings: DynamicsSettings
+) -> None:
+    """``check_bounded`` and ``check_start_depth`` from the mesh alone, before any model: the
+    object's size is the longest side of the bounding box of ``vertices`` (N, 3), those of its
+    surface (the dynamics measure it on surface samples, which lie inside that box, so nothing
+    passes here that they refuse for its size), and the start depth is that of its deepest
+    vertex. Raises ConditionError."""
+    vertices = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+    extent = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 0.0
+    size = extent if math.isfinite(extent) and extent > 0 else 1.0  # as ``object_size``
+    check_bounded(cond, cond.mass, size, settings)
+    if cond.contact:
+        obstacles = scene_obstacles(cond.ground, cond.colliders, size, settings.contact)
+        check_start_depth(float(obstacles.exact_depth(vertices).max()), size, settings)
 
 
 def _metres(value: float) -> str:

@@ -15,12 +15,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ConditionError
 from .barrier import PriorBarrier
 from .conditions import Anchor, SimulationConditions
 from .contact import ContactForces, contact_omega
 from .drag import DragHandle
-from .obstacles import MeshDistance, Obstacles, grid_cell
+from .obstacles import scene_obstacles
 from .settings import DynamicsSettings
 from .shapekeep import EdgeSprings, build_edge_springs, neighbour_pairs
 from .system import MechanicalSystem, PointKinematics, object_size
@@ -214,16 +213,8 @@ def contact_forces(
     if not cond.contact:
         return None
     st = settings.contact
-    cell = grid_cell(size, st.cells)
-    band = max(st.band * size, 4.0 * cell)
-    meshes = []
-    for c in cond.colliders:
-        try:
-            meshes.append(MeshDistance(c.vertices, c.faces, cell, band, name=c.name))
-        except ValueError as err:
-            raise ConditionError(f"collider {err}") from None
     return ContactForces(
-        Obstacles(cond.ground, meshes),
+        scene_obstacles(cond.ground, cond.colliders, size, st),
         masses.detach().to("cpu", torch.float64).numpy(),
         omega=contact_omega(accel, size, st.share, st.depth),
         zeta=st.damping,

@@ -26,6 +26,8 @@ import math
 
 import numpy as np
 
+from ..errors import ConditionError
+
 BLOCK = 8  # cells per block side
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
 
@@ -286,3 +288,18 @@ class Obstacles:
 def grid_cell(size: float, cells_per_size: float) -> float:
     """The grid spacing for an object of ``size`` (m)."""
     return size / cells_per_size if size > 0 and math.isfinite(size) else 1e-3
+
+
+def scene_obstacles(ground: float | None, colliders, size: float, contact) -> Obstacles:
+    """The ground and the colliders (``Collider``: vertices, faces, name) met by an object of
+    ``size`` m, with the grid spacing and band of the ``contact`` settings (``ContactSettings``);
+    a collider without a face of positive area is a ConditionError."""
+    cell = grid_cell(size, contact.cells)
+    band = max(contact.band * size, 4.0 * cell)
+    meshes = []
+    for c in colliders:
+        try:
+            meshes.append(MeshDistance(c.vertices, c.faces, cell, band, name=c.name))
+        except ValueError as err:
+            raise ConditionError(f"collider {err}") from None
+    return Obstacles(ground, meshes)

@@ -12,7 +12,7 @@ from ..errors import ConditionError, SimulationError
 from .conditions import Anchor, SimulationConditions
 from .integrator import Integrator, OnFrame
 from .lagrangian import mass_metric
-from .limits import check_bounded
+from .limits import check_bounded, check_start_depth
 from .linalg import metric_lstsq
 from .loads import Loads, build_loads, drag_handles, row_of
 from .local import LocalQuadratic, supports_hessian
@@ -94,12 +94,7 @@ def check_start_outside(loads: Loads, rest: PointKinematics, settings: DynamicsS
         return
     start = loads.contact.state(rest.x.detach().to("cpu", torch.float64).numpy())
     deepest = float(start.depth.max(initial=0.0)) - loads.contact.margin
-    if deepest > settings.contact.max_start_depth * loads.size:
-        raise ConditionError(
-            f"the object starts {deepest:.3g} m inside the ground or a collider (more than "
-            f"{settings.contact.max_start_depth:.0%} of its size): move it out, or lower the "
-            "ground, before simulating"
-        )
+    check_start_depth(deepest, loads.size, settings)
 
 
 def visible_basis(loads: Loads, rest: PointKinematics, floor: float) -> Tensor | None:

@@ -11,7 +11,8 @@ from neurok_core.dynamics import Force, InitialVelocity, SimulationConditions
 from neurok_core.dynamics.obstacles import Obstacles
 from neurok_core.metrics import best_rotations, rigid_fit_residual
 from neurok_core.rigspace import RigSettings, build_rig_space, simulate_rig
-from neurok_core.rigspace.energies import Contact, ContactPoints, Rigidity, Springs
+from neurok_core.rigspace.contact import Contact, ContactPoints, WorldObstacle
+from neurok_core.rigspace.energies import Rigidity, Springs
 
 RNG = np.random.default_rng(3)
 
@@ -54,8 +55,8 @@ def test_energy_gradients_match_finite_differences():
     rows = RNG.normal(size=(7, 12))
     springs = Springs(rows, np.abs(RNG.normal(size=7)) + 0.5, np.abs(RNG.normal(size=7)), 1.0)
     _check_gradient(springs, q)
-    pts = ContactPoints(RNG.normal(size=(9, 12)), np.full(9, 3.0))
-    contact = Contact(pts, Obstacles(0.0), 0.5, friction=0.0, slip=1e-3, omega=1.0)
+    pts = ContactPoints(RNG.normal(size=(9, 12)), np.full(9, 3.0), np.full(9, 0.5))
+    contact = Contact(pts, WorldObstacle(Obstacles(0.0)), friction=0.0, slip=1e-3, omega=1.0)
     assert contact(q, True)[0] > 0  # some points are below the ground
     _check_gradient(contact, q)
 

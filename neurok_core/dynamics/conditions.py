@@ -320,6 +320,9 @@ class SimulationConditions:
     ground: height (m) of a ground plane z = ground that the object rests on (None: none).
     colliders: static obstacle meshes (:class:`Collider`).
     friction: Coulomb friction coefficient of the contact with the ground and colliders (>= 0).
+    bounciness: the contact's restitution, 0 to 1 (as Blender's rigid body Bounciness): a
+        point that hits an obstacle leaves it at this share of the speed it came in with, so a
+        dropped ball rebounds to bounciness^2 of its drop; 1 keeps the energy of an impact.
     With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
     translation added to its learned coordinates), so it can fall onto what it meets.
     """
@@ -341,6 +344,7 @@ class SimulationConditions:
     ground: float | None = None
     colliders: tuple[Collider, ...] = ()
     friction: float = 0.5
+    bounciness: float = 0.1
 
     def __post_init__(self):
         s = object.__setattr__
@@ -385,6 +389,11 @@ class SimulationConditions:
             )
         s(self, "colliders", _conditions_of(self.colliders, Collider, "colliders"))
         s(self, "friction", _number(self.friction, "friction", low=0, low_open=False, high=10.0))
+        s(
+            self,
+            "bounciness",
+            _number(self.bounciness, "bounciness", low=0, low_open=False, high=1.0),
+        )
         self._check_frames()
         self._check_conflicts()
 

@@ -58,6 +58,8 @@ class Integrator:
         damping: float,
         zeta: float,
         contacts=(),
+        bounciness: float = 0.0,
+        rest_speed: float = 0.0,
         iterations: int = 12,
         halvings: int = 6,
     ):
@@ -67,6 +69,8 @@ class Integrator:
         self.contacts = list(contacts)
         self.damping = damping
         self.zeta = zeta
+        self.bounciness = bounciness
+        self.rest_speed = rest_speed
         self.iterations = iterations
         self.halvings = halvings
         nb = space.num_bones
@@ -99,7 +103,9 @@ class Integrator:
             if hessian and h is not None:
                 hess += h
                 if getattr(energy, "stiff", False) and not hasattr(energy, "dissipation"):
-                    damp += (2.0 * self.zeta / energy.omega) * h
+                    zeta = getattr(energy, "zeta", None)
+                    zeta = self.zeta if zeta is None else zeta
+                    damp += (2.0 * zeta / energy.omega) * h
         return value, grad, hess, damp
 
     def energy(self, q: np.ndarray, v: np.ndarray, t: float) -> float:
@@ -113,6 +119,24 @@ class Integrator:
         sizes) in a flat step (12B,)."""
         step = flat.reshape(-1, 4, 3)
         return max(float(np.abs(step[:, :3]).max()), float(np.abs(step[:, 3]).max()) / self.scale)
+
+    def _rigid_velocities(self, q: np.ndarray) -> np.ndarray:
+        """(12B, 6L) the velocities of the moving bones that keep them rigid at ``q``: for
+        each, the three turns F' = [e_a]x F and the three translations c' = e_a."""
+        live = np.flatnonzero(~self.space.fixed)
+        out = np.zeros((q.size, 6 * len(live)))
+        eye = np.eye(3)
+        for n, b in enumerate(live):
+            f = q[b, :3, :].T
+            for a in range(3):
+                turn = np.cross(eye[a][:, None], f, axis=0)  # [e_a]x F, column by column
+                col = np.zeros((q.shape[0], 4, 3))
+                col[b, :3, :] = turn.T
+                out[:, 6 * n + a] = col.reshape(-1)
+                col = np.zeros((q.shape[0], 4, 3))
+                col[b, 3, a] = 1.0
+                out[:, 6 * n + 3 + a] = col.reshape(-1)
+        return out
 
     # -- steps ---------------------------------------------------------------------------------
     def touching(self, q: np.ndarray) -> bool:
@@ -148,7 +172,42 @@ class Integrator:
             return self.step(q1, v1, t + h / 2, h / 2, depth + 1)
         self.report.steps += 1
         self.report.backward_euler += int(euler)
+        if euler:
+            out = out[0], self._restitution(v, *out)
         return out
+
+    def _restitution(self, v0: np.ndarray, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
+        """Velocities after the impacts of a backward Euler step (which stops what it meets):
+        every contact that began in the step, approaching faster than ``rest_speed``, leaves
+        at ``bounciness`` times its approach speed, by the least impulse (in the metric M) that
+        gives all of them their normal speeds, V1 += M^-1 J^T lambda."""
+        rows, need = [], []
+        flat0, flat1 = v0.reshape(-1, 3), v1.reshape(-1, 3)
+        for c in self.contacts:
+            idx, _, g, e = c._active(q1)
+            new = ~np.isin(idx, c.start_active)
+            if not new.any():
+                continue
+            g, e = g[new], e[new]
+            n = g / np.maximum(np.linalg.norm(g, axis=1), 1e-12)[:, None]
+            before = ((e @ flat0) * n).sum(1)  # (R,) normal speeds at the step's start
+            after = ((e @ flat1) * n).sum(1)
+            impact = before < -self.rest_speed
+            want = -self.bounciness * before - after
+            hit = impact & (want > 0)
+            if hit.any():
+                rows.append((e[hit][:, :, None] * n[hit][:, None, :]).reshape(int(hit.sum()), -1))
+                need.append(want[hit])
+        if not rows:
+            return v1
+        basis = self._rigid_velocities(q1)  # (12B, 6L): impulses move bones rigidly
+        jac = np.concatenate(rows) @ basis  # (R, 6L)
+        mr = basis.T @ self.mass @ basis
+        mr += 1e-12 * np.trace(mr) / len(mr) * np.eye(len(mr))
+        minv_jt = cho_solve(cho_factor(mr), jac.T)  # (6L, R)
+        lam = np.linalg.lstsq(jac @ minv_jt, np.concatenate(need), rcond=1e-10)[0]
+        out = v1.reshape(-1) + basis @ (minv_jt @ lam)
+        return out.reshape(v1.shape)
 
     def _solve(self, q, v, t, h, euler: bool):
         """Newton on the step's equations; None when it does not converge.
@@ -178,7 +237,7 @@ class Integrator:
 
         def residual(yy, damp, hessian):
             value, grad, hess, dmat = self.potential(yy, t_eval, hessian, viscous, start)
-            damp = dmat if hessian else damp
+            damp = dmat if damp is None else damp  # held over the step: a fixed merit
             d_in = (yy - pull).reshape(-1)
             d_q = (yy - q).reshape(-1)
             g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)

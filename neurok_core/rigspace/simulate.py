@@ -20,9 +20,9 @@ from ..errors import ConditionError
 from ..geometry import farthest_point_subsample, unique_edges
 from ..results import SimulationResult
 from ..rig import BoneRig, quat_from_matrix
-from .energies import Contact, ContactPoints, Linear, Quadratic, Rigidity, Springs
+from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
+from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator
-from .joints import TOUCH
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 TWO_PI = 2.0 * np.pi
@@ -203,47 +203,72 @@ def _stretch(space: RigSpace, settings: RigSettings, omega: float, zeta: float) 
 
 
 def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
-    """The contact energies: the moving parts' spread vertices against the ground and
-    colliders, and against the fixed parts (leaving out the points that touch those at rest:
-    they are the joints')."""
+    """The contact energies (``contact`` module): the moving parts' spread vertices against the
+    ground and colliders, the fixed parts, and every other moving rigid part; each point's
+    threshold is the margin, or its distance at rest where that is smaller (a joint's points)."""
     size = space.object_size
     margin = settings.contact_margin * size
     omega = TWO_PI * settings.contact_hz
+    cell, band = size / 100, max(0.1 * size, size / 100)
+    parts = space.layout.parts
     moving = np.flatnonzero(~space.fixed_parts)
-    meshes = [
-        MeshDistance(c.vertices, c.faces, size / 100, max(0.1 * size, size / 100), c.name)
-        for c in conditions.colliders
-    ]
+    obstacles = []  # (obstacle, the part it is, -1 for the world)
+    meshes = [MeshDistance(c.vertices, c.faces, cell, band, c.name) for c in conditions.colliders]
     world = Obstacles(conditions.ground, meshes)
-    fixed = None
+    if world:
+        obstacles.append((WorldObstacle(world), -1))
+    face_part = parts[space.faces[:, 0]] if len(space.faces) else np.zeros(0, int)
     if space.fixed_parts.any():
-        face_part = space.layout.parts[space.faces[:, 0]]
-        f = space.faces[space.fixed_parts[face_part]]
-        fixed = MeshDistance(space.vertices, f, size / 100, max(0.1 * size, size / 100), "fixed")
-    rows, ks, near_fixed = [], [], []
+        v, f = _submesh(space, space.fixed_parts[face_part])
+        fixed = MeshDistance(v, f, cell, band, "fixed")
+        obstacles.append((WorldObstacle(Obstacles(None, [fixed])), -1))
+    for p in moving:
+        info = space.layout.part_info[p]
+        bones = np.flatnonzero(space.layout.bone_parts == p)
+        if info.kind == "rigid" and info.closed and len(bones) == 1:
+            v, f = _submesh(space, face_part == p)
+            mesh = MeshDistance(v, f, cell, band, f"part {p}")
+            obstacles.append((PartObstacle(mesh, int(bones[0]), space.heads), p))
+    if not obstacles:
+        return []
+    picks, owners = [], []
     rng = np.random.default_rng(0)
     for p in moving:
-        own = np.flatnonzero(space.layout.parts == p)
+        own = np.flatnonzero(parts == p)
         count = min(settings.contact_samples, len(own))
-        pick = own[farthest_point_subsample(space.vertices[own], count, rng)]
-        rows.append(space.vertex_rows(pick))
-        ks.append(np.full(count, space.part_mass[p] * omega**2 / max(0.1 * count, 1.0)))
-        if fixed is not None:
-            d = fixed.exact(space.vertices[pick])
-            near_fixed.append(np.abs(d) < 2 * TOUCH * size)
-    if not rows:
+        picks.append(own[farthest_point_subsample(space.vertices[own], count, rng)])
+        owners.append(np.full(count, p))
+    if not picks:
         return []
-    rows, ks = np.concatenate(rows), np.concatenate(ks)
+    pick, owner = np.concatenate(picks), np.concatenate(owners)
+    rows = space.vertex_rows(pick)
+    ks = space.part_mass[owner] * omega**2 / settings.contact_share
     out = []
     mu, slip = conditions.friction, settings.friction_slip * size
-    if world:
-        out.append(Contact(ContactPoints(rows, ks), world, margin, mu, slip, omega))
-    if fixed is not None:
-        far = ~np.concatenate(near_fixed)
-        if far.any():
-            pts = ContactPoints(rows[far], ks[far])
-            out.append(Contact(pts, Obstacles(None, [fixed]), margin, mu, slip, omega))
+    for obstacle, part in obstacles:
+        keep = owner != part
+        if not keep.any():
+            continue
+        threshold = np.minimum(margin, obstacle.rest_distance(space.vertices[pick[keep]]))
+        points = ContactPoints(rows[keep], ks[keep], threshold)
+        out.append(Contact(points, obstacle, mu, slip, omega))
     return out
+
+
+def _rest_speed(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
+    """The approach speed (m/s) below which an impact does not bounce: what gravity gives in
+    falling through twice the contact margin, and at least 1% of the object's size per second
+    (so that an object settles instead of hopping forever on its contact points)."""
+    size = space.object_size
+    fall = 2.0 * settings.contact_margin * size
+    return max(float(np.sqrt(2.0 * np.linalg.norm(conditions.gravity) * fall)), 0.01 * size)
+
+
+def _submesh(space: RigSpace, faces: np.ndarray):
+    """(vertices, faces) of the rest mesh's faces selected by the mask ``faces`` (F,)."""
+    f = space.faces[faces]
+    used, inverse = np.unique(f, return_inverse=True)
+    return space.vertices[used], inverse.reshape(f.shape)
 
 
 # -- loads ------------------------------------------------------------------------------------
@@ -440,6 +465,8 @@ def simulate_rig(
         damping=conditions.damping,
         zeta=material_damping(settings.stiff_damping, conditions.damping),
         contacts=contacts,
+        bounciness=conditions.bounciness,
+        rest_speed=_rest_speed(space, conditions, settings),
         iterations=settings.newton_iterations,
         halvings=settings.max_halvings,
     )

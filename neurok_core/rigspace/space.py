@@ -43,7 +43,10 @@ class RigSettings:
     rope's bending feeds (linear blending of turned bones shortens edges a little), so that
     damping them would damp the bending too;
     substeps: implicit steps per frame; newton_iterations: per step, before it is halved;
-    contact_samples: points per part that meet obstacles."""
+    contact_samples: points per part that meet obstacles (its vertices, farthest-point
+    sampled where it has more); contact_share: how many of them hold the part's weight at
+    contact_hz (each point's stiffness is the part's mass (2 pi contact_hz)^2 / contact_share,
+    so that a ball resting on one point sinks no more than a box on its face)."""
 
     rigidity_hz: float = 60.0
     stretch_hz: float = 40.0
@@ -55,7 +58,8 @@ class RigSettings:
     substeps: int = 2
     newton_iterations: int = 12
     max_halvings: int = 6
-    contact_samples: int = 160
+    contact_samples: int = 1000
+    contact_share: float = 4.0
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
 

@@ -1,0 +1,247 @@
+"""Contact in the rig space: the moving parts' contact points against the world (the ground,
+the colliders, the fixed parts) and against each other's rigid parts.
+
+A contact point p sits at ``u_p^T Q`` (its skinning row u_p, package docstring). Its gap to an
+obstacle is a signed distance d_p; the penalty is E = 1/2 sum_p k_p max(0, t_p - d_p)^2 with each
+point's threshold t_p = min(margin, its distance at rest): a point that touches the obstacle at
+rest (a joint's) may not go deeper than it was, and none is pushed at rest.
+
+- **The world** is static: d_p = sdf(x_p), its gradient n_p = grad sdf, so
+  dd/dQ = u_p (x) n_p.
+- **A rigid part** b moves with its one bone (x = F (X - h) + c): the point's place in b's rest
+  frame is X = h + F^-1 (x_p - c), d_p = sdf_b(X), and with g = F^-T grad sdf_b(X)
+  dd = g . (dx_p - dF (X - h) - dc), i.e. dd/dQ = (u_p - u_b(X)) (x) g, where u_b(X) is the row
+  of the rest point X on bone b: the point of b that coincides with p now. The lid of a laptop
+  whose base is free stops on the base this way.
+
+Both give every active contact a row e (4B,) and a normal g (3,), and the same energy: value
+from the signed distance, gradient e (x) k (t - d) (-g), Gauss-Newton Hessian
+k (e (x) g) (e (x) g)^T.
+Friction is lagged at the step's start (``set_step``): E_f = sum mu lambda f0(|P (e^T (Q -
+Q_start))|), the smoothed f0 of incremental potential contact (Li et al. 2020), lambda the
+normal force and P the tangent projection at the start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dynamics.obstacles import MeshDistance, Obstacles
+from .space import homogeneous_rows
+
+
+@dataclass
+class ContactPoints:
+    """Points that meet an obstacle: rows (P, 4B) of well-spread vertices, each with its
+    penalty stiffness (P,) N/m and its threshold (P,) m (the signed distance below which the
+    penalty acts)."""
+
+    rows: np.ndarray
+    stiffness: np.ndarray
+    threshold: np.ndarray
+
+
+class PartObstacle:
+    """A moving rigid part as an obstacle: its rest mesh's signed distance, moved by its bone.
+
+    mesh: the part's rest surface (closed); bone: its bone's index; heads: (B, 3) the bones'
+    heads; centre (3,), radius (m): a sphere around the rest part (a quick cull)."""
+
+    def __init__(self, mesh: MeshDistance, bone: int, heads: np.ndarray):
+        self.mesh = mesh
+        self.bone = bone
+        self.heads = heads
+        v = mesh.vertices
+        self.centre = 0.5 * (v.min(0) + v.max(0))
+        self.radius = float(np.linalg.norm(v - self.centre, axis=1).max())
+
+    def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
+        """(index (R,), d (R,), g (R, 3), e (R, 4B)) of the points ``x`` (P, 3) with skinning
+        rows ``rows`` (P, 4B) closer than ``reach`` to the part (module docstring)."""
+        b = self.bone
+        f = q[b, :3, :].T  # (3, 3)
+        c, h = q[b, 3, :], self.heads[b]
+        centre = f @ (self.centre - h) + c
+        scale = float(np.linalg.norm(f, 2))
+        near = np.linalg.norm(x - centre, axis=1) < scale * self.radius + reach + self.mesh.band
+        idx = np.flatnonzero(near)
+        empty = (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1])))
+        if not len(idx):
+            return empty
+        try:
+            inv = np.linalg.inv(f)
+        except np.linalg.LinAlgError:
+            return empty
+        rest = h + (x[idx] - c) @ inv.T  # (R, 3)
+        inside = self.mesh.near(rest)
+        idx, rest = idx[inside], rest[inside]
+        if not len(idx):
+            return empty
+        d, n = self.mesh.query(rest)
+        close = d < reach
+        idx, rest, d, n = idx[close], rest[close], d[close], n[close]
+        g = n @ inv  # (R, 3): F^-T n, each row n^T F^-1
+        own = homogeneous_rows(rest, np.full((len(idx), 1), b), np.ones((len(idx), 1)), self.heads)
+        return idx, d, g, rows[idx] - own
+
+    def rest_distance(self, points: np.ndarray) -> np.ndarray:
+        """(P,) exact signed distances of rest points to the part (far ones: +inf)."""
+        out = np.full(len(points), np.inf)
+        near = np.flatnonzero(self.mesh.near(points))
+        if len(near):
+            out[near] = self.mesh.exact(points[near])
+        return out
+
+
+class WorldObstacle:
+    """The static obstacles (:class:`~neurok_core.dynamics.obstacles.Obstacles`) in the same
+    interface as :class:`PartObstacle`."""
+
+    def __init__(self, obstacles: Obstacles):
+        self.obstacles = obstacles
+
+    def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
+        idx, dist, grad = [], [], []
+        for r, d, n in self.obstacles.distances(x, reach):
+            idx.append(r)
+            dist.append(d)
+            grad.append(n)
+        if not idx:
+            return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1]))
+        idx = np.concatenate(idx)
+        return idx, np.concatenate(dist), np.concatenate(grad), rows[idx]
+
+    def rest_distance(self, points: np.ndarray) -> np.ndarray:
+        return self.obstacles.clearance(points)
+
+
+class Contact:
+    """The one-sided penalty of ``points`` against one obstacle (module docstring), with
+    lagged friction ``friction`` (Coulomb's mu) that sticks below ``slip`` m/s."""
+
+    def __init__(
+        self,
+        points: ContactPoints,
+        obstacle,
+        friction: float,
+        slip: float,
+        omega: float,
+        zeta: float = 1.0,
+    ):
+        self.points = points
+        self.obstacle = obstacle
+        self.reach = float(points.threshold.max(initial=0.0))
+        self.mu = friction
+        self.slip = slip
+        self.stiff, self.omega, self.name = True, omega, "contact"
+        self.zeta = zeta  # the damping ratio of its modes (resting contact settles)
+        self.lagged = None  # (rows (L, 4B), unit normals (L, 3), normal forces (L,))
+        self.start_active = np.zeros(0, int)  # the points in contact at the step's start
+        self.start = None  # (B, 4, 3) the state at the step's start
+
+    def positions(self, q: np.ndarray) -> np.ndarray:
+        return self.points.rows @ q.reshape(-1, 3)
+
+    def _active(self, q: np.ndarray):
+        """(index, depth t - d > 0, gradient g, row e) of the contacts that act at ``q``."""
+        x = self.positions(q)
+        idx, d, g, e = self.obstacle.entries(q, x, self.points.rows, self.reach)
+        depth = self.points.threshold[idx] - d
+        keep = depth > 0
+        return idx[keep], depth[keep], g[keep], e[keep]
+
+    def touching(self, q: np.ndarray) -> bool:
+        return len(self._active(q)[0]) > 0
+
+    def speed(self, v: np.ndarray) -> float:
+        """The fastest contact point's speed (m/s) at bone velocities ``v``."""
+        return float(np.linalg.norm(self.positions(v), axis=1).max(initial=0.0))
+
+    def set_step(self, q: np.ndarray, h: float) -> None:
+        """Lag the friction at the step's start: rows, normals and normal forces."""
+        self.start = q.copy()
+        self.h = h
+        idx, depth, g, e = self._active(q)
+        unit = g / np.maximum(np.linalg.norm(g, axis=1), 1e-12)[:, None]
+        self.lagged = (e, unit, self.points.stiffness[idx] * depth)
+        self.start_active = idx
+
+    def dissipation(self, q: np.ndarray, factor: float) -> _ContactDamping:
+        """The step's viscous term: factor k / 2 max(0, depth - depth_start)^2 per point, the
+        rate at which a point goes deeper damped (never its way out, so that a bounce keeps
+        its speed), ``factor`` = beta / dt."""
+        idx, depth, _, _ = self._active(q)
+        start = np.zeros(len(self.points.rows))
+        start[idx] = depth
+        return _ContactDamping(self, start, factor)
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        idx, depth, g, e = self._active(q)
+        k = self.points.stiffness[idx]
+        value = 0.5 * float((k * depth**2).sum())
+        force = -(k * depth)[:, None] * g  # dE/d(e^T Q) (R, 3)
+        grad = (e.T @ force).reshape(nb, 4, 3)
+        h = None
+        if hessian and len(idx):
+            gg = (e[:, :, None] * g[:, None, :]).reshape(len(idx), 12 * nb)
+            h = (gg * k[:, None]).T @ gg
+        if self.mu > 0 and self.start is not None:
+            fv, fg, fh = self._friction(q, hessian)
+            value += fv
+            grad += fg
+            if fh is not None:
+                h = fh if h is None else h + fh
+        if hessian and h is None:
+            h = np.zeros((12 * nb, 12 * nb))
+        return value, grad, h
+
+    def _friction(self, q: np.ndarray, hessian: bool):
+        e, n, lam = self.lagged
+        nb = q.shape[0]
+        if not len(lam):
+            return 0.0, np.zeros_like(q), None
+        dx = e @ (q - self.start).reshape(-1, 3)  # (L, 3) slip since the step's start
+        tangential = dx - (dx * n).sum(1, keepdims=True) * n
+        s = np.linalg.norm(tangential, axis=1)
+        eps = self.slip * self.h
+        c = self.mu * lam
+        inner = s < eps
+        # f0(s) = s^2 / (2 eps) inside, s - eps / 2 beyond (C1); gradient f1(s) t / s
+        value = float(np.where(inner, c * s**2 / (2 * eps), c * (s - eps / 2)).sum())
+        scale = np.where(inner, c / eps, c / np.maximum(s, 1e-300))  # (L,)
+        grad = (e.T @ (scale[:, None] * tangential)).reshape(nb, 4, 3)
+        if not hessian:
+            return value, grad, None
+        proj = np.eye(3)[None] - n[:, :, None] * n[:, None, :]  # (L, 3, 3)
+        # inside: c / eps P (the quadratic); beyond: c / s (P - t t^T), t the slip's direction
+        # (positive semi-definite: P - t t^T projects on the tangent across the slip)
+        t = tangential / np.maximum(s, 1e-300)[:, None]
+        slide = np.where(inner, 0.0, 1.0)[:, None, None] * t[:, :, None] * t[:, None, :]
+        hk = scale[:, None, None] * (proj - slide)
+        big = np.einsum("la,lb,lij->aibj", e, e, hk).reshape(12 * nb, 12 * nb)
+        return value, grad, big
+
+
+class _ContactDamping:
+    """The viscous term of :meth:`Contact.dissipation` (an energy of the step)."""
+
+    def __init__(self, contact: Contact, start: np.ndarray, factor: float):
+        self.contact, self.start, self.factor = contact, start, factor
+        self.stiff = False
+
+    def __call__(self, q: np.ndarray, hessian: bool = True):
+        nb = q.shape[0]
+        idx, depth, g, e = self.contact._active(q)
+        excess = depth - self.start[idx]
+        keep = excess > 0
+        idx, excess, g, e = idx[keep], excess[keep], g[keep], e[keep]
+        k = self.factor * self.contact.points.stiffness[idx]
+        value = 0.5 * float((k * excess**2).sum())
+        grad = (e.T @ (-(k * excess)[:, None] * g)).reshape(nb, 4, 3)
+        if not hessian:
+            return value, grad, None
+        gg = (e[:, :, None] * g[:, None, :]).reshape(len(idx), 12 * nb)
+        return value, grad, (gg * k[:, None]).T @ gg

@@ -35,7 +35,7 @@ def test_demo_end_to_end(tmp_path, tiny_checkpoint):
     env.pop("PYTHONPATH", None)
     env.pop("BLENDER_USER_RESOURCES", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "neurok_blender.demo", "--out", str(out)]
+        [sys.executable, "-m", "tools.demo", "--out", str(out)]
         + ["--frames", str(FRAMES), "--detail", "4", "--size", f"{SIZE[0]}x{SIZE[1]}"]
         + ["--checkpoint", str(tiny_checkpoint), "--device", "cpu"],
         cwd=ROOT,

@@ -1,9 +1,11 @@
 """The architecture line: the engine never imports Blender, the add-on never imports torch."""
 
+import ast
 import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import ROOT, blender_ext_script
 
 BLOCK = textwrap.dedent(
@@ -55,6 +57,41 @@ def test_blender_side_imports_without_torch():
     )
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout
+
+
+def imported_packages(path) -> set[str]:
+    """The top-level packages a module imports by absolute name (anywhere in it, lazily too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+# Who may not import whom: the add-on ships alone (Blender's Python has no torch, the zip no
+# training or tools); the engine knows nothing of Blender; training runs without the add-on.
+FORBIDDEN = {
+    "neurok_blender": {"torch", "training", "tools"},
+    "neurok_core": {"bpy", "bmesh", "mathutils", "neurok_blender", "training", "tools"},
+    "training": {"neurok_blender"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_packages_import_only_what_they_may(package):
+    bad = {
+        str(path.relative_to(ROOT)): sorted(imported_packages(path) & FORBIDDEN[package])
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_import_scan_sees_lazy_imports(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from training.eval import x\n    import torch.nn\n")
+    assert imported_packages(module) == {"training", "torch"}
 
 
 def test_blocker_really_blocks():

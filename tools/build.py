@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Build the installable extension zip with Blender's own builder, and check what it holds.
 
-    .venv/bin/python -m neurok_blender.build --out dist/
+    .venv/bin/python -m tools.build --out dist/
 
 runs ``blender_ext.py build`` (shipped inside the ``bpy`` wheel; ``--blender-ext`` or the
 ``NEUROK_BLENDER_EXT`` environment variable point at another copy) on the repository root, then
-checks that the zip holds the extension, the engine with its weights, and nothing else (the
-exclusions are ``[build] paths_exclude_pattern`` in ``blender_manifest.toml``). This file itself
-is excluded from the zip.
+checks that the zip is the add-on as it is on disk: ``__init__.py``, the manifest, the licence and
+the ``neurok_blender`` and ``neurok_core`` packages whole (the engine with its weights), and
+nothing else. What stays out (``tools/``, ``training/``, ``tests/``, ...) is written once, as
+``[build] paths_exclude_pattern`` in ``blender_manifest.toml``.
 """
 
 from __future__ import annotations
@@ -22,14 +23,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ALLOWED_TOP = {"__init__.py", "blender_manifest.toml", "LICENSE", "neurok_blender", "neurok_core"}
-FORBIDDEN_PARTS = {"__pycache__", "tests", "training"}
-FORBIDDEN_FILES = {
-    "neurok_blender/build.py",
-    "neurok_blender/demo.py",
-    "neurok_blender/demo_render.py",
-    "neurok_blender/examples.py",
-}
+SHIPPED_FILES = ("__init__.py", "blender_manifest.toml", "LICENSE")
+SHIPPED_PACKAGES = ("neurok_blender", "neurok_core")  # shipped whole
 
 
 def find_blender_ext() -> Path:
@@ -53,26 +48,39 @@ def zip_name(root: Path = ROOT) -> str:
     return f"{manifest['id']}-{manifest['version']}.zip"
 
 
-def check_zip(path: Path) -> list[str]:
-    """The zip's file names; raises SystemExit when it holds anything but the extension."""
+def _is_junk(relative: str) -> bool:
+    """Byte code and hidden files, which the builder drops from any folder."""
+    parts = relative.split("/")
+    return "__pycache__" in parts or relative.endswith(".pyc") or parts[-1].startswith(".")
+
+
+def addon_files(root: Path = ROOT) -> set[str]:
+    """The files that make the add-on, as on disk (zip names, '/'-separated)."""
+    names = {name for name in SHIPPED_FILES if (root / name).is_file()}
+    for package in SHIPPED_PACKAGES:
+        for path in (root / package).rglob("*"):
+            relative = path.relative_to(root).as_posix()
+            if path.is_file() and not _is_junk(relative):
+                names.add(relative)
+    return names
+
+
+def check_zip(path: Path, root: Path = ROOT) -> list[str]:
+    """The zip's file names; raises SystemExit unless it holds exactly the add-on."""
     with zipfile.ZipFile(path) as archive:
         names = [n for n in archive.namelist() if not n.endswith("/")]
-    bad = [
-        n
-        for n in names
-        if n.split("/")[0] not in ALLOWED_TOP
-        or FORBIDDEN_PARTS.intersection(n.split("/")[:-1])
-        or n.endswith((".pyc", ".zip"))
-        or n in FORBIDDEN_FILES
-    ]
-    if bad:
+    expected = addon_files(root)
+    extra, missing = sorted(set(names) - expected), sorted(expected - set(names))
+    if extra:
         raise SystemExit(
-            f"{path} holds files that must not ship: {', '.join(sorted(bad)[:10])}; add them to"
-            " [build] paths_exclude_pattern in blender_manifest.toml"
+            f"{path} holds files that are not the add-on: {', '.join(extra[:10])}; keep them out"
+            " with [build] paths_exclude_pattern in blender_manifest.toml"
         )
-    for needed in ("__init__.py", "blender_manifest.toml", "neurok_core/worker.py"):
-        if needed not in names:
-            raise SystemExit(f"{path} lacks {needed}")
+    if missing:
+        raise SystemExit(
+            f"{path} lacks files of the add-on: {', '.join(missing[:10])}; the add-on's packages"
+            f" ship whole ({', '.join(SHIPPED_PACKAGES)}): move what must not ship out of them"
+        )
     return names
 
 
@@ -90,12 +98,12 @@ def build(out_dir: str | Path, *, blender_ext: Path | None = None, root: Path = 
     )
     if proc.returncode != 0 or not target.is_file():
         raise SystemExit(f"Blender's builder failed:\n{proc.stdout}{proc.stderr}")
-    check_zip(target)
+    check_zip(target, root)
     return target
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m neurok_blender.build", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.build", description=__doc__)
     parser.add_argument("--out", default="dist", help="output folder (default: dist)")
     parser.add_argument("--blender-ext", type=Path, default=None, help="Blender's blender_ext.py")
     args = parser.parse_args(argv)

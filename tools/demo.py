@@ -3,7 +3,7 @@
 two example objects, add their conditions and simulate them with the extension's own operators,
 bake, save a .blend and render a preview.
 
-    .venv/bin/python -m neurok_blender.demo --out out/demo [--frames 48] [--checkpoint DIR]
+    .venv/bin/python -m tools.demo --out out/demo [--frames 48] [--checkpoint DIR]
 
 Runs Blender as the ``bpy`` module (no window); the engine runs in the worker process the
 extension starts, exactly as it does for a user (this process never imports torch). The scene:
@@ -13,7 +13,7 @@ extension starts, exactly as it does for a user (this process never imports torc
 - a flag on a pole (pinned along the pole) whose free corner is pulled by a drag handle and
   released (baked as a PC2 point cache read by a Mesh Cache modifier).
 
-Writes ``neurok_demo.blend`` (with ``neurok_demo_neurok/Flag.pc2`` beside it), ``frames/*.png``
+Writes ``neurok_demo.blend`` (with ``neurok_demo_neurok/Flag_<id>.pc2`` beside it), ``frames/*.png``
 (Workbench, frame number stamped), ``contact_sheet.png``, ``preview.gif`` (when Pillow is
 installed) and ``summary.json`` (paths, timings, what moved).
 """
@@ -275,7 +275,7 @@ def scene_scores(example, rest, frames, pins) -> dict:
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog="python -m neurok_blender.demo", description=__doc__.split("\n\n")[0]
+        prog="python -m tools.demo", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--out", default="out/demo", help="output folder (default: out/demo)")
     parser.add_argument("--frames", type=int, default=48, help="animation length (default 48)")

@@ -22,13 +22,13 @@ _BUILT: dict[str, Path] = {}
 
 
 def built_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The extension zip built by ``python -m neurok_blender.build`` (once per session)."""
+    """The extension zip built by ``python -m tools.build`` (once per session)."""
     if "zip" not in _BUILT:
         if not _has_bpy():
             pytest.skip("the bpy module (Blender) is not installed")
         out = tmp_path_factory.mktemp("dist")
         proc = subprocess.run(
-            [sys.executable, "-m", "neurok_blender.build", "--out", str(out)],
+            [sys.executable, "-m", "tools.build", "--out", str(out)],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -258,7 +258,7 @@ def main(argv=None) -> int:
         args.checkpoint = str(Path(args.checkpoint).resolve())
     elif not (root / "neurok_core" / "weights" / "default" / "config.json").is_file():
         parser.error("the bundled default model is missing: pass --checkpoint RUN/checkpoint")
-    from neurok_blender.build import build
+    from tools.build import build
 
     with tempfile.TemporaryDirectory(prefix="neurok-bench-") as tmp:
         zip_path = build(Path(tmp) / "dist")

@@ -18,7 +18,7 @@ import bpy
 import numpy as np
 from bpy_extras import anim_utils
 
-from .paths import point_cache_path, user_dir
+from .cache_files import new_cache_path
 from .rig_bake import RigError, bake_rig, check_rig_transform, clear_rig
 
 KEY_PREFIX = "NeuROK"
@@ -236,11 +236,7 @@ def _write_pc2(path: Path, frames: np.ndarray) -> None:
 def bake_point_cache(obj, local: np.ndarray, frame_start: int) -> Path:
     """Write local (T, N, 3) as a PC2 file and add a Mesh Cache modifier that plays it."""
     results = obj.neurok.results
-    previous = results.cache_path
-    if previous and _is_ours(bpy.path.abspath(previous)):
-        path, stored = Path(bpy.path.abspath(previous)), previous
-    else:
-        path, stored = point_cache_path(obj)
+    path, stored = new_cache_path(obj)  # a file per bake: undo brings back the one it played
     _write_pc2(path, local)
     modifier = obj.modifiers.new(name=MODIFIER_NAME, type="MESH_CACHE")
     modifier.cache_format = "PC2"
@@ -261,19 +257,9 @@ def bake_point_cache(obj, local: np.ndarray, frame_start: int) -> Path:
     return path
 
 
-def _is_ours(path: str) -> bool:
-    """True for a cache file inside a folder the add-on writes to."""
-    p = Path(path).resolve()
-    folders = [user_dir("point_caches").resolve()]
-    if bpy.data.filepath:
-        blend = Path(bpy.data.filepath)
-        folders.append((blend.parent / f"{blend.stem}_neurok").resolve())
-    return any(folder in p.parents for folder in folders)
-
-
 def _clear_point_cache(obj) -> int:
-    """Remove our Mesh Cache modifier. The file stays (re-simulating overwrites it), so that
-    undoing Clear brings back a modifier that still plays."""
+    """Remove our Mesh Cache modifier. The file stays, so that undoing Clear brings back a
+    modifier that still plays; it goes when nothing can bring it back (``cache_files``)."""
     results = obj.neurok.results
     removed = 0
     modifier = obj.modifiers.get(results.modifier_name) if results.modifier_name else None
@@ -281,6 +267,7 @@ def _clear_point_cache(obj) -> int:
         obj.modifiers.remove(modifier)
         removed = 1
     results.modifier_name = ""
+    results.cache_path = ""
     return removed
 
 

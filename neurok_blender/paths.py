@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import re
 import tempfile
-import uuid
 from pathlib import Path
 
 import bpy
@@ -43,19 +41,3 @@ def engine_dir() -> Path:
 def new_job_dir() -> Path:
     """A fresh temporary folder for one worker run (request, mesh, frames, stderr)."""
     return Path(tempfile.mkdtemp(prefix="neurok-"))
-
-
-def point_cache_path(obj: bpy.types.Object) -> tuple[Path, str]:
-    """The PC2 file for ``obj``: next to the saved .blend, else in the user folder.
-
-    Returns (absolute path, the path to store in the modifier: '//'-relative when saved).
-    """
-    safe = re.sub(r"[^\w.-]+", "_", obj.name) or "object"
-    blend = bpy.data.filepath
-    if blend:
-        folder = Path(blend).parent / f"{Path(blend).stem}_neurok"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{safe}.pc2"
-        return path, bpy.path.relpath(str(path))
-    path = user_dir("point_caches") / f"{safe}_{uuid.uuid4().hex[:8]}.pc2"
-    return path, str(path)

@@ -4,7 +4,7 @@ root properties: ``Object.neurok`` and ``Scene.neurok``."""
 
 import bpy
 
-from . import operators, properties, ui
+from . import cache_files, operators, properties, ui
 from .engine import registry
 from .engine.server import remove_stale_folders
 from .gizmos import NEUROK_GGT_conditions
@@ -30,9 +30,11 @@ def register() -> None:
         pass
     bpy.types.Object.neurok = bpy.props.PointerProperty(type=properties.NeuROKObjectSettings)
     bpy.types.Scene.neurok = bpy.props.PointerProperty(type=properties.NeuROKSceneSettings)
+    cache_files.register()
 
 
 def unregister() -> None:
+    cache_files.unregister()
     cancel_warm_up()
     registry.cancel_all()  # never leave an engine process behind
     del bpy.types.Scene.neurok

@@ -51,6 +51,8 @@ def test_simulate_bake_undo_cancel(tmp_path, zip_path, tiny_checkpoint):
     assert bad["status"] == "ERROR" and bad["untouched"] and "Traceback" not in bad["message"]
     assert "config.json" in bad["message"] or "checkpoint" in bad["message"].lower()
     assert out["jobs_left"] == [] and out["leftover_job_dirs"] == []
+    # the point cache of the unsaved file went with the session
+    assert not list((tmp_path / "blender_user").rglob("*.pc2"))
     # one warm engine served every run from Start Engine on; cancelling ended it (the pid
     # above); the next run started a fresh one, which answered the bad checkpoint with an
     # error about the request and stays for the next run

@@ -128,13 +128,16 @@ class NeuROK:
         vertices: bool = True,
         rig: bool = False,
         dynamics: str = "latent",
+        time_limit: float | None = None,
     ):
         """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`
         (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``;
         ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones).
         ``dynamics="rig"`` integrates the motion in the rig space of the mesh instead
         (:func:`neurok_core.rigspace.simulate_rig`: the bones' rigid motions as coordinates;
-        ``settings`` then a ``RigSettings``); its result always carries the rig."""
+        ``settings`` then a ``RigSettings``); its result always carries the rig.
+        ``time_limit``: seconds after which the run stops with the frames so far
+        (``info["cancelled"]``); None: none."""
         from .dynamics.settings import DEFAULT_SETTINGS
         from .simulate import simulate
 
@@ -149,6 +152,7 @@ class NeuROK:
                 on_frame=on_frame,
                 on_progress=on_progress,
                 want_vertices=vertices,
+                time_limit=time_limit,
             )
         if dynamics != "latent":
             raise ValueError(f"dynamics must be 'latent' or 'rig', got {dynamics!r}")
@@ -161,6 +165,7 @@ class NeuROK:
             settings=settings or DEFAULT_SETTINGS,
             vertices=vertices,
             rig=rig,
+            time_limit=time_limit,
         )
 
 

@@ -281,7 +281,13 @@ def cmd_simulate(args) -> int:
             settings=settings,
             vertices=not rig_only,
             rig=space.skinned and out.suffix.lower() != ".pc2",
+            # the rest of the limit, checked inside the integration too (between its steps)
+            time_limit=max(args.time_limit - (time.monotonic() - clock.started), 0.0)
+            if args.time_limit > 0
+            else None,
         )
+        if result.info.get("timed_out"):
+            over_time.append(len(result.times) - 1)
     clock.lap("simulate")
     bar.close()
     if over_time:

@@ -176,6 +176,7 @@ def simulate(
     settings: DynamicsSettings = DEFAULT_SETTINGS,
     vertices: bool = True,
     rig: bool = False,
+    time_limit: float | None = None,
 ) -> SimulationResult:
     """Simulate ``conditions`` from the rest shape; every frame decoded onto every vertex.
 
@@ -189,6 +190,9 @@ def simulate(
     pins, the rig has one more bone that never moves, holding the pinned vertices.
     settings: numerical settings of the dynamics (e.g. ``local.enabled=False`` to evaluate the
     decoder at every right-hand side instead of its local quadratic model).
+    time_limit: seconds from this call after which the integration stops (checked before every
+    RK4 step): the result then holds the frames decoded so far, with ``info["cancelled"]`` and
+    ``info["timed_out"]``. None: no limit.
     Raises ConditionError for conditions that do not fit the mesh, SimulationError when the
     motion cannot be integrated.
     """
@@ -205,6 +209,7 @@ def simulate(
     if not (vertices or rig):
         raise ConditionError("ask for the vertices, the rig or both")
     started = time.perf_counter()
+    deadline = None if time_limit is None else time.monotonic() + time_limit
     # with pins, only the latent directions that leave them (nearly) still; with soft modes,
     # only those that strain the object least
     space, pin_report, soft_report = motion_subspace(
@@ -298,7 +303,15 @@ def simulate(
         progress(min(frame + 1 + covered, count) / count)
 
     # (the run ends at the last frame, which flushes, or when a flush returned False)
-    traj = integrate(system, free, rows, on_frame=frame_done, on_work=frame_work, settings=settings)
+    traj = integrate(
+        system,
+        free,
+        rows,
+        on_frame=frame_done,
+        on_work=frame_work,
+        settings=settings,
+        deadline=deadline,
+    )
     t = len(frames)
     positions = np.stack(frames) if vertices else None
     bone_rig = _rig(space, conditions, poses[:t], vertex_clamp) if rig else None
@@ -351,6 +364,7 @@ def simulate(
         # what the contact's damping and friction removed (J, <= 0; part of the work above)
         "contact_work": float(traj.contact_work),
         "cancelled": bool(traj.cancelled),
+        "timed_out": bool(traj.timed_out),
         "seconds": round(time.perf_counter() - started, 3),
     }
     if bone_rig is not None:

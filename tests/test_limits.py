@@ -100,6 +100,28 @@ def test_progress_moves_within_frames(tiny_checkpoint, monkeypatch):
     assert len(inside) >= 3, seen  # progress inside frames, not only at their ends
 
 
+def test_a_time_limit_stops_the_integration_before_its_next_step(tiny_checkpoint):
+    """The time limit is checked before every RK4 step, not between frames or batches of
+    decoded frames: a limit that has passed before the first step stops the run there, with
+    the rest frame alone, cancelled and timed out; without one the same run gives every frame."""
+    from neurok_core.checkpoint import load_checkpoint
+
+    model, _ = load_checkpoint(tiny_checkpoint)
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    space = build_space(
+        model, mesh.vertices, mesh.faces, settings=SpaceSettings(dynamics_points=32)
+    )
+    cond = SimulationConditions(
+        frames=12, forces=(Force(vertex=0, direction=(0, 0, 1), strength=5.0),), substeps=8
+    )
+    stopped = simulate(space, cond, time_limit=0.0)
+    assert stopped.positions.shape[0] == 1
+    assert stopped.info["timed_out"] and stopped.info["cancelled"]
+    assert stopped.info["substeps"] == 0
+    whole = simulate(space, cond, time_limit=None)
+    assert whole.positions.shape[0] == 12 and not whole.info["timed_out"]
+
+
 SIZES = {"1mm": 1e-3, "1m": 1.0, "1km": 1e3}
 FORCES = (1e-3, 1.0, 1e3, 1e6, 1e9)
 

@@ -148,3 +148,38 @@ def test_restricted_system_matches_the_full_one():
         torch.testing.assert_close(got.bias, want.bias)
     with pytest.raises(ValueError, match="basis"):
         restrict(flap(), torch.zeros(3, 1, dtype=F64))
+
+
+def test_a_direction_below_float32_rounding_is_not_taken_for_wrong_derivatives():
+    """A float32 object four sizes from the origin whose one direction moves it by 1e-6 of its
+    size per unit (as the one direction a pin clamp can leave): over the largest difference
+    step its points move less than the rounding of their positions, so the differences are
+    rounding alone, and the check does not refuse it for them. A derivative 10% off in a
+    direction that moves the object visibly is still refused."""
+    f32 = torch.float32
+    gen = torch.Generator().manual_seed(10)
+    rest = torch.rand(30, 3, generator=gen, dtype=F64).to(f32) + 4.0  # (30, 3), size about 1
+    axis = torch.randn(30, 3, generator=gen, dtype=F64).to(f32)
+
+    def system(scale: float, wrong: float = 1.0) -> MechanicalSystem:
+        def kinematics(q, v):  # x = rest + scale tanh(q) axis, and its derivatives by hand
+            t = torch.tanh(q[0].to(f32))
+            x = rest + scale * t * axis
+            jac = (wrong * scale * (1.0 - t * t) * axis)[..., None]  # (30, 3, 1)
+            bias = scale * (-2.0 * t * (1.0 - t * t)) * v[0].to(f32) ** 2 * axis
+            return x, jac, bias
+
+        def decode(q):
+            return rest + scale * torch.tanh(q[0].to(f32)) * axis
+
+        weights = torch.ones(30, dtype=F64)
+        return MechanicalSystem(decode, weights, 1, dtype=f32, kinematics=kinematics)
+
+    zero, one = torch.zeros(1, dtype=F64), torch.ones(1, dtype=F64)
+    still = system(1e-6)
+    assert max(derivative_errors(still, zero, one)) < 0.02
+    assert simulate(still, SimulationConditions(frames=2, gravity=(0, 0, 0)), {}).num_frames == 2
+    assert max(derivative_errors(system(1e-2), zero, one)) < 0.01
+    assert derivative_errors(system(1e-2, wrong=1.1), zero, one)[0] > 0.05
+    with pytest.raises(SimulationError, match="derivatives are wrong"):
+        simulate(system(1e-2, wrong=1.1), SimulationConditions(frames=2), {})

@@ -34,6 +34,11 @@ decoder, re-expanded as the state moves: ``localdrive``); the integrator does no
 
 Cancelling: ``on_frame(index, q, energy)`` is called for every frame (0 included), in order; when
 it returns False the integration stops and the frames so far come back with ``cancelled=True``.
+A ``deadline`` (a ``time.monotonic()`` instant) is checked before every RK4 step: once it has
+passed, the run stops the same way within one step, with ``timed_out=True`` as well.
+
+Trial steps that overflow are rejected (a non-finite state is a blow-up, above), so NumPy's
+overflow and invalid-value warnings are silenced while the integration runs.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -63,6 +69,10 @@ _CPU = dict(device="cpu", dtype=torch.float64)
 WORK_INTERVAL = 0.25  # seconds between ``on_work`` reports while a frame is integrated
 
 
+class _OutOfTime(Exception):
+    """The run's deadline passed (caught in ``Integrator.run``, which stops there)."""
+
+
 class Integrator:
     """Integrates one system under resolved loads; see the module docstring for the scheme."""
 
@@ -78,10 +88,12 @@ class Integrator:
         settings: DynamicsSettings = DEFAULT_SETTINGS,
         local: LocalQuadratic | None = None,
         on_work: Callable[[int, float], None] | None = None,
+        deadline: float | None = None,
     ):
         """on_work(frame, covered): called while a frame is being integrated, at most every
         ``WORK_INTERVAL`` seconds, with how far (in frames, from ``frame``) its current attempt
-        has come: progress within a slow frame."""
+        has come: progress within a slow frame. deadline: a ``time.monotonic()`` instant at
+        which the run stops (module docstring), None for none."""
         if local is not None:  # every right-hand side from the local model (see ``local``)
             system = replace(system, kinematics=local, dtype=torch.float64, device="cpu")
             self.backend = NumpyBackend(local, loads, settings)
@@ -93,6 +105,7 @@ class Integrator:
         self.drags = list(drags)
         self.settings = settings
         self.on_work = on_work
+        self.deadline = math.inf if deadline is None else float(deadline)
         self._last_work = time.monotonic()
         self.dt = 1.0 / self.fps
         self.frame_tolerance = tolerance / (10.0 * self.fps)
@@ -171,6 +184,8 @@ class Integrator:
         t0 = frame * self.dt
         for i in range(n):
             self._within_budget(frame)
+            if time.monotonic() > self.deadline:
+                raise _OutOfTime
             s = self._refresh(s, frame, t0 + i * h)
             s = self._rk4(s, frame, t0 + i * h, h)
             if self.on_work is not None and time.monotonic() - self._last_work > WORK_INTERVAL:
@@ -195,10 +210,14 @@ class Integrator:
             and expansions <= st.limits.max_frame_expansions
         ):
             return
+        spent = (
+            f"more than {st.limits.max_frame_evaluations} evaluations of the motion"
+            if evaluations > st.limits.max_frame_evaluations
+            else f"more than {st.limits.max_frame_expansions} re-expansions of the learned shapes"
+        )
         raise SimulationError(
             f"the simulation stopped at frame {frame} of {self.frames - 1}: that frame needed "
-            f"more than {evaluations} evaluations of the motion and {expansions} of the learned "
-            "shapes (the limit of work per frame), so the motion is too fast or too stiff for "
+            f"{spent} (the limit of work per frame), so the motion is too fast or too stiff for "
             "the object's learned space, as when strong loads press it against the limits of "
             "its learned shapes. Lower the forces or the stiffness, raise the mass, the damping "
             "or the frame rate."
@@ -209,6 +228,10 @@ class Integrator:
         self, q0: Tensor, qdot0: Tensor, frames: int, on_frame: OnFrame | None = None
     ) -> Trajectory:
         """Integrate from (q0, qdot0) (kq,) for ``frames`` output frames (frame 0 included)."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return self._run(q0, qdot0, frames, on_frame)
+
+    def _run(self, q0: Tensor, qdot0: Tensor, frames: int, on_frame: OnFrame | None) -> Trajectory:
         q0, qdot0 = q0.detach().to(**_CPU), qdot0.detach().to(**_CPU)
         self.frames = frames
         self._start_budget()
@@ -235,6 +258,7 @@ class Integrator:
         drag_errors = [math.nan] * len(self.drags)
         content = abs(motion.kinetic) + abs(motion.potential)
         cancelled = on_frame is not None and on_frame(0, q0.clone(), self._energy(state)) is False
+        timed_out = False
         last, frame, k, n = frames - 1, 0, 1, 1
         while frame < last and not cancelled:
             try:
@@ -247,7 +271,11 @@ class Integrator:
                 raise SimulationError(self._blow_up_message(fail.reason, frame, n)) from None
             k, n = self.limits.clamp(frame, last, k, n, state.qdot, state.motion.qddot, state.kin)
             self._start_budget()
-            step = self._advance(state, frame, k, n, content)
+            try:
+                step = self._advance(state, frame, k, n, content)
+            except _OutOfTime:
+                cancelled = timed_out = True
+                break
             end = step.state
             content = max(content, abs(end.motion.kinetic) + abs(end.motion.potential))
             for j, (q, qd, kinetic, potential, work) in enumerate(step.rows, 1):
@@ -272,6 +300,7 @@ class Integrator:
             record,
             drag_errors,
             cancelled,
+            timed_out=timed_out,
             dt=self.dt,
             evaluations=self.evaluations,
             energy_evaluations=self.energy_evaluations,

@@ -119,6 +119,7 @@ def simulate(
     on_frame: OnFrame | None = None,
     on_work: Callable[[int, float], None] | None = None,
     settings: DynamicsSettings = DEFAULT_SETTINGS,
+    deadline: float | None = None,
 ) -> Trajectory:
     """Simulate ``conditions.frames`` frames, by default from the rest state q = 0.
 
@@ -133,6 +134,8 @@ def simulate(
     on_work: called as on_work(frame, covered) while frame ``frame`` is integrated, a few times a
         second, with how many frames from it the current attempt has covered (progress within
         slow frames).
+    deadline: a ``time.monotonic()`` instant; once it passes, the run stops within one RK4 step
+        and the trajectory so far comes back with ``cancelled`` and ``timed_out`` set.
     q0, qdot0: (kq,) to start elsewhere (default: rest, and q'0 from the initial velocities);
         rest positions and the barrier always refer to q = 0.
     Raises ConditionError for pins or loads beyond what the space can follow (``limits``),
@@ -194,6 +197,7 @@ def simulate(
         settings=settings,
         local=local,
         on_work=on_work,
+        deadline=deadline,
     )
     start = (
         torch.zeros(system.num_coords, dtype=torch.float64)

@@ -209,6 +209,9 @@ def object_size(points: Tensor) -> float:
     return ext if math.isfinite(ext) and ext > 0 else 1.0
 
 
+ROUNDING_MARGIN = 100.0  # derivative_errors: errors are measured against 100x the rounding
+
+
 def derivative_errors(
     system: MechanicalSystem,
     q: Tensor,
@@ -231,6 +234,12 @@ def derivative_errors(
     ``extrapolate`` they are Richardson-extrapolated from ``step`` and ``step / 2`` (error
     O(step^4), two more evaluations), so that only a derivative that is really wrong, whose error
     does not shrink with the step, stays large.
+
+    A direction that moves the object so little that even the largest step moves the points by
+    little more than the rounding of their positions (eps |x|, in the system's dtype) cannot be
+    checked by differences: the denominator is at least ``ROUNDING_MARGIN`` times that rounding
+    over the step, so such a direction's errors come out small instead of being its rounding
+    (e.g. the one direction a pin clamp leaves a float32 object far from the origin).
     """
     v = direction.to(torch.float64)
     v = v / v.norm().clamp_min(1e-300)
@@ -254,7 +263,8 @@ def derivative_errors(
     if extrapolate:
         half1, half2 = differences(step / 2)
         fd1, fd2 = (4 * half1 - fd1) / 3, (4 * half2 - fd2) / 3
-    floor = 0.1 * float(jv.norm()) + 1e-30
+    rounding = torch.finfo(system.dtype).eps * float(kin.x.norm()) / step  # the differences'
+    floor = max(0.1 * float(jv.norm()), ROUNDING_MARGIN * rounding) + 1e-30
     err1 = float((jv - fd1).norm()) / max(float(fd1.norm()), float(jv.norm()), floor)
     err2 = float((kin.bias - fd2).norm()) / max(float(fd2.norm()), float(kin.bias.norm()), floor)
     return err1, err2

@@ -20,11 +20,12 @@ class Trajectory:
     grabbed point to its target at its frame (NaN if the run stopped earlier); evaluations:
     evaluations of the kinematics with J and the nested JVP (of the local model when there is
     one); energy_evaluations: Jacobian-only ones for the frames inside multi-frame steps;
-    cancelled: whether ``on_frame`` stopped the run. With a local model: expansions (decoder
-    passes with the Hessian), reuses (kept expansions gone back to instead), model_errors (its
-    position error measured at each re-expansion, object sizes) and model_energy_jumps (sum of
-    |energy change| at re-expansions left after the energy match, J: booked in ``work``, so it
-    is not part of the energy balance; about 0 unless ``local_energy_match`` is off).
+    cancelled: whether ``on_frame`` or the deadline stopped the run (timed_out: the deadline,
+    ``integrator``). With a local model: expansions (decoder passes with the Hessian), reuses
+    (kept expansions gone back to instead), model_errors (its position error measured at each
+    re-expansion, object sizes) and model_energy_jumps (sum of |energy change| at re-expansions
+    left after the energy match, J: booked in ``work``, so it is not part of the energy balance;
+    about 0 unless ``local_energy_match`` is off).
     contact_work: the contact's share of the work at the end (J, <= 0: what its damping and
     friction removed; integrated with the work's own RK4 weights, 0 without contact).
     """
@@ -42,6 +43,7 @@ class Trajectory:
     evaluations: int = 0
     energy_evaluations: int = 0
     cancelled: bool = False
+    timed_out: bool = False
     expansions: int = 0
     reuses: int = 0
     model_errors: tuple[float, ...] = ()
@@ -81,6 +83,7 @@ def build_trajectory(
     drag_errors: list[float],
     cancelled: bool,
     *,
+    timed_out: bool = False,
     dt: float,
     evaluations: int,
     energy_evaluations: int,
@@ -107,6 +110,7 @@ def build_trajectory(
         evaluations=evaluations,
         energy_evaluations=energy_evaluations,
         cancelled=cancelled,
+        timed_out=timed_out,
         expansions=0 if stats is None else stats.expansions,
         reuses=0 if stats is None else stats.reuses,
         model_errors=() if stats is None else tuple(stats.errors),

@@ -353,6 +353,7 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
             ground=ground,
             colliders=colliders,
             friction=physics.friction,
+            bounciness=physics.bounciness,
         )
         conditions.validate(len(world))
     except ConditionError as exc:

@@ -153,6 +153,8 @@ def build_conditions(args, vertices: np.ndarray):
         fields["ground"] = args.ground
     if args.friction is not None:
         fields["friction"] = args.friction
+    if args.bounciness is not None:
+        fields["bounciness"] = args.bounciness
     fields["colliders"] = tuple(base.get("colliders", ())) + tuple(
         read_collider(path) for path in args.collider
     )
@@ -412,6 +414,12 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--friction", type=float, default=None, help="friction coefficient of the contact (0.5)"
+    )
+    sim.add_argument(
+        "--bounciness",
+        type=float,
+        default=None,
+        help="restitution of the contact, 0 to 1 (0.1; the rig space's dynamics)",
     )
     sim.add_argument(
         "--exact-kinematics",

@@ -94,6 +94,16 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         max=10.0,
         soft_max=2.0,
     )
+    bounciness: FloatProperty(
+        name="Bounciness",
+        description=(
+            "How much an impact bounces back: the share of its speed a point keeps "
+            "(0: none, 1: no loss); a drop rebounds to bounciness squared of its height"
+        ),
+        default=0.1,
+        min=0.0,
+        max=1.0,
+    )
 
 
 class NeuROKOutputSettings(bpy.types.PropertyGroup):

@@ -162,6 +162,7 @@ class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):
         if physics.collider_source == "COLLECTION":
             layout.prop(physics, "collider_collection")
         layout.prop(physics, "friction")
+        layout.prop(physics, "bounciness")
 
 
 class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):

@@ -61,16 +61,25 @@ class Rigidity:
     """E = sum_b kappa_b / 4 |F_b^T F_b - I|^2 over the moving bones: keeps each bone a rotation
     (affine body dynamics; Lan et al. 2022). kappa: (B,) J, zero for fixed bones."""
 
-    def __init__(self, kappa: np.ndarray, omega: float, strain: np.ndarray | None = None):
+    def __init__(
+        self,
+        kappa: np.ndarray,
+        omega: float,
+        strain: np.ndarray | None = None,
+        zeta: float | None = None,
+    ):
         self.kappa = np.asarray(kappa, dtype=np.float64)
         self.live = np.flatnonzero(self.kappa > 0)
         self.stiff, self.omega, self.name = True, omega, "rigidity"
         self.strain = strain  # (L, 3, 3) the strain it pulls towards (None: zero)
+        self.zeta = zeta  # its own damping ratio (None: the integrator's)
 
-    def dissipation(self, q: np.ndarray, factor: float) -> Rigidity:
+    def dissipation(self, q: np.ndarray, dscale: float, zeta: float) -> Rigidity:
         """The step's viscous term: kappa factor / 4 |S(F) - S(F_start)|^2, the rate of the
-        bone's strain S = F^T F - I damped (objective: zero for any rotation of a strained
-        bone), ``factor`` = beta / dt."""
+        bone's strain S = F^T F - I damped at the ratio ``zeta`` (objective: zero for any
+        rotation of a strained bone), factor = beta dscale, beta = 2 zeta / omega, ``dscale``
+        the step's 1 / dt."""
+        factor = dscale * 2.0 * zeta / self.omega
         f = np.swapaxes(q[self.live, :3, :], 1, 2)
         strain = np.swapaxes(f, 1, 2) @ f - np.eye(3)
         out = Rigidity(self.kappa * factor, self.omega, strain)
@@ -160,9 +169,11 @@ class Springs:
         self.zeta = zeta  # its own damping ratio (None: the integrator's)
         self.a = self.k / (8.0 * self.lengths**2)  # (J,) E = a (s - l^2)^2, s = |d|^2
 
-    def dissipation(self, q: np.ndarray, factor: float) -> Springs:
+    def dissipation(self, q: np.ndarray, dscale: float, zeta: float) -> Springs:
         """The step's viscous term: k factor / 2 (|d| - |d_start|)^2 (to second order), the
-        rate of each edge's length damped (not its turning), ``factor`` = beta / dt."""
+        rate of each edge's length damped at the ratio ``zeta`` (not its turning), factor =
+        2 zeta / omega dscale."""
+        factor = dscale * 2.0 * zeta / self.omega
         d = self.rows @ q.reshape(-1, 3)
         out = Springs(self.rows, np.linalg.norm(d, axis=1), self.k * factor, self.omega)
         out.stiff = False

@@ -34,6 +34,9 @@ CONVERGED = 1e-7  # a Newton step this small (axes; centres in object sizes) has
 ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
 TRAVEL = 0.01  # object sizes a contact point may move in one step
 MAX_SPLIT = 64  # most steps a substep is split into for that
+TOI_PASSES = 3  # interpolations of the moment an impact happens within a step
+MAX_IMPACTS = 8  # impacts a step is cut at
+IMPACT_DEPTH = 0.25  # in contact margins: how close a point that bounces is to its contact
 
 
 @dataclass
@@ -86,9 +89,12 @@ class Integrator:
     def potential(self, q: np.ndarray, t: float, hessian: bool, extra=(), start=None):
         """(V, grad (B, 4, 3), H (12B, 12B), D (12B, 12B)) of every energy at ``q`` (and the
         step's viscous terms ``extra``); D is the Rayleigh damping matrix of the stiff
-        energies that have no viscous term of their own (glue, contact, drags). With the
-        step's ``start``, ``q`` is a midpoint and the energies that have one give their
-        discrete gradient across the step (H then their Jacobian, V is left out)."""
+        energies that have no viscous term of their own (glue, drags). With the step's
+        ``start``, ``q`` is a midpoint and every energy gives its discrete gradient across the
+        step: its own (``discrete_gradient``), or, for the contact (``gonzalez``), the
+        midpoint gradient corrected along the step (Gonzalez 1996, in the metric M):
+        grad V(y) + (V(q1) - V(q0) - grad V(y) . d) / (d^T M d) M d, d = q1 - q0; H is then
+        the energies' Jacobian (the contact's without the correction's) and V is left out."""
         n = 12 * q.shape[0]
         value, grad = 0.0, np.zeros_like(q)
         hess = np.zeros((n, n)) if hessian else None
@@ -99,14 +105,37 @@ class Integrator:
             else:
                 v, g, h = energy(q, hessian)
                 value += v
+                if start is not None and getattr(energy, "gonzalez", False):
+                    fix, jac = self._correction(energy, start, q, v, g, h if hessian else None)
+                    g = g + fix
+                    if hessian:
+                        h = h + jac
             grad += g
             if hessian and h is not None:
                 hess += h
                 if getattr(energy, "stiff", False) and not hasattr(energy, "dissipation"):
-                    zeta = getattr(energy, "zeta", None)
-                    zeta = self.zeta if zeta is None else zeta
-                    damp += (2.0 * zeta / energy.omega) * h
+                    damp += (2.0 * self.zeta / energy.omega) * h
         return value, grad, hess, damp
+
+    def _correction(self, energy, start, y, value, grad, hess=None):
+        """The Gonzalez correction (``potential``) c M d of ``energy`` across the step
+        ``start`` -> q1 = 2 y - start (d = q1 - start), whose midpoint value and gradient are
+        ``value`` and ``grad``, c = (V(q1) - V(q0) - grad . d) / (d^T M d); with the midpoint
+        Hessian ``hess``, also its Jacobian in y: M d (x) dc/dy + 2 c M, where
+        dc/dy = (2 grad V(q1) - H d - 2 grad - 4 c M d) / (d^T M d)."""
+        d = 2.0 * (y - start)
+        flat = d.reshape(-1)
+        md = self.mass @ flat
+        norm = float(flat @ md)
+        if norm <= 1e-300:
+            return np.zeros_like(d), (np.zeros_like(self.mass) if hess is not None else None)
+        v1, g1, _ = energy(2.0 * y - start, False)
+        c = (v1 - energy(start, False)[0] - float((grad * d).sum())) / norm
+        fix = (c * md).reshape(d.shape)
+        if hess is None:
+            return fix, None
+        dc = (2.0 * g1.reshape(-1) - hess @ flat - 2.0 * grad.reshape(-1) - 4.0 * c * md) / norm
+        return fix, np.outer(md, dc) + 2.0 * c * self.mass
 
     def energy(self, q: np.ndarray, v: np.ndarray, t: float) -> float:
         """Kinetic + potential energy (J) of the state, without the time-dependent loads."""
@@ -120,27 +149,11 @@ class Integrator:
         step = flat.reshape(-1, 4, 3)
         return max(float(np.abs(step[:, :3]).max()), float(np.abs(step[:, 3]).max()) / self.scale)
 
-    def _rigid_velocities(self, q: np.ndarray) -> np.ndarray:
-        """(12B, 6L) the velocities of the moving bones that keep them rigid at ``q``: for
-        each, the three turns F' = [e_a]x F and the three translations c' = e_a."""
-        live = np.flatnonzero(~self.space.fixed)
-        out = np.zeros((q.size, 6 * len(live)))
-        eye = np.eye(3)
-        for n, b in enumerate(live):
-            f = q[b, :3, :].T
-            for a in range(3):
-                turn = np.cross(eye[a][:, None], f, axis=0)  # [e_a]x F, column by column
-                col = np.zeros((q.shape[0], 4, 3))
-                col[b, :3, :] = turn.T
-                out[:, 6 * n + a] = col.reshape(-1)
-                col = np.zeros((q.shape[0], 4, 3))
-                col[b, 3, a] = 1.0
-                out[:, 6 * n + 3 + a] = col.reshape(-1)
-        return out
-
     # -- steps ---------------------------------------------------------------------------------
-    def touching(self, q: np.ndarray) -> bool:
-        return any(c.touching(q) for c in self.contacts)
+    def touching(self, q: np.ndarray, v: np.ndarray | None = None) -> bool:
+        """Whether a contact acts at ``q`` (with velocities ``v``: one that is not clearly
+        leaving, faster than ``rest_speed``, as after a bounce)."""
+        return any(c.touching(q, v, self.rest_speed) for c in self.contacts)
 
     def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
         """(Q, V) after ``h`` seconds from time ``t``, in as many equal steps as keep every
@@ -152,13 +165,65 @@ class Integrator:
             q, v = self.step(q, v, t + i * h / count, h / count)
         return q, v
 
-    def step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, depth: int = 0):
-        """(Q, V) after a step of ``h`` seconds from time ``t``."""
+    def step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, impacts: int = 0):
+        """(Q, V) after a step of ``h`` seconds from time ``t``. A step in which points hit an
+        obstacle is cut at the moment they reach it (linearly interpolated, ``TOI_PASSES``
+        times), where they bounce (``_restitution``); the rest of the step follows."""
+        q1, v1 = self._step(q, v, t, h)
+        if not self.contacts:
+            return q1, v1
+        cut = 1.0
+        for _ in range(TOI_PASSES):
+            frac = self._impact_time(q, q1)
+            if frac is None or frac <= 0.0:
+                break
+            cut *= frac
+            q1, v1 = self._step(q, v, t, cut * h)
+        v1 = self._restitution(q1, v1)
+        if cut < 1.0 and impacts < MAX_IMPACTS:
+            return self.step(q1, v1, t + cut * h, (1.0 - cut) * h, impacts + 1)
+        if cut < 1.0:  # too many impacts in one step: finish it without cutting
+            q1, v1 = self._step(q1, v1, t + cut * h, (1.0 - cut) * h)
+            v1 = self._restitution(q1, v1)
+        return q1, v1
+
+    def _impact_time(self, q0: np.ndarray, q1: np.ndarray) -> float | None:
+        """The share of the step from ``q0`` to ``q1`` at which the first point that enters
+        an obstacle's contact, having not touched it at the start, comes within half
+        ``IMPACT_DEPTH`` margins of it (linearly interpolated; None: no such point)."""
+        first = None
         for c in self.contacts:
-            c.set_step(q, h)
-        euler = self.touching(q)
+            idx, depth, _, _ = c._active(q1)
+            new = ~np.isin(idx, c.start_active)
+            if not new.any():
+                continue
+            idx, depth = idx[new], depth[new]
+            aim = 0.5 * IMPACT_DEPTH * c.reach  # above the threshold
+            rows = c.points.rows[idx]
+            x0 = rows @ q0.reshape(-1, 3)
+            found, d0, _, _ = c.obstacle.entries(q0, x0, rows, c.reach + 1e3 * self.scale)
+            before = np.full(len(idx), np.inf)
+            before[found] = d0
+            gap = before - c.points.threshold[idx] - aim  # > 0: farther at the start
+            ahead = np.isfinite(gap) & (gap > 0)
+            frac = np.zeros(len(gap))
+            frac[ahead] = gap[ahead] / (gap[ahead] + depth[ahead] + aim)
+            frac = float(frac.min())
+            first = frac if first is None else min(first, frac)
+        return first
+
+    def _step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, depth: int = 0):
+        """One implicit step: the midpoint step while nothing touches, backward Euler where
+        a contact acts at its start or end (it stops what it meets instead of reflecting it)
+        unless the contact is perfectly elastic (bounciness 1: the midpoint step with the
+        contact's discrete gradient keeps the energy), or, where Newton's iterations do not
+        converge, two halves."""
+        for c in self.contacts:
+            c.set_step(q, v, h)
+        elastic = self.bounciness >= 1.0  # nothing may damp: the midpoint step throughout
+        euler = not elastic and self.touching(q, v)
         out = self._solve(q, v, t, h, euler)
-        if out is not None and not euler and self.touching(out[0]):
+        if out is not None and not euler and not elastic and self.touching(out[0]):
             euler = True
             out = self._solve(q, v, t, h, euler)
         if out is None:
@@ -168,46 +233,84 @@ class Integrator:
                     "did not converge after halving it); lower the forces or the speeds"
                 )
             self.report.halvings += 1
-            q1, v1 = self.step(q, v, t, h / 2, depth + 1)
-            return self.step(q1, v1, t + h / 2, h / 2, depth + 1)
+            q1, v1 = self._step(q, v, t, h / 2, depth + 1)
+            return self._step(q1, v1, t + h / 2, h / 2, depth + 1)
         self.report.steps += 1
         self.report.backward_euler += int(euler)
-        if euler:
-            out = out[0], self._restitution(v, *out)
         return out
 
-    def _restitution(self, v0: np.ndarray, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
-        """Velocities after the impacts of a backward Euler step (which stops what it meets):
-        every contact that began in the step, approaching faster than ``rest_speed``, leaves
-        at ``bounciness`` times its approach speed, by the least impulse (in the metric M) that
-        gives all of them their normal speeds, V1 += M^-1 J^T lambda."""
-        rows, need = [], []
-        flat0, flat1 = v0.reshape(-1, 3), v1.reshape(-1, 3)
+    def _restitution(self, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
+        """Velocities after the impacts at ``q1``. The bones' motion is split into what the
+        joints allow of rigid motion, V_r = T (T^T M T)^-1 T^T M V (``_joint_velocities``),
+        and the rest (vibrations of the stiff energies), which the impacts leave alone. Every
+        point within ``IMPACT_DEPTH`` margins of its contact (or in it) that V_r brings closer
+        faster than ``rest_speed`` leaves at ``bounciness`` times that speed, by the least
+        impulse in the metric M that gives all of them their normal speeds:
+        V += T (T^T M T)^-1 (J T)^T lambda (with bounciness 1 it keeps the energy of V_r)."""
+        entries = []
         for c in self.contacts:
-            idx, _, g, e = c._active(q1)
-            new = ~np.isin(idx, c.start_active)
-            if not new.any():
-                continue
-            g, e = g[new], e[new]
-            n = g / np.maximum(np.linalg.norm(g, axis=1), 1e-12)[:, None]
-            before = ((e @ flat0) * n).sum(1)  # (R,) normal speeds at the step's start
-            after = ((e @ flat1) * n).sum(1)
-            impact = before < -self.rest_speed
-            want = -self.bounciness * before - after
-            hit = impact & (want > 0)
-            if hit.any():
-                rows.append((e[hit][:, :, None] * n[hit][:, None, :]).reshape(int(hit.sum()), -1))
-                need.append(want[hit])
-        if not rows:
+            tol = IMPACT_DEPTH * c.reach
+            x = c.positions(q1)
+            idx, d, g, e = c.obstacle.entries(q1, x, c.points.rows, c.reach + tol)
+            near = d < c.points.threshold[idx] + tol
+            if near.any():
+                n = g[near] / np.maximum(np.linalg.norm(g[near], axis=1), 1e-12)[:, None]
+                entries.append((e[near], n))
+        if not entries:
             return v1
-        basis = self._rigid_velocities(q1)  # (12B, 6L): impulses move bones rigidly
-        jac = np.concatenate(rows) @ basis  # (R, 6L)
+        basis = self._joint_velocities(q1)  # (12B, K)
+        if basis.shape[1] == 0:
+            return v1
         mr = basis.T @ self.mass @ basis
         mr += 1e-12 * np.trace(mr) / len(mr) * np.eye(len(mr))
-        minv_jt = cho_solve(cho_factor(mr), jac.T)  # (6L, R)
+        factor = cho_factor(mr)
+        moving = basis @ cho_solve(factor, basis.T @ (self.mass @ v1.reshape(-1)))  # V_r
+        flat = moving.reshape(-1, 3)
+        rows, need = [], []
+        for e, n in entries:
+            speed = ((e @ flat) * n).sum(1)  # (R,) normal speeds (< 0: approaching)
+            hit = speed < -self.rest_speed
+            if hit.any():
+                rows.append((e[hit][:, :, None] * n[hit][:, None, :]).reshape(int(hit.sum()), -1))
+                need.append(-(1.0 + self.bounciness) * speed[hit])
+        if not rows:
+            return v1
+        jac = np.concatenate(rows) @ basis  # (R, K)
+        minv_jt = cho_solve(factor, jac.T)  # (K, R)
         lam = np.linalg.lstsq(jac @ minv_jt, np.concatenate(need), rcond=1e-10)[0]
-        out = v1.reshape(-1) + basis @ (minv_jt @ lam)
-        return out.reshape(v1.shape)
+        return (v1.reshape(-1) + basis @ (minv_jt @ lam)).reshape(v1.shape)
+
+    def _joint_velocities(self, q: np.ndarray) -> np.ndarray:
+        """(12B, K) an orthonormal basis (in the Euclidean sense) of the rigid bone velocities
+        (``_rigid_velocities``) that the joints allow: those that do not move any glue
+        point's pair apart (the null space of the stiff springs' rows)."""
+        basis = self._rigid_velocities(q)
+        glue = [e for e in self.energies if getattr(e, "name", "") == "glue"]
+        if not glue:
+            return basis
+        rows = np.concatenate([e.rows for e in glue])  # (J, 4B)
+        flat = np.kron(rows, np.eye(3))  # (3J, 12B): velocity rows of the glue points' gaps
+        cons = flat @ basis
+        _, sv, vt = np.linalg.svd(cons, full_matrices=True)
+        rank = int((sv > 1e-8 * max(float(sv.max(initial=0.0)), 1e-300)).sum())
+        return basis @ vt[rank:].T
+
+    def _rigid_velocities(self, q: np.ndarray) -> np.ndarray:
+        """(12B, 6L) the velocities of the moving bones that keep them rigid at ``q``: for
+        each, the three turns F' = [e_a]x F and the three translations c' = e_a."""
+        live = np.flatnonzero(~self.space.fixed)
+        out = np.zeros((q.size, 6 * len(live)))
+        eye = np.eye(3)
+        for n, b in enumerate(live):
+            f = q[b, :3, :].T
+            for a in range(3):
+                col = np.zeros((q.shape[0], 4, 3))
+                col[b, :3, :] = np.cross(eye[a][:, None], f, axis=0).T  # ([e_a]x F)^T
+                out[:, 6 * n + a] = col.reshape(-1)
+                col = np.zeros((q.shape[0], 4, 3))
+                col[b, 3, a] = 1.0
+                out[:, 6 * n + 3 + a] = col.reshape(-1)
+        return out
 
     def _solve(self, q, v, t, h, euler: bool):
         """Newton on the step's equations; None when it does not converge.
@@ -232,7 +335,7 @@ class Integrator:
             if getattr(e, "stiff", False) and hasattr(e, "dissipation"):
                 zeta = self.zeta if getattr(e, "zeta", None) is None else e.zeta
                 if zeta > 0:
-                    viscous.append(e.dissipation(q, dscale * 2.0 * zeta / e.omega))
+                    viscous.append(e.dissipation(q, dscale, zeta))
         weight = np.tile(np.array([1.0] * 9 + [self.scale] * 3), q.shape[0])[free]
 
         def residual(yy, damp, hessian):
@@ -290,7 +393,9 @@ class Integrator:
             if moved < CONVERGED:
                 break
         else:
-            if moved > ACCEPTED:
+            # a midpoint step through a contact must have converged, or the contact's energy
+            # jumps; elsewhere a last step this small is as good
+            if moved > ACCEPTED or (not euler and self.touching(y)):
                 return None
         if not np.isfinite(y).all():
             return None

@@ -208,7 +208,7 @@ def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSet
     threshold is the margin, or its distance at rest where that is smaller (a joint's points)."""
     size = space.object_size
     margin = settings.contact_margin * size
-    omega = TWO_PI * settings.contact_hz
+    omega = contact_omega(space, conditions, settings)
     cell, band = size / 100, max(0.1 * size, size / 100)
     parts = space.layout.parts
     moving = np.flatnonzero(~space.fixed_parts)
@@ -242,26 +242,40 @@ def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSet
         return []
     pick, owner = np.concatenate(picks), np.concatenate(owners)
     rows = space.vertex_rows(pick)
-    ks = space.part_mass[owner] * omega**2 / settings.contact_share
+    share = space.part_mass[owner] / settings.contact_share  # (P,) kg each point stands for
     out = []
     mu, slip = conditions.friction, settings.friction_slip * size
+    # resting contact settles (its compression damped) unless it is perfectly elastic
+    zeta = settings.stiff_damping if conditions.bounciness < 1.0 else 0.0
     for obstacle, part in obstacles:
         keep = owner != part
         if not keep.any():
             continue
         threshold = np.minimum(margin, obstacle.rest_distance(space.vertices[pick[keep]]))
-        points = ContactPoints(rows[keep], ks[keep], threshold)
-        out.append(Contact(points, obstacle, mu, slip, omega))
+        points = ContactPoints(rows[keep], share[keep] * omega**2, threshold, share[keep])
+        out.append(Contact(points, obstacle, mu, slip, omega, zeta))
     return out
 
 
 def _rest_speed(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
-    """The approach speed (m/s) below which an impact does not bounce: what gravity gives in
-    falling through twice the contact margin, and at least 1% of the object's size per second
-    (so that an object settles instead of hopping forever on its contact points)."""
+    """The approach speed (m/s) below which a point does not bounce: what gravity gives in
+    falling through the contact margin, and at least 1% of the object's size per second (so
+    that an object settles instead of hopping forever on its contact points)."""
     size = space.object_size
-    fall = 2.0 * settings.contact_margin * size
+    fall = settings.contact_margin * size
     return max(float(np.sqrt(2.0 * np.linalg.norm(conditions.gravity) * fall)), 0.01 * size)
+
+
+def contact_omega(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
+    """The contact's frequency (rad/s): ``contact_hz``, or more where the load (gravity and
+    the forces per kg) resting on ``contact_share`` points would sink them further than
+    ``contact_depth`` object sizes (small objects)."""
+    load = (
+        float(np.linalg.norm(conditions.gravity))
+        + sum(float(np.linalg.norm(f.vector)) for f in conditions.forces) / conditions.mass
+    )
+    need = np.sqrt(load / (settings.contact_depth * space.object_size))
+    return max(TWO_PI * settings.contact_hz, float(need))
 
 
 def _submesh(space: RigSpace, faces: np.ndarray):
@@ -444,7 +458,9 @@ def simulate_rig(
         settings=settings,
     )
     built = time.perf_counter() - started
-    energies = [_rigidity(space, TWO_PI * settings.rigidity_hz)]
+    # each bone stiffer than what it meets, so that a contact cannot squash it
+    rigid = max(TWO_PI * settings.rigidity_hz, 2.0 * contact_omega(space, conditions, settings))
+    energies = [_rigidity(space, rigid)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
     glue = _glue(space, TWO_PI * settings.glue_hz)
     stretch = _stretch(

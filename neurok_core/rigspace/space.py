@@ -46,7 +46,9 @@ class RigSettings:
     contact_samples: points per part that meet obstacles (its vertices, farthest-point
     sampled where it has more); contact_share: how many of them hold the part's weight at
     contact_hz (each point's stiffness is the part's mass (2 pi contact_hz)^2 / contact_share,
-    so that a ball resting on one point sinks no more than a box on its face)."""
+    so that a ball resting on one point sinks no more than a box on its face); contact_depth
+    (object sizes): how deep the load (gravity and the forces) sinks those points at most (it
+    raises the contact's frequency for small objects)."""
 
     rigidity_hz: float = 60.0
     stretch_hz: float = 40.0
@@ -60,6 +62,7 @@ class RigSettings:
     max_halvings: int = 6
     contact_samples: int = 1000
     contact_share: float = 4.0
+    contact_depth: float = 0.001
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
 

@@ -20,9 +20,10 @@ with gravity (0, 0, -9.81) m/s^2:
   collider) under its lid's push for the first tenth.
 
 The **undamped run** of a scene keeps the mesh and the pins but has no gravity, no damping,
-stiffness 1 Hz and an initial velocity of 0.5 L/s on the scene's key vertex (L: the longest side
-of the rest bounding box) along its push or drag direction, for 10 s of animation at a chosen
-fps (the same simulated time whatever the fps).
+fully elastic frictionless contact (bounciness 1, friction 0), stiffness 1 Hz and an initial
+velocity of 0.5 L/s on the scene's key vertex (L: the longest side of the rest bounding box)
+along its push or drag direction, for 10 s of animation at a chosen fps (the same simulated
+time whatever the fps).
 
 Targets (``TARGETS``) are the design's: articulated motion >= 0.05 L, worst part residual <= 0.01 L,
 parts that touched at rest at most 0.02 L farther apart (``detached``) and no part deeper than 0.01
@@ -228,7 +229,8 @@ def scene_conditions(name: str, mesh: SceneMesh, frames: int) -> SimulationCondi
 
 
 def undamped_conditions(name: str, mesh: SceneMesh, fps: float) -> SimulationConditions:
-    """The scene's undamped run: no gravity or damping, 1 Hz, 0.5 L/s on the key vertex, 10 s."""
+    """The scene's undamped run: no gravity or damping, fully elastic frictionless contact
+    (bounciness 1, friction 0), 0.5 L/s on the key vertex, 10 s."""
     mark, direction = SCENES[name].kick
     d = np.asarray(_direction(mesh, direction))
     kick = InitialVelocity(
@@ -241,6 +243,8 @@ def undamped_conditions(name: str, mesh: SceneMesh, fps: float) -> SimulationCon
         mass=SCENES[name].mass,
         stiffness=1.0,
         damping=0.0,
+        bounciness=1.0,
+        friction=0.0,
         frames=int(round(UNDAMPED_SECONDS * fps)) + 1,
         fps=fps,
         device="cpu",

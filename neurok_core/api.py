@@ -135,15 +135,22 @@ class NeuROK:
         ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones).
         ``dynamics="rig"`` integrates the motion in the rig space of the mesh instead
         (:func:`neurok_core.rigspace.simulate_rig`: the bones' rigid motions as coordinates;
-        ``settings`` then a ``RigSettings``); its result always carries the rig.
+        ``settings`` then a ``RigSettings``); its result always carries the rig, and an
+        object that starts inside the ground is refused before any work, as the latent
+        dynamics refuse it.
         ``time_limit``: seconds after which the run stops with the frames so far
         (``info["cancelled"]``); None: none."""
+        from .dynamics.conditions import SimulationConditions
+        from .dynamics.limits import check_mesh_start
         from .dynamics.settings import DEFAULT_SETTINGS
         from .simulate import simulate
 
         if dynamics == "rig":
             from .rigspace import simulate_rig
 
+            if isinstance(conditions, SimulationConditions):  # simulate_rig refuses the rest
+                conditions.validate(len(space.vertices))
+                check_mesh_start(space.vertices, conditions, DEFAULT_SETTINGS)
             return simulate_rig(
                 space.vertices,
                 space.faces,

@@ -186,13 +186,14 @@ def check_output(path: str, suffixes: tuple[str, ...], what: str) -> Path:
 def checked_simulation(args):
     """The mesh and the conditions of ``neurok simulate``, with every check that they alone
     decide done (no model is loaded): the mesh (:func:`~neurok_core.geometry.validate_mesh`), the
-    conditions against the file's vertices, anchors on vertices no face uses and, for the latent
-    dynamics, the loads and the start inside the ground
-    (:func:`~neurok_core.dynamics.limits.check_mesh_loads`, the checks the dynamics run again).
+    conditions against the file's vertices, anchors on vertices no face uses, the start inside
+    the ground (:func:`~neurok_core.dynamics.limits.check_mesh_start`) and, for the latent
+    dynamics, the loads (:func:`~neurok_core.dynamics.limits.check_mesh_loads`, the checks the
+    dynamics run again).
 
     Returns (vertices (N, 3), surface, conditions in file indices, the surface's conditions,
     the dynamics settings of the latent path)."""
-    from .dynamics.limits import check_mesh_loads
+    from .dynamics.limits import check_mesh_loads, check_mesh_start
     from .dynamics.settings import DEFAULT_SETTINGS
     from .geometry import validate_mesh
     from .surface import Surface
@@ -207,6 +208,8 @@ def checked_simulation(args):
         settings = DEFAULT_SETTINGS.with_overrides(local_model=False)
     if args.dynamics == "latent":
         check_mesh_loads(vertices[surface.used], body, settings)
+    else:
+        check_mesh_start(vertices[surface.used], body, settings)
     return vertices, surface, conditions, body, settings
 
 

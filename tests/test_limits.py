@@ -175,3 +175,39 @@ def test_cli_time_limit_stops_with_a_message_and_writes_nothing(tmp_path, capsys
     assert not out.exists()
     assert main([*args, "--time-limit", "-1"]) == 2
     assert "--time-limit: expected seconds >= 0" in capsys.readouterr().err
+
+
+def test_both_dynamics_refuse_a_start_inside_the_ground_before_any_work(
+    tmp_path, capsys, monkeypatch, tiny_checkpoint, tiny_slab_space
+):
+    """An object that starts deeper than ``max_start_depth`` inside the ground is refused with
+    one line by the CLI and the API in the rig space as in the latent one, before the rig
+    space is built (its simulation raises here)."""
+    import neurok_core.rigspace
+    from neurok_core.api import NeuROK
+
+    class Built(Exception):
+        pass
+
+    def simulate_rig(*args, **kwargs):
+        raise Built
+
+    monkeypatch.setattr(neurok_core.rigspace, "simulate_rig", simulate_rig)
+    ball = trimesh.creation.icosphere(subdivisions=2, radius=0.1)
+    ball.export(tmp_path / "ball.obj")
+    args = ["simulate", str(tmp_path / "ball.obj"), "--checkpoint", str(tiny_checkpoint)]
+    args += ["--frames", "4", "--quiet", "--out", str(tmp_path / "a.npz"), "--ground", "0"]
+    for dynamics in ("latent", "rig"):
+        assert main([*args, "--dynamics", dynamics]) == 2, dynamics
+        err = capsys.readouterr().err
+        assert "the object starts 0.1 m inside the ground" in err, (dynamics, err)
+        assert len(err.strip().splitlines()) == 1, (dynamics, err)
+    with pytest.raises(Built):  # a start above the ground goes on to the rig space
+        main([*args[:-1], "-0.2", "--dynamics", "rig"])
+    engine = NeuROK.load(tiny_checkpoint)
+    slab = tiny_slab_space  # 0.4 m long, 0.025 m (6% of that) below z = 0
+    for dynamics in ("latent", "rig"):
+        with pytest.raises(ConditionError, match="starts 0.025 m inside the ground"):
+            engine.simulate(slab, _conditions(ground=0.0), dynamics=dynamics)
+    with pytest.raises(Built):
+        engine.simulate(slab, _conditions(ground=-0.03), dynamics="rig")

@@ -21,6 +21,8 @@ still meets a budget per frame in the integrator (``max_frame_evaluations``,
 
 Everything here needs only the conditions and the object's size, so a caller with the mesh alone
 (the command line, before it loads a model) runs the same checks with ``check_mesh_loads``.
+The rig space's dynamics take only the start depth (``check_mesh_start``): the load bounds are
+those of the learned shapes.
 """
 
 from __future__ import annotations
@@ -106,21 +108,38 @@ def check_start_depth(deepest: float, size: float, settings: DynamicsSettings) -
         )
 
 
+def _mesh_size(vertices: np.ndarray) -> float:
+    """The longest side of the bounding box of ``vertices`` (N, 3); 1 when it has none (as
+    ``object_size``)."""
+    extent = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 0.0
+    return extent if math.isfinite(extent) and extent > 0 else 1.0
+
+
+def check_mesh_start(
+    vertices: np.ndarray, cond: SimulationConditions, settings: DynamicsSettings
+) -> None:
+    """``check_start_depth`` from the mesh alone, before any work: the depth of the deepest of
+    ``vertices`` (N, 3) inside the ground or a collider, against the longest side of their
+    bounding box; the one check both dynamics (latent and rig space) make before any work.
+    Raises ConditionError."""
+    if not cond.contact:
+        return
+    vertices = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+    size = _mesh_size(vertices)
+    obstacles = scene_obstacles(cond.ground, cond.colliders, size, settings.contact)
+    check_start_depth(float(obstacles.exact_depth(vertices).max()), size, settings)
+
+
 def check_mesh_loads(
     vertices: np.ndarray, cond: SimulationConditions, settings: DynamicsSettings
 ) -> None:
-    """``check_bounded`` and ``check_start_depth`` from the mesh alone, before any model: the
+    """``check_bounded`` and ``check_mesh_start`` from the mesh alone, before any model: the
     object's size is the longest side of the bounding box of ``vertices`` (N, 3), those of its
     surface (the dynamics measure it on surface samples, which lie inside that box, so nothing
-    passes here that they refuse for its size), and the start depth is that of its deepest
-    vertex. Raises ConditionError."""
+    passes here that they refuse for its size). Raises ConditionError."""
     vertices = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
-    extent = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 0.0
-    size = extent if math.isfinite(extent) and extent > 0 else 1.0  # as ``object_size``
-    check_bounded(cond, cond.mass, size, settings)
-    if cond.contact:
-        obstacles = scene_obstacles(cond.ground, cond.colliders, size, settings.contact)
-        check_start_depth(float(obstacles.exact_depth(vertices).max()), size, settings)
+    check_bounded(cond, cond.mass, _mesh_size(vertices), settings)
+    check_mesh_start(vertices, cond, settings)
 
 
 def _metres(value: float) -> str:

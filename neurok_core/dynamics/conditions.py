@@ -323,6 +323,7 @@ class SimulationConditions:
     bounciness: the contact's restitution, 0 to 1 (as Blender's rigid body Bounciness): a
         point that hits an obstacle leaves it at this share of the speed it came in with, so a
         dropped ball rebounds to bounciness^2 of its drop; 1 keeps the energy of an impact.
+        Only the rig space's dynamics bounce; the latent dynamics' contact does not read it.
     With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
     translation added to its learned coordinates), so it can fall onto what it meets.
     """

@@ -3,6 +3,8 @@ interface's shape, and the motion's properties against analytic answers."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import trimesh
@@ -224,3 +226,44 @@ def test_a_pinned_cloth_keeps_its_size_and_its_pins():
     for t in range(len(x)):
         length = np.linalg.norm(x[t, edges[:, 1]] - x[t, edges[:, 0]], axis=1)
         assert np.abs(length / l0 - 1).mean() < 0.05
+
+
+@pytest.mark.parametrize("scale", [0.03, 30.0])
+def test_a_lid_closes_the_same_way_at_every_size(scale):
+    """The laptop (32 cm) scaled to 1 cm and to 10 m, its clock with sqrt(size) (the same
+    motion in units of size and sqrt(size / g), the push's share of the weight kept): the lid
+    closes as far, rigidly, about its hinge, and does not go into its base."""
+    from training.eval.scene_meshes import laptop
+    from training.eval.scene_metrics import part_contact_scores, turn_scores
+    from training.eval.scene_specs import _direction
+
+    def closing(s):
+        mesh = laptop(edge=0.04)
+        v = mesh.vertices * s
+        push = Force(
+            _direction(mesh, None),
+            2.0,
+            vertex=mesh.landmarks["lid_edge"],
+            end_frame=8,
+        )
+        cond = SimulationConditions(
+            forces=(push,),
+            pins=tuple(mesh.pins.tolist()),
+            mass=1.5,
+            damping=0.5 / np.sqrt(s),
+            frames=33,
+            fps=24.0 / np.sqrt(s),
+        )
+        x = simulate_rig(v, mesh.faces, cond).positions.astype(np.float64)
+        hinge = dataclasses.replace(mesh.hinge, point=tuple(np.multiply(mesh.hinge.point, s)))
+        turn = turn_scores(v, x, mesh.parts, hinge)
+        parts = part_contact_scores(v, x, mesh.faces, mesh.parts)
+        return turn, parts, rigid_fit_residual(v[mesh.parts == 1], x[:, mesh.parts == 1]).max()
+
+    ref, _, _ = closing(1.0)
+    turn, parts, residual = closing(scale)
+    assert ref["closing_max_deg"] > 30
+    assert turn["closing_max_deg"] == pytest.approx(ref["closing_max_deg"], abs=5.0)
+    assert turn["turn_axis_cos"] > 0.99
+    assert residual < 0.01 * 0.32 * scale
+    assert parts["penetration_parts"] <= 0.01

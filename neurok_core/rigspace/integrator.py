@@ -32,6 +32,7 @@ from .energies import flat_kron
 
 CONVERGED = 1e-7  # a Newton step this small (axes; centres in object sizes) has converged
 ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
+RESIDUAL = 1e-6  # or the step's equations' residual has fallen by this factor
 TRAVEL = 0.01  # object sizes a contact point may move in one step
 MAX_SPLIT = 64  # most steps a substep is split into for that
 TOI_PASSES = 3  # interpolations of the moment an impact happens within a step
@@ -356,10 +357,18 @@ class Integrator:
 
         moved = np.inf
         damp = None
+        first = None
         for _ in range(self.iterations):
             g, hess, damp, m0 = residual(y, damp, True)
             big = inertia * m + dscale * (cm * m + damp) + hess
             gf = g[free]
+            # converged too when the equations' residual has fallen by RESIDUAL (a direction
+            # that nothing resists, such as a bone few vertices follow, may keep stepping)
+            size = float(np.linalg.norm(gf * weight))
+            first = size if first is None else first
+            if size <= RESIDUAL * first and self.report.iterations > 0:
+                moved = 0.0
+                break
             hf = big[np.ix_(free, free)] + inertia * self.ridge
             try:
                 if euler:

@@ -138,8 +138,11 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
             if a is None or b is None:
                 continue
             near_pts, inside = [], False
-            for (_, samples, _, _), (_, _, dist, _) in ((a, b), (b, a)):
-                d = dist.exact(samples)
+            for (_, samples, _, _), (v, _, dist, _) in ((a, b), (b, a)):
+                # only the samples within the other body's box (padded) can be near it
+                box = ((samples > v.min(0) - tol) & (samples < v.max(0) + tol)).all(1)
+                samples = samples[box]
+                d = dist.exact(samples) if len(samples) else np.zeros(0)
                 near_pts.append(samples[np.abs(d) < tol])
                 inside = inside or bool((d < -OVERLAP * size).sum() >= 3)
             near = np.concatenate(near_pts)

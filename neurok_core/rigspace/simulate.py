@@ -209,7 +209,9 @@ def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSet
     size = space.object_size
     margin = settings.contact_margin * size
     omega = contact_omega(space, conditions, settings)
-    cell, band = size / 100, max(0.1 * size, size / 100)
+    # the grid needs distances only a few cells beyond the contact margin
+    cell = size / 100
+    band = max(4 * cell, 4 * margin)
     parts = space.layout.parts
     moving = np.flatnonzero(~space.fixed_parts)
     obstacles = []  # (obstacle, the part it is, -1 for the world)
@@ -458,15 +460,19 @@ def simulate_rig(
         settings=settings,
     )
     built = time.perf_counter() - started
+    # a small object's loads act faster (sqrt(g / L)): every stiff energy is made stiffer by
+    # what its contact needs over contact_hz, so the motion is the same at every size; and
     # each bone stiffer than what it meets, so that a contact cannot squash it
-    rigid = max(TWO_PI * settings.rigidity_hz, 2.0 * contact_omega(space, conditions, settings))
+    contact = contact_omega(space, conditions, settings)
+    stiffen = contact / (TWO_PI * settings.contact_hz)
+    rigid = max(TWO_PI * settings.rigidity_hz * stiffen, 2.0 * contact)
     energies = [_rigidity(space, rigid)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
-    glue = _glue(space, TWO_PI * settings.glue_hz)
+    glue = _glue(space, TWO_PI * settings.glue_hz * stiffen)
     stretch = _stretch(
         space,
         settings,
-        TWO_PI * settings.stretch_hz,
+        TWO_PI * settings.stretch_hz * stiffen,
         material_damping(settings.stretch_damping, conditions.damping),
     )
     energies += [e for e in (glue, stretch) if e is not None]

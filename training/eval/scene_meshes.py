@@ -341,6 +341,30 @@ def laptop_on_desk(edge: float = 0.02) -> SceneMesh:
     return replace(mesh, pins=np.zeros(0, dtype=np.int64), colliders=(("desk", desk_v, desk_f),))
 
 
+def arm(edge: float = 0.03) -> SceneMesh:
+    """A three-link arm, like a robot's stacked links: a 10 x 10 x 20 cm base post (part 0,
+    pinned), then three 50 x 10 x 6 cm links (parts 1-3), each lying on the one below over a
+    10 x 10 cm square at its end (a small flat patch: a revolute joint about the vertical),
+    turned 90 degrees from it. ``tip`` = the far end of the last link."""
+    t, w, length = 0.06, 0.1, 0.5
+    pieces = [(*grid_box((w, w, 0.2), (0.0, 0.0, 0.1), edge), 0)]
+    # link k's near end sits over the previous link's far end (the base for link 1)
+    ends = [(0.0, 0.0)]
+    along = [(1, 0), (0, 1), (1, 0)]
+    for k, (ax, ay) in enumerate(along):
+        x0, y0 = ends[-1]
+        z = 0.2 + t * (k + 0.5)
+        cx, cy = x0 + ax * (length - w) / 2, y0 + ay * (length - w) / 2
+        extents = (length if ax else w, length if ay else w, t)
+        pieces.append((*grid_box(extents, (cx, cy, z), edge), k + 1))
+        ends.append((x0 + ax * (length - w), y0 + ay * (length - w)))
+    v, f, parts = _assemble(pieces)
+    x, y = ends[-1]
+    tip = nearest_vertex(v, (x + w / 2, y, 0.2 + 2.5 * t), parts == 3)
+    pins = np.flatnonzero(parts == 0)
+    return SceneMesh(v, f, parts, pins, True, "articulated", {"tip": tip}, None)
+
+
 BUILDERS = {
     "laptop": laptop,
     "chest": chest,
@@ -354,5 +378,6 @@ BUILDERS = {
     "ball_drop": ball_drop,
     "cloth_on_box": cloth_on_box,
     "laptop_on_desk": laptop_on_desk,
+    "arm": arm,
 }
 """Scene name -> builder of its mesh (default resolution)."""

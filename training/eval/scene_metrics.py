@@ -177,7 +177,8 @@ def score_motion(
     the mean |l/l0 - 1|. ``volume``: ``volume_ratio`` min and max of V_t / V_0. ``hinge``: the
     :func:`turn_scores`. ``drag`` = (vertex, target (3,), frame): ``drag_miss`` |x_frame -
     target| / L (None if the run ended before that frame). ``energy`` (T,): ``energy_drift``.
-    ``obstacles`` (``neurok_core.dynamics.obstacles.Obstacles``): the :func:`contact_scores`.
+    ``obstacles`` (``neurok_core.dynamics.obstacles.Obstacles``): the :func:`contact_scores`,
+    and with ``strain`` and colliders the cloth's :func:`drape`.
     """
     rest = np.asarray(rest, dtype=np.float64)
     frames = np.asarray(frames, dtype=np.float64)
@@ -207,9 +208,25 @@ def score_motion(
         out["energy_drift"] = energy_drift(energy)
     if obstacles is not None:
         out.update(contact_scores(rest, frames, obstacles, fps))
+        if strain and getattr(obstacles, "meshes", None):
+            out["drape"] = drape(rest, frames[-1], faces, obstacles)
     if parts is not None and len(np.unique(np.asarray(parts)[np.asarray(parts) >= 0])) > 1:
         out.update(part_contact_scores(rest, frames, faces, parts))
     return out
+
+
+def drape(rest: np.ndarray, last: np.ndarray, faces, obstacles) -> float | None:
+    """How far a cloth's free edges (the edges of one face) hang below the top of the
+    colliders at the last frame, in units of the cloth's half-width (half its longest rest
+    side): (top - median edge height) / half-width; None for a closed mesh."""
+    edges = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), 1)
+    unique, counts = np.unique(edges, axis=0, return_counts=True)
+    border = np.unique(unique[counts == 1])
+    if not len(border):
+        return None
+    top = max(float(m.vertices[:, 2].max()) for m in obstacles.meshes)
+    half = 0.5 * float(np.ptp(rest, axis=0).max())
+    return float((top - np.median(last[border, 2])) / half)
 
 
 PART_TOUCH = 0.01  # L: parts closer than this at rest touch

@@ -126,6 +126,7 @@ SCENES: dict[str, Scene] = {
     "laptop_on_desk": Scene(
         1.5, ("lid_edge", None), push=Push("lid_edge", None, 2.0, 0.1), seconds=2.5
     ),
+    "arm": Scene(3.0, ("tip", (0, 1, 0)), push=Push("tip", (0, 1, 0), 3.0, 0.25)),
 }
 
 ARTICULATED = (
@@ -154,7 +155,8 @@ TARGETS: dict[str, tuple] = {
         ("volume_ratio.max", "<=", 1.1),
         *CONTACT,
     ),
-    "cloth_on_box": (("edge_strain.max", "<=", 0.05), *CONTACT),
+    "cloth_on_box": (("edge_strain.max", "<=", 0.05), ("drape", ">=", 0.25), *CONTACT),
+    "arm": ARTICULATED,
     "laptop_on_desk": (
         ("part_residual", "<=", 0.01),
         ("detached", "<=", 0.02),

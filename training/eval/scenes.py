@@ -323,6 +323,8 @@ COLUMNS = (
     ("vol min/max", ("volume_ratio.min", "volume_ratio.max"), "{:.3f}"),
     ("pin drift", "pinned_drift", "{:.1e}"),
     ("drag miss", "drag_miss", "{:.3f}"),
+    ("depth obst/parts", ("penetration", "penetration_parts"), "{:.3f}"),
+    ("drape", "drape", "{:.2f}"),
     ("E drift", "energy_drift", "{:.1e}"),
 )
 ALIASES = {"motion": ("moves",)}  # targets shown in another score's column

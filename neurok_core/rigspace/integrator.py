@@ -82,6 +82,7 @@ class Integrator:
         self.free = np.flatnonzero(free)
         self.mass = flat_kron(space.moments)
         ridge = 1e-9 * max(float(np.trace(space.moments)) / max(4 * nb, 1), 1e-300)
+        self.ridge_value = ridge
         self.ridge = ridge * np.eye(len(self.free))  # a bone no vertex follows keeps its place
         self.report = StepReport()
         self.scale = space.object_size
@@ -345,9 +346,11 @@ class Integrator:
             d_in = (yy - pull).reshape(-1)
             d_q = (yy - q).reshape(-1)
             g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
+            g[free] += inertia * self.ridge_value * d_in[free]  # the ridge's own inertia
             if euler:
                 merit = (
                     0.5 * inertia * float(d_in @ m @ d_in)
+                    + 0.5 * inertia * self.ridge_value * float(d_in[free] @ d_in[free])
                     + 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
                     + value
                 )

@@ -2,7 +2,9 @@
 packages whole; no development tool, training code or test ships, and the check that says so
 fails when one would."""
 
+import fnmatch
 import shutil
+import tomllib
 import zipfile
 
 import pytest
@@ -22,6 +24,18 @@ def test_built_zip_is_exactly_the_addon(tmp_path_factory):
     assert {"__init__.py", "blender_manifest.toml", "neurok_core/worker.py"} <= names
     assert "neurok_core/weights/default/config.json" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_every_folder_git_ignores_stays_out_of_the_zip():
+    """A run folder that git ignores (results/, runs/, ...) is left out by the manifest too, so
+    a checkout with one on disk still builds: the builder packs the disk, not git's files."""
+    manifest = tomllib.loads((ROOT / "blender_manifest.toml").read_text(encoding="utf-8"))
+    excluded = [p.strip("/") for p in manifest["build"]["paths_exclude_pattern"]]
+    lines = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    folders = [line.strip().strip("/") for line in lines if line.strip().endswith("/")]
+    assert folders  # the file was read
+    missing = [f for f in folders if not any(fnmatch.fnmatch(f, p) for p in excluded)]
+    assert not missing, f"git ignores {missing}, blender_manifest.toml ships them"
 
 
 def _zip(path, names):

@@ -153,7 +153,7 @@ def test_items_are_a_function_of_the_key(rigid_folder):
     a = PairDataset(root, num_points=32, augmentation=Augmentation(), seed=3)
     b = PairDataset(root, num_points=32, augmentation=Augmentation(), seed=3)
     torch.testing.assert_close(a[5]["rest"], b[5]["rest"], rtol=0, atol=0)
-    torch.testing.assert_close(a[5]["deformed"], a[5]["deformed"], rtol=0, atol=0)
+    torch.testing.assert_close(a[5]["deformed"], b[5]["deformed"], rtol=0, atol=0)
     assert not torch.equal(a[5]["rest"], a[6]["rest"])  # resampled points per item
     c = PairDataset(root, num_points=32, augmentation=Augmentation(), seed=4)
     assert not torch.equal(a[5]["rest"], c[5]["rest"])

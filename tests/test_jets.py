@@ -1,7 +1,5 @@
 """The decoder's Taylor-mode forward against torch.func (jacfwd, nested jvp), float64."""
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -174,29 +172,6 @@ def test_point_kinematics_match_autodiff(space, seed):
     torch.testing.assert_close(still.bias, torch.zeros_like(still.bias), atol=0, rtol=0)
     with pytest.raises(ValueError, match="q and qdot"):
         fast.kinematics(q[:-1], v[:-1])
-
-
-def test_speed_against_autodiff(space, capsys):
-    conditions = SimulationConditions(gravity=(0, 0, -9.81), frames=4, fps=24)
-    fast, _ = build_system(space, conditions, autodiff=False)
-    exact, _ = build_system(space, conditions, autodiff=True)
-    q = torch.full((space.reduced_dims,), 0.3, dtype=torch.float64)
-    v = torch.ones_like(q)
-    timings = {}
-    for name, system in (("jets", fast), ("torch.func", exact)):
-        point_kinematics(system, q, v)
-        runs = []
-        for _ in range(3):  # CPU time of this thread: the machine may be busy
-            start = time.thread_time()
-            point_kinematics(system, q, v)
-            runs.append(time.thread_time() - start)
-        timings[name] = min(runs)
-    with capsys.disabled():
-        print(
-            f"\npoint_kinematics ({space.model.config.deformation}, S={fast.num_points}, "
-            f"kq={space.reduced_dims}): jets {1e3 * timings['jets']:.1f} ms, "
-            f"torch.func {1e3 * timings['torch.func']:.1f} ms (CPU time)"
-        )
 
 
 def test_restricted_pass_carries_only_the_subspace(space):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -55,8 +56,11 @@ def _number(text: str, what: str, kind=float):
     try:
         return kind(text)
     except ValueError:
-        noun = "a whole number" if kind is int else "a number"
-        raise ConditionError(f"{what}: expected {noun}, got {text!r}") from None
+        raise ConditionError(f"{what}: expected {_noun(kind)}, got {text!r}") from None
+
+
+def _noun(kind) -> str:
+    return "a whole number" if kind is int else "a number"
 
 
 def _anchor(text: str, what: str) -> dict:
@@ -142,11 +146,9 @@ def build_conditions(args, vertices: np.ndarray):
         velocities=tuple(base.get("velocities", ()))
         + tuple(parse_velocity(v) for v in args.velocity),
         pins=tuple(sorted(pins)),
-        frames=args.frames,
-        fps=args.fps,
         device=args.device,
     )
-    for name in ("mass", "stiffness", "damping"):
+    for name in ("frames", "fps", "mass", "stiffness", "damping"):  # else the file's or default
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
     if args.ground is not None:
@@ -368,8 +370,25 @@ def cmd_info(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose refusals are one line, as the command's own are: ``neurok: error:
+    --frames: expected a whole number, got 'abc' (neurok simulate --help)`` and exit 2, not the
+    whole usage block. Subcommands' parsers are of this class too (argparse makes them so)."""
+
+    _INVALID = re.compile(r"argument (\S+): invalid (int|float) value: (.*)")
+
+    def error(self, message: str):
+        found = self._INVALID.fullmatch(message)
+        if found:
+            option, kind, value = found.groups()
+            message = f"{option}: expected {_noun(int if kind == 'int' else float)}, got {value}"
+        elif message.startswith("argument "):
+            message = message[len("argument ") :]
+        self.exit(2, f"neurok: error: {message} ({self.prog} --help)\n")
+
+
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="neurok", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="neurok", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
@@ -398,9 +417,11 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument("--pin", action="append", default=[], metavar="V1,V2,...")
     sim.add_argument("--pin-below", type=float, default=None, help="pin vertices with z <= this")
     sim.add_argument("--conditions", default=None, help="a SimulationConditions JSON file")
-    sim.add_argument("--frames", type=int, default=120, help="output frames incl. the rest")
-    sim.add_argument("--fps", type=float, default=24.0)
-    sim.add_argument("--mass", type=float, default=None, help="kg")
+    sim.add_argument(
+        "--frames", type=int, default=None, help="output frames, the rest shape included (120)"
+    )
+    sim.add_argument("--fps", type=float, default=None, help="frames per second (24)")
+    sim.add_argument("--mass", type=float, default=None, help="kg (1)")
     sim.add_argument("--stiffness", type=float, default=None, help="Hz")
     sim.add_argument("--damping", type=float, default=None, help="1/s")
     sim.add_argument("--gravity", default=None, metavar="GX,GY,GZ")

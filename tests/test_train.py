@@ -60,8 +60,10 @@ def test_training_lowers_the_loss(data_dir, tmp_path):
     torch.manual_seed(2)
     initial = build_model("tiny")  # the same initialisation as the run's
     trained, info = load_checkpoint(run / "checkpoint")
-    # seeds 2, 3, 4 reach 0.66, 0.63, 0.70 of the initial loss
-    assert fixed_loss(trained, data_dir) < 0.8 * fixed_loss(initial, data_dir)
+    # Seeds 0-9 reach 0.59 to 0.70 of the initial loss, the same to 1e-6 under
+    # ATEN_CPU_CAPABILITY=default, avx2 and the machine's own kernels; a run that does not learn
+    # stays at 1.0. The bound sits halfway between.
+    assert fixed_loss(trained, data_dir) < 0.85 * fixed_loss(initial, data_dir)
 
     assert info["training"]["steps"] == 60 and record["steps"] == 60
     assert info["training"]["augmentation"] is None

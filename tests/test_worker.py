@@ -152,6 +152,34 @@ def test_rig_request_of_a_model_without_bones_is_refused(tmp_path, checkpoint):
     assert code == 2 and "'pc2' output needs the 'frames'" in lines[-1]["message"]
 
 
+def test_a_rig_space_request_loads_no_model(tmp_path, capsys, monkeypatch):
+    """``"dynamics": "rig"`` runs without a model (here a checkpoint folder without one, and
+    loading any model fails): the rig comes back (linear blend), and it plays the frames."""
+    from neurok_core.api import NeuROK
+    from neurok_core.worker import read_request, run_request
+
+    def load(*args, **kwargs):
+        raise AssertionError("a rig-space request loaded a model")
+
+    monkeypatch.setattr(NeuROK, "load", load)
+    (tmp_path / "no_model").mkdir()
+    output = {"frames": "frames.npy", "result": "result.npz", "rig": "rig.npz"}
+    request, rest = write_request(tmp_path, tmp_path / "no_model", output=output, dynamics="rig")
+    done = run_request(read_request(request))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert "load" not in {m.get("stage") for m in lines}
+    assert [m["index"] for m in lines if m["type"] == "frame"] == [0, 1, 2, 3]
+    assert done["info"]["dynamics"] == "rig"
+    frames = np.load(done["frames"])
+    assert np.abs(frames[-1] - rest).max() > 1e-4  # the force moved it
+    with np.load(done["rig"]) as data:
+        rig = BoneRig.from_arrays(data)
+    assert rig.blend == "lbs" and rig.vertex_bones.shape[0] == len(rest)
+    for t in range(4):
+        np.testing.assert_allclose(rig.skin(rest, t), frames[t], atol=1e-5)
+    assert load_result(done["result"]).rig is not None
+
+
 def test_malformed_requests(tmp_path, checkpoint):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
@@ -165,6 +193,10 @@ def test_malformed_requests(tmp_path, checkpoint):
     request, _ = write_request(tmp_path, checkpoint, protocol=99)
     code, lines, _ = run(["--request", str(request)])
     assert code == 2 and "protocol" in lines[-1]["message"]
+    request, _ = write_request(tmp_path, checkpoint, dynamics="verlet")
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and lines[-1]["kind"] == "RequestError"
+    assert "'dynamics' must be one of latent, rig" in lines[-1]["message"]
 
 
 def test_bad_inputs_come_back_as_plain_messages(tmp_path, checkpoint):
@@ -209,13 +241,27 @@ def test_cancel_midway_leaves_no_result(tmp_path, checkpoint):
     assert np.load(tmp_path / "frames.npy", mmap_mode="r")[0].shape[1] == 3
 
 
-def test_killed_worker(tmp_path, checkpoint):
-    request, _ = write_request(tmp_path, checkpoint, frames=400)
+def test_a_killed_worker_leaves_the_frames_it_reported_and_no_result(tmp_path, checkpoint):
+    """Killed mid-run (as Blender's cancel or a crash does), the worker leaves each frame it
+    reported on disk (frames.npy is written frame by frame) and no result file, not a half one."""
+    request, rest = write_request(tmp_path, checkpoint, frames=400)
     proc = start(["--request", str(request)])
-    proc.stdout.readline()
-    proc.kill()
-    proc.wait(timeout=30)
-    assert proc.returncode == -signal.SIGKILL
+    try:
+        reported = []
+        while len(reported) < 2:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            message = json.loads(line)
+            if message["type"] == "frame":
+                reported.append(message["index"])
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    assert reported == [0, 1]
+    frames = np.load(tmp_path / "frames.npy", mmap_mode="r")
+    assert frames.shape == (400, len(rest), 3)
+    np.testing.assert_array_equal(frames[0], rest)  # the first frame is the rest shape
+    assert np.isfinite(frames[1]).all() and np.abs(frames[1]).max() > 0
     assert not (tmp_path / "result.npz").exists()
 
 

@@ -182,17 +182,17 @@ def test_both_dynamics_refuse_a_start_inside_the_ground_before_any_work(
 ):
     """An object that starts deeper than ``max_start_depth`` inside the ground is refused with
     one line by the CLI and the API in the rig space as in the latent one, before the rig
-    space is built (its simulation raises here)."""
-    import neurok_core.rigspace
+    space is built (building it raises here)."""
+    import neurok_core.rigspace.simulate
     from neurok_core.api import NeuROK
 
     class Built(Exception):
         pass
 
-    def simulate_rig(*args, **kwargs):
+    def build_rig_space(*args, **kwargs):
         raise Built
 
-    monkeypatch.setattr(neurok_core.rigspace, "simulate_rig", simulate_rig)
+    monkeypatch.setattr(neurok_core.rigspace.simulate, "build_rig_space", build_rig_space)
     ball = trimesh.creation.icosphere(subdivisions=2, radius=0.1)
     ball.export(tmp_path / "ball.obj")
     args = ["simulate", str(tmp_path / "ball.obj"), "--checkpoint", str(tiny_checkpoint)]

@@ -15,7 +15,9 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import SimulationConditions
+from ..dynamics.limits import check_mesh_start
 from ..dynamics.obstacles import MeshDistance, Obstacles
+from ..dynamics.settings import DEFAULT_SETTINGS
 from ..errors import ConditionError
 from ..geometry import farthest_point_subsample, unique_edges
 from ..results import SimulationResult
@@ -450,6 +452,9 @@ def simulate_rig(
         raise ConditionError("conditions must be a SimulationConditions")
     vertices = np.asarray(vertices, dtype=np.float64)
     conditions.validate(len(vertices))
+    # an object that starts inside the ground is refused before any work, as the latent
+    # dynamics refuse it
+    check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
     started = time.perf_counter()
     space = build_rig_space(
         vertices,

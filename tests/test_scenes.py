@@ -384,7 +384,8 @@ def test_a_run_out_of_time_is_scored_on_its_frames_and_fails(checkpoint):
     engine = NeuROK.load(checkpoint, device="cpu")
     record, _, result = run_scene(engine, "rope", 2000, undamped=False, timeout=1.0)
     assert record["run"]["timed_out"] and not record["run"]["complete"]
-    assert record["run"]["seconds"] < 4.0 and record["scores"]["frames"] == len(result.positions)
+    assert record["run"]["seconds"] >= 1.0  # it ran up to its limit, not stopped before it
+    assert record["scores"]["frames"] == len(result.positions) < 2000
     assert not record["pass"] and not any(t["pass"] for t in record["targets"].values())
     assert "(timed out)" in format_table({"scenes": {"rope": record}})
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What "Automatic" bakes as: a rig for a model with bones, else shape keys, or a point cache
-for a big mesh. The model is known from its checkpoint's ``config.json`` (read here, in
-Blender, without the engine: no torch)."""
+"""What "Automatic" bakes as: a rig whenever the result carries one (the rig space's dynamics,
+or a model with bones), else shape keys, or a point cache for a big mesh. The model is known
+from its checkpoint's ``config.json`` (read here, in Blender, without the engine: no torch)."""
 
 from __future__ import annotations
 
@@ -33,11 +33,13 @@ def model_has_bones(checkpoint: str = "") -> bool:
 
 def resolved_bake_mode(obj, checkpoint: str = "") -> str:
     """The object's bake mode with "AUTO" resolved: "RIG", "SHAPE_KEYS" or "POINT_CACHE". A rig
-    only where one can be made (a bone cannot shear: unequal axis scales take the other way)."""
+    when the result has one (the rig space always does; the latent space with a model with
+    bones), and only where one can be made (a bone cannot shear: unequal axis scales take the
+    other way)."""
     mode = obj.neurok.output.bake_mode
     if mode != "AUTO":
         return mode
-    if model_has_bones(checkpoint):
+    if obj.neurok.physics.dynamics == "rig" or model_has_bones(checkpoint):
         import numpy as np
 
         from .rig_bake import RigError, check_rig_transform

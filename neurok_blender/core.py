@@ -4,15 +4,17 @@
 The engine's conditions schema (``neurok_core.dynamics.conditions``) is the one boundary type
 between the two sides: the add-on builds ``SimulationConditions`` itself (so bad values are
 refused in Blender, before any engine starts, with the engine's own messages) and the request
-carries its ``to_dict``. ``write_pc2`` writes point caches; a rig bake reads the engine's rig
-and poses it with ``neurok_core.rig`` (``BoneRig``, the quaternion helpers). Installed,
-``neurok_core`` ships beside ``neurok_blender`` in the extension's package; in a development
-checkout it is a top-level package. ``tests/test_layout.py`` proves that importing the add-on
-never imports torch.
+carries its ``to_dict``; ``DYNAMICS`` names the coordinates a motion can be integrated in (the
+request's ``dynamics``, the Physics panel's choice). ``write_pc2`` writes point caches; a rig
+bake reads the engine's rig and poses it with ``neurok_core.rig`` (``BoneRig``, the quaternion
+helpers). Installed, ``neurok_core`` ships beside ``neurok_blender`` in the extension's package;
+in a development checkout it is a top-level package. ``tests/test_layout.py`` proves that
+importing the add-on never imports torch.
 """
 
 try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     from ..neurok_core.dynamics.conditions import (
+        DYNAMICS,
         Collider,
         Drag,
         Force,
@@ -24,6 +26,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     from ..neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.dynamics.conditions import (
+        DYNAMICS,
         Collider,
         Drag,
         Force,
@@ -35,6 +38,7 @@ except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 
 __all__ = [
+    "DYNAMICS",
     "BoneRig",
     "Collider",
     "ConditionError",

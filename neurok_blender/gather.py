@@ -362,6 +362,7 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
         vertices=world.astype(np.float32),
         faces=faces,
         conditions=conditions,
+        dynamics=physics.dynamics,
         checkpoint=settings.checkpoint or None,
         device=settings.device,
         cache_dir=str(space_cache_dir()),

@@ -32,14 +32,17 @@ class SimulationRequest:
     """One simulation: the world-space mesh, its conditions and the engine settings.
 
     vertices: (N, 3) float32 metres, world space; faces: (F, 3) int32 triangles.
+    dynamics: the coordinates of the motion, one of the engine's ``DYNAMICS``: "latent" (the
+    learned model's latent space) or "rig" (the rig space, which loads no model).
     checkpoint: a checkpoint folder, None for the engine's bundled default.
     want_frames / want_rig: what the engine returns, the frames of every vertex and / or the
-    rig (a model with bones).
+    rig (the rig space, or a model with bones).
     """
 
     vertices: np.ndarray = field(repr=False)
     faces: np.ndarray = field(repr=False)
     conditions: SimulationConditions
+    dynamics: str = "latent"
     checkpoint: str | None = None
     device: str = "auto"
     cache_dir: str | None = None
@@ -59,6 +62,7 @@ class SimulationRequest:
             "protocol": PROTOCOL,
             "mesh": "mesh.npz",
             "conditions": self.conditions.to_dict(),
+            "dynamics": self.dynamics,
             "checkpoint": self.checkpoint,
             "device": self.device,
             "cache_dir": self.cache_dir,

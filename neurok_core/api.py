@@ -134,23 +134,21 @@ class NeuROK:
         (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``;
         ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones).
         ``dynamics="rig"`` integrates the motion in the rig space of the mesh instead
-        (:func:`neurok_core.rigspace.simulate_rig`: the bones' rigid motions as coordinates;
-        ``settings`` then a ``RigSettings``); its result always carries the rig, and an
-        object that starts inside the ground is refused before any work, as the latent
-        dynamics refuse it.
+        (:func:`neurok_core.rigspace.simulate_rig`, which needs no model: the bones' rigid
+        motions as coordinates; ``settings`` then a ``RigSettings``); its result always carries
+        the rig, and an object that starts inside the ground is refused before any work, as
+        the latent dynamics refuse it.
         ``time_limit``: seconds after which the run stops with the frames so far
         (``info["cancelled"]``); None: none."""
-        from .dynamics.conditions import SimulationConditions
-        from .dynamics.limits import check_mesh_start
+        from .dynamics.conditions import DYNAMICS
         from .dynamics.settings import DEFAULT_SETTINGS
         from .simulate import simulate
 
-        if dynamics == "rig":
+        if dynamics not in DYNAMICS:
+            raise ValueError(f"dynamics must be one of {DYNAMICS}, got {dynamics!r}")
+        if dynamics == "rig":  # needs no model: its bones come from the mesh
             from .rigspace import simulate_rig
 
-            if isinstance(conditions, SimulationConditions):  # simulate_rig refuses the rest
-                conditions.validate(len(space.vertices))
-                check_mesh_start(space.vertices, conditions, DEFAULT_SETTINGS)
             return simulate_rig(
                 space.vertices,
                 space.faces,
@@ -161,9 +159,6 @@ class NeuROK:
                 want_vertices=vertices,
                 time_limit=time_limit,
             )
-        if dynamics != "latent":
-            raise ValueError(f"dynamics must be 'latent' or 'rig', got {dynamics!r}")
-
         return simulate(
             space,
             conditions,

@@ -18,15 +18,19 @@ Protocol (version 1)
          "mesh": "mesh.npz",             # vertices float32 (N, 3) metres, faces int32 (F, 3)
          "conditions": {...},            # neurok_core.dynamics.conditions.SimulationConditions
                                          #   .to_dict() (frames, fps, forces, drags, pins, ...)
+         "dynamics": "latent",           # latent (the default) | rig: the rig space, which
+                                         #   loads no model (checkpoint and device unused)
+                                         #   and always has a rig to write
          "checkpoint": null,             # a checkpoint directory, null = the bundled default
          "device": "auto",               # auto | cpu | cuda | mps
          "cache_dir": null,              # where kinematic spaces are cached (optional)
          "output": {"frames": "frames.npy",   # written as a (T, N, 3) float32 .npy, frame by frame
                     "result": "result.npz",   # optional: design section 5 result file
                     "pc2": "anim.pc2",        # optional: a PC2 point cache
-                    "rig": "rig.npz"}}        # optional (a model with bones): the motion as a
-                                              #   rig, neurok_core.rig arrays; with "rig" alone
-                                              #   (frames null) the vertices are not decoded
+                    "rig": "rig.npz"}}        # optional (the rig space, or a model with
+                                              #   bones): the motion as a rig, neurok_core.rig
+                                              #   arrays; with "rig" alone (frames null) the
+                                              #   vertices are not decoded
 
     Relative paths are relative to the request file's folder. Progress comes back on stdout, one
     JSON object per line, flushed at once:
@@ -69,6 +73,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from .dynamics.conditions import DYNAMICS
 
 PROTOCOL = 1
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
@@ -138,6 +144,11 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
     request["checkpoint"] = resolve(request.get("checkpoint"))
     request["cache_dir"] = resolve(request.get("cache_dir"))
     request["device"] = request.get("device") or "auto"
+    request["dynamics"] = request.get("dynamics") or "latent"
+    if request["dynamics"] not in DYNAMICS:
+        raise RequestError(
+            f"'dynamics' must be one of {', '.join(DYNAMICS)}, got {request['dynamics']!r}"
+        )
     request["output"] = {k: resolve(output.get(k)) for k in ("frames", "result", "pc2", "rig")}
     return request
 
@@ -196,19 +207,19 @@ class Warm:
 
 def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]:
     """Run one simulation request, emitting progress lines; returns the ``done`` message.
-    ``warm``: a serving worker's loaded models and spaces, reused and kept up to date."""
+    ``warm``: a serving worker's loaded models and spaces, reused and kept up to date (a
+    request in the rig space loads no model and uses neither)."""
     import numpy as np
 
-    from .api import NeuROK
     from .dynamics.conditions import SimulationConditions
     from .results import save_result
 
     start = time.perf_counter()
-    emit({"type": "status", "stage": "load", "message": "loading the model"})
-    if warm is None:
-        engine = NeuROK.load(request["checkpoint"], device=request["device"])
-    else:
-        engine = warm.engine(request["checkpoint"], request["device"])
+    rig_space = request["dynamics"] == "rig"  # no model: the rig space is the mesh's own
+    engine = space = None
+    if not rig_space:
+        emit({"type": "status", "stage": "load", "message": "loading the model"})
+        engine = _engine(request, warm)
     vertices, faces = load_mesh(request["mesh"])
     conditions = SimulationConditions.from_dict(request["conditions"])
     conditions.validate(len(vertices))
@@ -219,16 +230,8 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
     def on_progress(stage: str, fraction: float) -> None:
         emit({"type": "progress", "stage": stage, "fraction": round(float(fraction), 4)})
 
-    def build():
-        return engine.space(
-            vertices,
-            faces,
-            cache_dir=request["cache_dir"],
-            on_status=on_status,
-            on_progress=on_progress,
-        )
-
-    space = build() if warm is None else warm.space(engine, vertices, faces, build)
+    if not rig_space:
+        space = _space(engine, request, vertices, faces, warm, on_status, on_progress)
     out = request["output"]
     frames_path, rig_path = out["frames"], out["rig"]
     count = conditions.frames
@@ -245,15 +248,28 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             frames.flush()
         emit({"type": "frame", "index": index, "count": count, "energy": float(energy)})
 
-    on_status("simulate", f"simulating {count} frames")
-    result = engine.simulate(
-        space,
-        conditions,
-        on_frame=on_frame,
-        on_progress=on_progress,
-        vertices=frames is not None,
-        rig=bool(rig_path),
-    )
+    if rig_space:
+        from .rigspace import simulate_rig
+
+        on_status("simulate", f"simulating {count} frames in the rig space")
+        result = simulate_rig(
+            vertices,
+            faces,
+            conditions,
+            on_frame=on_frame,
+            on_progress=on_progress,
+            want_vertices=frames is not None,
+        )
+    else:
+        on_status("simulate", f"simulating {count} frames")
+        result = engine.simulate(
+            space,
+            conditions,
+            on_frame=on_frame,
+            on_progress=on_progress,
+            vertices=frames is not None,
+            rig=bool(rig_path),
+        )
     on_status("write", "writing results")
     if out["result"]:
         save_result(result, out["result"])
@@ -273,6 +289,30 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         "seconds": round(time.perf_counter() - start, 3),
         "info": result.info,
     }
+
+
+def _engine(request: dict[str, Any], warm: Warm | None):
+    """The request's model (``NeuROK``), loaded now or kept by a serving worker."""
+    from .api import NeuROK
+
+    if warm is None:
+        return NeuROK.load(request["checkpoint"], device=request["device"])
+    return warm.engine(request["checkpoint"], request["device"])
+
+
+def _space(engine, request, vertices, faces, warm: Warm | None, on_status, on_progress):
+    """The mesh's kinematic space in ``engine``'s model, built now or kept by ``warm``."""
+
+    def build():
+        return engine.space(
+            vertices,
+            faces,
+            cache_dir=request["cache_dir"],
+            on_status=on_status,
+            on_progress=on_progress,
+        )
+
+    return build() if warm is None else warm.space(engine, vertices, faces, build)
 
 
 def write_rig_arrays(rig, path: str) -> None:

@@ -121,6 +121,7 @@ def test_gather_world_space_request(tmp_path, zip_path):
     (posed,) = out["posed_warnings"]
     assert "deformed by Armature 'Pose'" in posed and "rest" in posed and "Smooth It" not in posed
     assert "extensions" in out["cache_dir"]
+    assert out["dynamics"] == "latent" and out["rig_dynamics"] == "rig"  # the Dynamics choice
 
 
 def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
@@ -131,9 +132,10 @@ def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
     assert "neurok.simulate" not in out["nothing"]["operators"]
     mesh = out["mesh"]
     assert {"neurok.add_force", "neurok.add_drag", "neurok.add_velocity"} <= set(mesh["operators"])
-    assert {"mass", "stiffness", "damping", "use_gravity", "pin_group", "bake_mode"} <= set(
+    assert {"mass", "stiffness", "damping", "use_gravity", "pin_group", "dynamics"} <= set(
         mesh["props"]
     )
+    assert "bake_mode" in mesh["props"]
     assert "neurok.simulate" in mesh["operators"]
     assert {"strength", "use_frame_range", "frame_start", "frame_end"} <= set(
         out["active_FORCE"]["props"]

@@ -65,6 +65,25 @@ def test_request_files_are_what_the_worker_reads(tmp_path):
     assert engine == conditions()  # the request carries the conditions unchanged
 
 
+def test_the_dynamics_choice_reaches_the_worker(tmp_path):
+    """The request carries the dynamics as the engine names them (latent unless told); the
+    worker refuses a name it does not know."""
+    from neurok_core.dynamics.conditions import DYNAMICS
+    from neurok_core.worker import RequestError
+
+    vertices = np.random.default_rng(0).normal(size=(7, 3))
+    faces = np.array([[0, 1, 2], [2, 3, 4], [4, 5, 6]])
+    assert DYNAMICS == ("latent", "rig")
+    for dynamics in (None, *DYNAMICS):
+        extra = {} if dynamics is None else {"dynamics": dynamics}
+        request = SimulationRequest(vertices, faces, conditions(), **extra)
+        parsed = read_request(request.write(tmp_path / f"job_{dynamics}"))
+        assert parsed["dynamics"] == (dynamics or "latent")
+    request = SimulationRequest(vertices, faces, conditions(), dynamics="verlet")
+    with pytest.raises(RequestError, match="'dynamics' must be one of latent, rig"):
+        read_request(request.write(tmp_path / "job_bad"))
+
+
 def test_load_frames_checks_shape_and_values(tmp_path):
     path = tmp_path / "frames.npy"
     frames = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(4, 5, 3))

@@ -14,7 +14,22 @@ from bpy.props import (
     StringProperty,
 )
 
+from ..core import DYNAMICS
 from .condition import NeuROKConditionSettings
+
+# the engine's dynamics (``core.DYNAMICS``, the request's ``dynamics``) as the panel shows them
+_DYNAMICS_ITEMS = {
+    "latent": (
+        "Learned Space",
+        "The motion in the learned model's latent space (the default for now)",
+    ),
+    "rig": (
+        "Rig Space",
+        "The bones' rigid motions as the coordinates, with joints, elasticity and contact as"
+        " energies: parts stay rigid and lids turn on their hinges; needs no model, and"
+        " Automatic bakes it as a rig",
+    ),
+}
 
 
 class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
@@ -104,6 +119,12 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         min=0.0,
         max=1.0,
     )
+    dynamics: EnumProperty(
+        name="Dynamics",
+        description="The coordinates the motion is integrated in",
+        items=tuple((name, *_DYNAMICS_ITEMS[name]) for name in DYNAMICS),
+        default="latent",
+    )
 
 
 class NeuROKOutputSettings(bpy.types.PropertyGroup):
@@ -129,15 +150,15 @@ class NeuROKOutputSettings(bpy.types.PropertyGroup):
                 "Rig",
                 "An armature whose bones are keyed on every frame, with vertex groups and an"
                 " Armature modifier: editable in the Graph Editor, light for any mesh size"
-                " (needs a model with bones)",
+                " (the rig space's dynamics, or a model with bones)",
                 "ARMATURE_DATA",
                 2,
             ),
             (
                 "AUTO",
                 "Automatic",
-                "A rig when the model has bones, else shape keys (a point cache above 50,000"
-                " vertices)",
+                "A rig for the rig space's dynamics or a model with bones, else shape keys (a"
+                " point cache above 50,000 vertices)",
                 "AUTO",
                 3,
             ),

@@ -140,6 +140,7 @@ class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
         g = scene.gravity if scene.use_gravity else (0.0, 0.0, 0.0)
         sub.label(text=f"scene: {g[0]:.2f}, {g[1]:.2f}, {g[2]:.2f} m/s²")
         layout.prop_search(physics, "pin_group", obj, "vertex_groups", text="Pin Group")
+        layout.prop(physics, "dynamics")
 
 
 class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):
@@ -162,7 +163,9 @@ class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):
         if physics.collider_source == "COLLECTION":
             layout.prop(physics, "collider_collection")
         layout.prop(physics, "friction")
-        layout.prop(physics, "bounciness")
+        row = layout.row()
+        row.active = physics.dynamics == "rig"  # only the rig space's contact bounces
+        row.prop(physics, "bounciness")
 
 
 class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):

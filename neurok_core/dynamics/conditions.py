@@ -28,6 +28,9 @@ from ..errors import ConditionError
 Vec3 = tuple[float, float, float]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+# the coordinates a motion is integrated in (``NeuROK.simulate(dynamics=)``, ``--dynamics``, the
+# worker's request): the learned latent space, or the rig space (the bones' rigid motions)
+DYNAMICS = ("latent", "rig")
 MAX_FRAMES = 100_000
 MAX_STIFFNESS_HZ = 100.0
 MAX_SUBSTEPS = 1024

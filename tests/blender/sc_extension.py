@@ -246,7 +246,11 @@ def gather_world_space(params) -> dict:
         "frame_start": got.frame_start,
         "frame_count": got.frame_count,
         "cache_dir": req.cache_dir,
+        "dynamics": req.dynamics,
     }
+    obj.neurok.physics.dynamics = "rig"
+    out["rig_dynamics"] = gather.gather(bpy.context, obj, settings).request.dynamics
+    obj.neurok.physics.dynamics = "latent"
     # the force's Empty moved off its vertex: it then acts at the Empty's point
     force.location.z += 0.3
     bpy.context.view_layer.update()

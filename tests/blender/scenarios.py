@@ -22,6 +22,7 @@ import sc_engine  # noqa: F401
 import sc_extension  # noqa: F401
 import sc_panels  # noqa: F401
 import sc_rig  # noqa: F401
+import sc_rig_space  # noqa: F401
 import sc_simulate  # noqa: F401
 from bl_helpers import SCENARIOS, install
 

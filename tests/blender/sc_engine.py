@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import bpy
@@ -69,9 +68,7 @@ def engine_setup(params) -> dict:
     paths = addon("neurok_blender.paths")
     tmp = Path(params["tmp"])
     out = {}
-    start = time.monotonic()
     out["install"] = call(bpy.ops.neurok.install_dependencies)
-    out["install_seconds"] = time.monotonic() - start
     out["deps_left"] = sorted(p.name for p in paths.deps_root().iterdir())
     out["status_after_install"] = registry.engine_status().state
     p = prefs()

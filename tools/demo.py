@@ -9,11 +9,14 @@ Runs Blender as the ``bpy`` module (no window); the engine runs in the worker pr
 extension starts, exactly as it does for a user (this process never imports torch). The scene:
 
 - a laptop (base and lid, one mesh; the base pinned) whose open lid gets a push from a force
-  arrow on its top edge, then swings under gravity (baked as shape keys);
+  arrow on its top edge, then swings shut under gravity and rests on the base;
 - a flag on a pole (pinned along the pole) whose free corner is pulled by a drag handle and
-  released (baked as a PC2 point cache read by a Mesh Cache modifier).
+  released.
 
-Writes ``neurok_demo.blend`` (with ``neurok_demo_neurok/Flag_<id>.pc2`` beside it), ``frames/*.png``
+Both move in the rig space (``DYNAMICS``: the bones' rigid motions, joints and contact as
+energies; the lid stays rigid and turns about the hinge its interface with the base makes, the
+flag keeps its size) and are baked as editable rigs (Automatic). Writes ``neurok_demo.blend``,
+``frames/*.png``
 (Workbench, frame number stamped), ``contact_sheet.png``, ``preview.gif`` (when Pillow is
 installed) and ``summary.json`` (paths, timings, what moved).
 """
@@ -34,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "bl_ext.user_default.neurok"  # where Blender installs the extension
 SHOWN = ("Pole", "Force marker", "Drag target")  # props the camera frames with the examples
+DYNAMICS = "rig"  # the motion in the rig space: lids stay rigid, cloth keeps its size
 
 
 class DemoError(Exception):
@@ -170,7 +174,8 @@ def build_scene(frames: int, detail: int):
 
     physics = laptop.obj.neurok.physics
     physics.pin_group, physics.mass, physics.damping = laptop.pin_group, 1.0, 0.3
-    laptop.obj.neurok.output.bake_mode = "AUTO"  # a rig with a model that has bones
+    physics.dynamics = DYNAMICS
+    laptop.obj.neurok.output.bake_mode = "AUTO"  # a rig (the rig space's, or a model's bones)
     force = add_condition_at(laptop.obj, laptop.handle_vertex, bpy.ops.neurok.add_force)
     point = force.matrix_world.translation.copy()
     aim = Vector(laptop.direction).to_track_quat("Z", "Y").to_matrix().to_4x4()
@@ -185,7 +190,8 @@ def build_scene(frames: int, detail: int):
 
     physics = flag.obj.neurok.physics
     physics.pin_group, physics.mass, physics.damping = flag.pin_group, 0.2, 0.8
-    flag.obj.neurok.output.bake_mode = "POINT_CACHE"
+    physics.dynamics = DYNAMICS
+    flag.obj.neurok.output.bake_mode = "AUTO" if DYNAMICS == "rig" else "POINT_CACHE"
     drag = add_condition_at(flag.obj, flag.handle_vertex, bpy.ops.neurok.add_drag)
     corner = flag.obj.matrix_world @ flag.obj.data.vertices[flag.handle_vertex].co
     drag.matrix_world = Matrix.Translation(corner + Vector((0.0, -0.18, 0.12)))
@@ -366,7 +372,11 @@ def run(args) -> dict:
     summary = {
         "extension": str(zip_path),
         "blend": str(blend),
-        "point_cache": str(Path(bpy.path.abspath(flag.obj.neurok.results.cache_path))),
+        "point_cache": (
+            str(Path(bpy.path.abspath(flag.obj.neurok.results.cache_path)))
+            if flag.obj.neurok.results.cache_path
+            else None
+        ),
         "frames": [str(p) for p in paths],
         "contact_sheet": str(sheet),
         "gif": str(animation) if animation else None,

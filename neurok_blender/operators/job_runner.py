@@ -18,10 +18,13 @@ from ..engine.job import Job
 TIMER_SECONDS = 0.1
 
 
-class JobOperator:
-    """Mixin for an Operator: subclasses set ``job_kind`` and write ``start_job``/``job_done``."""
+class JobFlow:
+    """A job from start to its reports, without Blender's operator machinery (``api`` drives it
+    from scripts): subclasses set ``job_kind`` and ``bl_label``, write ``start_job``/``job_done``,
+    and have a ``report(kinds, message)`` (the Operator's, or one that collects)."""
 
     job_kind = ""
+    bl_label = ""
 
     def start_job(self, context) -> Job | None:
         """Validate, start the child; report and return None when it cannot start."""
@@ -33,6 +36,45 @@ class JobOperator:
 
     def job_failed(self, context, job: Job) -> None:
         """Hook for an error or a cancel (after it was reported)."""
+
+    def _begin(self, context) -> Job | None:
+        if registry.get(self.job_kind) is not None:
+            self.report({"ERROR"}, f"{self.bl_label}: already running; wait or cancel it")
+            return None
+        job = self.start_job(context)
+        if job is None:
+            return None
+        registry.start(self.job_kind, job)
+        return job  # possibly finished already: the child could not even start
+
+    def _conclude(self, context, job: Job):
+        registry.end(self.job_kind, job)
+        try:
+            if job.cancelled and job.timed_out is not None:
+                self.report(
+                    {"ERROR"},
+                    f"{self.bl_label}: stopped at the time limit of {job.timed_out:g} s"
+                    " (Preferences > Add-ons > NeuROK > Time Limit); nothing was changed."
+                    " Raise the limit (0: none), or ask for fewer frames or a smaller mesh",
+                )
+                self.job_failed(context, job)
+                return {"CANCELLED"}
+            if job.cancelled:
+                self.report({"WARNING"}, f"{self.bl_label}: cancelled; nothing was changed")
+                self.job_failed(context, job)
+                return {"CANCELLED"}
+            if job.error:
+                self.report({"ERROR"}, f"{self.bl_label}: {job.error}")
+                self.job_failed(context, job)
+                return {"CANCELLED"}
+            return self.job_done(context, job)
+        finally:
+            job.cleanup()
+            _redraw(context)
+
+
+class JobOperator(JobFlow):
+    """Mixin for an Operator: invoked, a modal timer polls the job; executed, it runs to its end."""
 
     # -- entry points ------------------------------------------------------------------------
     def execute(self, context):
@@ -79,47 +121,12 @@ class JobOperator:
             job.cleanup()
 
     # -- internals ---------------------------------------------------------------------------
-    def _begin(self, context) -> Job | None:
-        if registry.get(self.job_kind) is not None:
-            self.report({"ERROR"}, f"{self.bl_label}: already running; wait or cancel it")
-            return None
-        job = self.start_job(context)
-        if job is None:
-            return None
-        registry.start(self.job_kind, job)
-        return job  # possibly finished already: the child could not even start
-
     def _run_to_end(self, context, job: Job):
         from ..preferences import engine_settings
 
         limit = engine_settings(context).time_limit
         job.wait(timeout=limit if limit > 0 else None)
         return self._conclude(context, job)
-
-    def _conclude(self, context, job: Job):
-        registry.end(self.job_kind, job)
-        try:
-            if job.cancelled and job.timed_out is not None:
-                self.report(
-                    {"ERROR"},
-                    f"{self.bl_label}: stopped at the time limit of {job.timed_out:g} s"
-                    " (Preferences > Add-ons > NeuROK > Time Limit); nothing was changed."
-                    " Raise the limit (0: none), or ask for fewer frames or a smaller mesh",
-                )
-                self.job_failed(context, job)
-                return {"CANCELLED"}
-            if job.cancelled:
-                self.report({"WARNING"}, f"{self.bl_label}: cancelled; nothing was changed")
-                self.job_failed(context, job)
-                return {"CANCELLED"}
-            if job.error:
-                self.report({"ERROR"}, f"{self.bl_label}: {job.error}")
-                self.job_failed(context, job)
-                return {"CANCELLED"}
-            return self.job_done(context, job)
-        finally:
-            job.cleanup()
-            _redraw(context)
 
     def _show(self, context, job: Job) -> None:
         percent = int(round(job.fraction * 100))

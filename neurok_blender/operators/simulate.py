@@ -19,28 +19,25 @@ from ..preferences import engine_settings
 from ..request import edge_strain, frames_on_barrier, load_frames, simulate_report
 from ..rig_bake import load_rig
 from ..scene_query import simulated_object
-from .job_runner import JobOperator
+from .job_runner import JobFlow, JobOperator
 
 RIG_TOLERANCE = 0.005  # of the object's size: a rig playing back farther than this is reported
 
 
-class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
-    """Simulate the active mesh with NeuROK and bake the motion onto the timeline"""
+class SimulateFlow(JobFlow):
+    """Gather, run the engine, bake and report: the Simulate operator's steps, shared with the
+    scripting API (``api.simulate``). ``figures`` holds a finished run's numbers."""
 
-    bl_idname = "neurok.simulate"
     bl_label = "Simulate"
-    bl_options = {"REGISTER", "UNDO"}
     job_kind = registry.SIMULATE
+    figures: dict | None = None
 
-    @classmethod
-    def poll(cls, context):
-        if registry.get(registry.SIMULATE) is not None:
-            cls.poll_message_set("a simulation is running")
-            return False
-        return True
+    def target(self, context):
+        """The object simulated."""
+        return simulated_object(context)
 
     def start_job(self, context):
-        obj = simulated_object(context)
+        obj = self.target(context)
         settings = engine_settings(context)
         try:
             gathered = gather(context, obj, settings)
@@ -106,6 +103,12 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
         )
         obj.neurok.results.frames_on_barrier = frames_on_barrier(info)
         obj.neurok.results.edge_strain = edge_strain(info)[0]
+        self.figures = {
+            **(info if isinstance(info, dict) else {}),
+            "seconds": seconds,
+            "frames": gathered.frame_count,
+            "baked": summary,
+        }
         kind, message = simulate_report(obj.name, gathered.frame_count, seconds, summary, info)
         rig_error = info.get("rig_error") if isinstance(info, dict) else None
         if isinstance(rig_error, int | float) and rig_error > RIG_TOLERANCE:
@@ -123,6 +126,21 @@ class NEUROK_OT_simulate(JobOperator, bpy.types.Operator):
     def job_failed(self, context, job):
         if job.error and getattr(job, "error_kind", None) == "MissingDependency":
             registry.set_engine_status("error", job.error)
+
+
+class NEUROK_OT_simulate(SimulateFlow, JobOperator, bpy.types.Operator):
+    """Simulate the active mesh with NeuROK and bake the motion onto the timeline"""
+
+    bl_idname = "neurok.simulate"
+    bl_label = "Simulate"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        if registry.get(registry.SIMULATE) is not None:
+            cls.poll_message_set("a simulation is running")
+            return False
+        return True
 
 
 class NEUROK_OT_cancel(bpy.types.Operator):

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import bpy
-import sc_bake  # noqa: F401  (each module registers its scenarios)
+import sc_api  # noqa: F401  (each module registers its scenarios)
+import sc_bake  # noqa: F401
 import sc_caches  # noqa: F401
 import sc_collision  # noqa: F401
 import sc_engine  # noqa: F401

@@ -57,7 +57,7 @@ def test_energy_gradients_match_finite_differences():
     rows = RNG.normal(size=(7, 12))
     springs = Springs(rows, np.abs(RNG.normal(size=7)) + 0.5, np.abs(RNG.normal(size=7)), 1.0)
     _check_gradient(springs, q)
-    pts = ContactPoints(RNG.normal(size=(9, 12)), np.full(9, 3.0), np.full(9, 0.5), np.ones(9))
+    pts = ContactPoints(RNG.normal(size=(9, 12)), np.full(9, 3.0), np.full(9, 0.5))
     contact = Contact(pts, WorldObstacle(Obstacles(0.0)), friction=0.0, slip=1e-3, omega=1.0)
     assert contact(q, True)[0] > 0  # some points are below the ground
     _check_gradient(contact, q)

@@ -35,44 +35,12 @@ from .space import homogeneous_rows
 @dataclass
 class ContactPoints:
     """Points that meet an obstacle: rows (P, 4B) of well-spread vertices, each with its
-    threshold (P,) m (the signed distance below which the penalty acts), the mass it stands
-    for (P,) kg and its least penalty stiffness (P,) N/m (``Contact.set_step`` raises it for
-    fast points)."""
+    penalty stiffness (P,) N/m and its threshold (P,) m (the signed distance below which the
+    penalty acts)."""
 
     rows: np.ndarray
     stiffness: np.ndarray
     threshold: np.ndarray
-    mass: np.ndarray
-
-
-def restitution(zeta: float) -> float:
-    """The restitution of a point contact whose penalty spring is damped at the ratio ``zeta``
-    while it compresses only (undamped on its way out): the speed it leaves with over the
-    speed it came in with, omega x_max / v_0 of m x'' + c x' + k x = 0 at the deepest x_max."""
-    if zeta <= 0:
-        return 1.0
-    if zeta < 1.0:
-        return float(np.exp(-zeta * np.arccos(zeta) / np.sqrt(1.0 - zeta**2)))
-    if zeta == 1.0:
-        return float(np.exp(-1.0))
-    s = np.sqrt(zeta**2 - 1.0)
-    r1, r2 = -zeta + s, -zeta - s
-    t = np.log(r2 / r1) / (r1 - r2)
-    return float((np.exp(r1 * t) - np.exp(r2 * t)) / (r1 - r2))
-
-
-def damping_for(bounciness: float, most: float = 1e3) -> float:
-    """The compression damping ratio whose ``restitution`` is ``bounciness`` (0..1), at most
-    ``most`` (a restitution of about 1 / (2 most): none to see)."""
-    if bounciness >= 1.0:
-        return 0.0
-    lo, hi = 0.0, most
-    if restitution(hi) >= bounciness:
-        return most
-    for _ in range(80):  # bisection on a monotone function
-        mid = np.sqrt(max(lo, 1e-6) * hi)
-        lo, hi = (mid, hi) if restitution(mid) > bounciness else (lo, mid)
-    return float(hi)
 
 
 class PartObstacle:
@@ -88,13 +56,6 @@ class PartObstacle:
         v = mesh.vertices
         self.centre = 0.5 * (v.min(0) + v.max(0))
         self.radius = float(np.linalg.norm(v - self.centre, axis=1).max())
-
-    def speed(self, v: np.ndarray) -> float:
-        """A bound (m/s) on the speed of the part's points at bone velocities ``v``."""
-        b = self.bone
-        turn = float(np.linalg.norm(v[b, :3, :], 2))
-        reach = self.radius + float(np.linalg.norm(self.centre - self.heads[b]))
-        return float(np.linalg.norm(v[b, 3])) + turn * reach
 
     def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
         """(index (R,), d (R,), g (R, 3), e (R, 4B)) of the points ``x`` (P, 3) with skinning
@@ -141,9 +102,6 @@ class WorldObstacle:
     def __init__(self, obstacles: Obstacles):
         self.obstacles = obstacles
 
-    def speed(self, v: np.ndarray) -> float:
-        return 0.0
-
     def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
         idx, dist, grad = [], [], []
         for r, d, n in self.obstacles.distances(x, reach):
@@ -160,12 +118,10 @@ class WorldObstacle:
 
 
 class Contact:
-    """The one-sided penalty of ``points`` against one obstacle (module docstring), with
-    lagged friction ``friction`` (Coulomb's mu) that sticks below ``slip`` m/s, its
-    compression damped at the ratio ``zeta`` (``damping_for`` a bounciness), each point's
-    stiffness raised at a step's start, while it does not touch, so that a point coming in at
-    speed s stops within ``depth`` m: k >= m s^2 / depth^2 (the energy of an impact is then
-    that of a contact whose stiffness does not change while it acts).
+    """The one-sided penalty of ``points`` against one obstacle (module docstring), its
+    stiffnesses set for the frequency ``omega``, with lagged friction ``friction`` (Coulomb's
+    mu) that sticks below ``slip`` m/s and its compression damped at the ratio ``zeta``
+    (``dissipation``; impacts bounce by the integrator's impulses, not by the penalty).
 
     ``gonzalez``: the integrator's midpoint step gives it its energy-conserving discrete
     gradient."""
@@ -180,11 +136,8 @@ class Contact:
         slip: float,
         omega: float,
         zeta: float = 1.0,
-        depth: float = np.inf,
     ):
         self.points = points
-        self.base = points.stiffness.copy()
-        self.depth = depth
         self.obstacle = obstacle
         self.reach = float(points.threshold.max(initial=0.0))
         self.mu = friction
@@ -219,32 +172,24 @@ class Contact:
         """The fastest contact point's speed (m/s) at bone velocities ``v``."""
         return float(np.linalg.norm(self.positions(v), axis=1).max(initial=0.0))
 
-    def set_step(self, q: np.ndarray, v: np.ndarray, h: float) -> None:
-        """At the step's start: the stiffness of the points that do not touch (from their
-        speeds, class docstring), and the friction's lag (rows, normals, normal forces)."""
+    def set_step(self, q: np.ndarray, h: float) -> None:
+        """At the step's start: the points in contact, and the friction's lag (rows, normals,
+        normal forces)."""
         self.start = q.copy()
         self.h = h
         idx, depth, g, e = self._active(q)
-        if np.isfinite(self.depth):
-            speed = np.linalg.norm(self.positions(v), axis=1) + self.obstacle.speed(v)
-            fast = np.maximum(self.base, self.points.mass * (speed / self.depth) ** 2)
-            free = np.ones(len(fast), dtype=bool)
-            free[idx] = False
-            self.points.stiffness[free] = fast[free]
         unit = g / np.maximum(np.linalg.norm(g, axis=1), 1e-12)[:, None]
         self.lagged = (e, unit, self.points.stiffness[idx] * depth)
         self.start_active = idx
 
     def dissipation(self, q: np.ndarray, dscale: float, zeta: float) -> _ContactDamping:
-        """The step's viscous term: dscale c / 2 max(0, depth - depth_start)^2 per point with
-        c = 2 zeta sqrt(k m), the rate at which a point goes deeper damped (never its way out:
-        the ``restitution`` of ``zeta``), ``dscale`` the step's 1 / dt."""
+        """The step's viscous term: factor k / 2 max(0, depth - depth_start)^2 per point,
+        factor = 2 zeta / omega dscale (``dscale`` the step's 1 / dt): the rate at which a point
+        goes deeper is damped, never its way out."""
         idx, depth, _, _ = self._active(q)
         start = np.zeros(len(self.points.rows))
         start[idx] = depth
-        k = self.points.stiffness
-        factor = dscale * 2.0 * zeta * np.sqrt(self.points.mass / np.maximum(k, 1e-300))
-        return _ContactDamping(self, start, factor)
+        return _ContactDamping(self, start, dscale * 2.0 * zeta / self.omega)
 
     def __call__(self, q: np.ndarray, hessian: bool = True):
         nb = q.shape[0]
@@ -253,10 +198,7 @@ class Contact:
         value = 0.5 * float((k * depth**2).sum())
         force = -(k * depth)[:, None] * g  # dE/d(e^T Q) (R, 3)
         grad = (e.T @ force).reshape(nb, 4, 3)
-        h = None
-        if hessian and len(idx):
-            gg = (e[:, :, None] * g[:, None, :]).reshape(len(idx), 12 * nb)
-            h = (gg * k[:, None]).T @ gg
+        h = _normal_hessian(e, g, k) if hessian and len(idx) else None
         if self.mu > 0 and self.start is not None:
             fv, fg, fh = self._friction(q, hessian)
             value += fv
@@ -307,10 +249,16 @@ class _ContactDamping:
         excess = depth - self.start[idx]
         keep = excess > 0
         idx, excess, g, e = idx[keep], excess[keep], g[keep], e[keep]
-        k = self.factor[idx] * self.contact.points.stiffness[idx]
+        k = self.factor * self.contact.points.stiffness[idx]
         value = 0.5 * float((k * excess**2).sum())
         grad = (e.T @ (-(k * excess)[:, None] * g)).reshape(nb, 4, 3)
         if not hessian:
             return value, grad, None
-        gg = (e[:, :, None] * g[:, None, :]).reshape(len(idx), 12 * nb)
-        return value, grad, (gg * k[:, None]).T @ gg
+        return value, grad, _normal_hessian(e, g, k)
+
+
+def _normal_hessian(e: np.ndarray, g: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """sum_j k_j (e_j (x) g_j)(e_j (x) g_j)^T (12B, 12B): the Gauss-Newton Hessian of
+    penalties on the gaps g_j . (e_j^T Q), rows e (R, 4B), normals g (R, 3), k (R,)."""
+    gg = (e[:, :, None] * g[:, None, :]).reshape(len(e), 3 * e.shape[1])
+    return (gg * k[:, None]).T @ gg

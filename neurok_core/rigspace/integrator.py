@@ -1,23 +1,27 @@
 """Implicit steps of the rig space's equations of motion, M Q'' = -grad V + f (design section 12).
 
-With the bones' affine maps as coordinates the metric kron(M, I_3) is constant, so a step is
-the minimisation of an incremental potential, solved by Newton's method with a backtracking
-line search on exact gradients and PSD-projected Hessians:
+With the bones' affine maps as coordinates the metric kron(M, I_3) is constant, so a step is a
+Newton solve of small dense systems:
 
-- **implicit midpoint** (symplectic: no energy drift of the free motion) while nothing touches:
-  the midpoint Y minimises
-  Phi(Y) = 2/h^2 |Y - Q_n - h/2 V_n|_M^2 + 1/h |Y - Q_n|_{c M + D}^2 + V(Y) - f . Y,
-  then Q_{n+1} = 2 Y - Q_n, V_{n+1} = 4 (Y - Q_n) / h - V_n;
-- **backward Euler** where contact acts (at the step's start or its end): Q_{n+1} minimises
-  1/(2 h^2) |Q - Q_n - h V_n|_M^2 + 1/(2h) |Q - Q_n|_{c M + D}^2 + V(Q) - f . Q, so a stiff
-  contact takes the approaching speed away instead of reflecting it (the midpoint rule turns
-  an infinitely stiff contact into a perfectly elastic one).
+- **the midpoint step** while no contact presses: with Y the midpoint, Q_{n+1} = 2 Y - Q_n,
+  V_{n+1} = 4 (Y - Q_n) / h - V_n, and the force the *discrete gradient* of each energy across
+  the step (its own for the rigidity and the springs, Gonzalez's for the contact, the plain
+  gradient at Y for the quadratic and linear ones), so that an undamped step keeps the energy
+  exactly; Newton on its residual (the Jacobians are not symmetric) with a line search on the
+  residual's norm;
+- **backward Euler** where a contact presses at the step's start or its end (unless the contact
+  is perfectly elastic): Q_{n+1} minimises 1/(2 h^2) |Q - Q_n - h V_n|_M^2 + 1/(2h) |Q -
+  Q_n|_{c M + D}^2 + V(Q) - f . Q (PSD-projected Hessians, a line search on it), so that a
+  sustained contact settles;
+- **impacts**: a step in which a point enters a contact is cut at the moment it gets there,
+  where an impulse gives it ``bounciness`` times its approach speed (``_restitution``).
 
-c is the user's damping rate (kinetic energy decays as exp(-2 c t)); D = sum_e beta_e grad^2 E_e
-over the stiff energies (rigidity, stretching, glue, contact), beta_e = 2 zeta / omega_e:
-Rayleigh damping of their own modes at the damping ratio zeta, which leaves the motions they do
-not resist (a hinge's swing, a cloth's bending) undamped. A step whose Newton iterations do not
-converge is split in two, at most ``max_halvings`` times, then the run stops with an error.
+c is the user's damping rate (kinetic energy decays as exp(-2 c t)); the stiff energies damp
+their own modes at the ratio ``zeta``: rigidity, stretching and contact compression through
+their strain rates (viscous terms of the step), glue and drags by D = sum_e 2 zeta / omega_e
+grad^2 E_e (Rayleigh), which leaves the motions they do not resist (a hinge's swing, a cloth's
+bending) undamped. A step whose Newton iterations do not converge is split in two, at most
+``max_halvings`` times, then the run stops with an error.
 """
 
 from __future__ import annotations
@@ -81,9 +85,9 @@ class Integrator:
         free = np.repeat(~space.fixed, 12)  # (12B,)
         self.free = np.flatnonzero(free)
         self.mass = flat_kron(space.moments)
-        ridge = 1e-9 * max(float(np.trace(space.moments)) / max(4 * nb, 1), 1e-300)
-        self.ridge_value = ridge
-        self.ridge = ridge * np.eye(len(self.free))  # a bone no vertex follows keeps its place
+        # a tiny extra mass on every coordinate: a bone no vertex follows keeps its place
+        self.ridge = 1e-9 * max(float(np.trace(space.moments)) / max(4 * nb, 1), 1e-300)
+        self._start_values: dict[int, float] = {}  # V(Q_n) of the ``gonzalez`` energies
         self.report = StepReport()
         self.scale = space.object_size
 
@@ -132,7 +136,10 @@ class Integrator:
         if norm <= 1e-300:
             return np.zeros_like(d), (np.zeros_like(self.mass) if hess is not None else None)
         v1, g1, _ = energy(2.0 * y - start, False)
-        c = (v1 - energy(start, False)[0] - float((grad * d).sum())) / norm
+        v0 = self._start_values.get(id(energy))
+        if v0 is None:  # once per step (the step's start does not move)
+            v0 = self._start_values[id(energy)] = energy(start, False)[0]
+        c = (v1 - v0 - float((grad * d).sum())) / norm
         fix = (c * md).reshape(d.shape)
         if hess is None:
             return fix, None
@@ -221,7 +228,7 @@ class Integrator:
         contact's discrete gradient keeps the energy), or, where Newton's iterations do not
         converge, two halves."""
         for c in self.contacts:
-            c.set_step(q, v, h)
+            c.set_step(q, h)
         elastic = self.bounciness >= 1.0  # nothing may damp: the midpoint step throughout
         euler = not elastic and self.touching(q, v)
         out = self._solve(q, v, t, h, euler)
@@ -283,9 +290,9 @@ class Integrator:
         return (v1.reshape(-1) + basis @ (minv_jt @ lam)).reshape(v1.shape)
 
     def _joint_velocities(self, q: np.ndarray) -> np.ndarray:
-        """(12B, K) an orthonormal basis (in the Euclidean sense) of the rigid bone velocities
-        (``_rigid_velocities``) that the joints allow: those that do not move any glue
-        point's pair apart (the null space of the stiff springs' rows)."""
+        """(12B, K) a basis of the rigid bone velocities (``_rigid_velocities``) that the
+        joints allow: those that do not move any glue point's pair apart (the null space of
+        the glue's rows)."""
         basis = self._rigid_velocities(q)
         glue = [e for e in self.energies if getattr(e, "name", "") == "glue"]
         if not glue:
@@ -329,6 +336,7 @@ class Integrator:
             inertia, pull, t_eval = 4.0 / h**2, q + 0.5 * h * v, t + 0.5 * h
             dscale = 2.0 / h
         start = None if euler else q
+        self._start_values = {}
         y = pull.copy()  # the predictor (momentum); fixed bones have no velocity
         cm = self.damping
         # viscous terms of the stiff energies that damp their own strain rates (objective)
@@ -346,11 +354,11 @@ class Integrator:
             d_in = (yy - pull).reshape(-1)
             d_q = (yy - q).reshape(-1)
             g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
-            g[free] += inertia * self.ridge_value * d_in[free]  # the ridge's own inertia
+            g[free] += inertia * self.ridge * d_in[free]  # the ridge's own inertia
             if euler:
                 merit = (
                     0.5 * inertia * float(d_in @ m @ d_in)
-                    + 0.5 * inertia * self.ridge_value * float(d_in[free] @ d_in[free])
+                    + 0.5 * inertia * self.ridge * float(d_in[free] @ d_in[free])
                     + 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
                     + value
                 )
@@ -360,19 +368,21 @@ class Integrator:
 
         moved = np.inf
         damp = None
-        first = None
+        first = None  # the residual's norm at the predictor
         for _ in range(self.iterations):
             g, hess, damp, m0 = residual(y, damp, True)
             big = inertia * m + dscale * (cm * m + damp) + hess
             gf = g[free]
             # converged too when the equations' residual has fallen by RESIDUAL (a direction
             # that nothing resists, such as a bone few vertices follow, may keep stepping)
-            size = float(np.linalg.norm(gf * weight))
-            first = size if first is None else first
-            if size <= RESIDUAL * first and self.report.iterations > 0:
+            norm = float(np.linalg.norm(gf * weight))
+            if first is None:
+                first = norm
+            if norm <= RESIDUAL * first:
                 moved = 0.0
                 break
-            hf = big[np.ix_(free, free)] + inertia * self.ridge
+            hf = big[np.ix_(free, free)]
+            hf[np.diag_indices_from(hf)] += inertia * self.ridge
             try:
                 if euler:
                     step = -cho_solve(cho_factor(hf), gf)

@@ -34,8 +34,8 @@ FULL_DAMPING = 0.1  # 1/s: from this damping up the stiff modes get their full d
 
 
 def material_damping(ratio: float, damping: float) -> float:
-    """The damping ratio of the stiff modes (rigidity, stretching, glue, contact) at the
-    user's damping rate: ``ratio`` from FULL_DAMPING up, in proportion below it, none at 0 (an
+    """The damping ratio of the stiff modes (rigidity, stretching, glue) at the user's damping
+    rate: ``ratio`` from FULL_DAMPING up, in proportion below it, none at 0 (an
     undamped run dissipates nothing: the midpoint step with discrete gradients keeps its
     energy)."""
     return ratio * min(1.0, damping / FULL_DAMPING)
@@ -204,13 +204,15 @@ def _stretch(space: RigSpace, settings: RigSettings, omega: float, zeta: float) 
     return Springs(rows, lengths, k, omega, zeta)
 
 
-def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
-    """The contact energies (``contact`` module): the moving parts' spread vertices against the
-    ground and colliders, the fixed parts, and every other moving rigid part; each point's
-    threshold is the margin, or its distance at rest where that is smaller (a joint's points)."""
+def _contact(
+    space: RigSpace, conditions: SimulationConditions, settings: RigSettings, omega: float
+):
+    """The contact energies (``contact`` module) at the frequency ``omega`` (rad/s,
+    ``contact_omega``): the moving parts' spread vertices against the ground and colliders,
+    the fixed parts, and every other moving rigid part; each point's threshold is the margin,
+    or its distance at rest where that is smaller (a joint's points)."""
     size = space.object_size
     margin = settings.contact_margin * size
-    omega = contact_omega(space, conditions, settings)
     # the grid needs distances only a few cells beyond the contact margin
     cell = size / 100
     band = max(4 * cell, 4 * margin)
@@ -256,7 +258,7 @@ def _contact(space: RigSpace, conditions: SimulationConditions, settings: RigSet
         if not keep.any():
             continue
         threshold = np.minimum(margin, obstacle.rest_distance(space.vertices[pick[keep]]))
-        points = ContactPoints(rows[keep], share[keep] * omega**2, threshold, share[keep])
+        points = ContactPoints(rows[keep], share[keep] * omega**2, threshold)
         out.append(Contact(points, obstacle, mu, slip, omega, zeta))
     return out
 
@@ -482,7 +484,7 @@ def simulate_rig(
     )
     energies += [e for e in (glue, stretch) if e is not None]
     energies += _bending(space, TWO_PI * conditions.stiffness) or []
-    contacts = _contact(space, conditions, settings)
+    contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
     loads = _Loads(space, conditions, TWO_PI * DRAG_HZ)
     integ = Integrator(

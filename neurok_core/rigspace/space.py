@@ -38,10 +38,11 @@ class RigSettings:
     stretch_hz: how stiffly a cloth, rope or elastic part keeps its edges' lengths;
     glue_hz: how stiffly joints keep their parts attached (and rigid parts at their pins);
     contact_hz: the ground, colliders and fixed parts against the moving parts;
-    stiff_damping: damping ratio of the rigidity, glue and contact modes (they are meant
-    never to vibrate); stretch_damping: that of the stretching modes, which a cloth's or a
-    rope's bending feeds (linear blending of turned bones shortens edges a little), so that
-    damping them would damp the bending too;
+    stiff_damping: damping ratio of the rigidity and glue modes (they are meant never to
+    vibrate; in proportion to the user's damping below 0.1/s) and of a contact's compression
+    (unless the contact is perfectly elastic); stretch_damping: that of the stretching modes,
+    which a cloth's or a rope's bending feeds (linear blending of turned bones shortens edges
+    a little), so that damping them would damp the bending too;
     substeps: implicit steps per frame; newton_iterations: per step, before it is halved;
     contact_samples: points per part that meet obstacles (its vertices, farthest-point
     sampled where it has more); contact_share: how many of them hold the part's weight at

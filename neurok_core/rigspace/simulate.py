@@ -25,6 +25,7 @@ from ..rig import BoneRig, quat_from_matrix
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator
+from .plausibility import plausibility
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 TWO_PI = 2.0 * np.pi
@@ -560,6 +561,15 @@ def simulate_rig(
         "rigidity_residual": affine,
         "pins": "exact" if conditions.pins else "none",
         "cancelled": bool(cancelled),
+        # the strain, the depth into obstacles, whether the steps held: Simulate's warning
+        **plausibility(
+            space,
+            conditions,
+            rot,
+            trans,
+            halvings=integ.report.halvings,
+            cancelled=cancelled,
+        ),
         "seconds": round(time.perf_counter() - started, 3),
     }
     return SimulationResult(

@@ -17,14 +17,12 @@ vertices are), a few frames at a time, so the cost grows with the frames but not
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ..dynamics.conditions import SimulationConditions
 from ..dynamics.obstacles import MeshDistance
 from ..metrics import edge_strain
-from .space import RigSpace
+from .space import RigSpace, _sparse_rows
 
 SAMPLE_FACES = 10_000  # faces whose edges and vertices are checked (a seeded sample)
 CHUNK_POINTS = 2_000_000  # vertex positions skinned at once (frames x sampled vertices)
@@ -53,16 +51,9 @@ def plausibility(
     faces = np.asarray(space.faces)[sample_faces(np.asarray(space.faces))]  # (S, 3)
     used, local = np.unique(faces, return_inverse=True)
     local = local.reshape(faces.shape)  # the sample's faces on its own vertices
-    from .simulate import skin_frames  # (which calls this at the end of a run)
-
     rest = space.vertices[used]  # (V, 3)
-    # the space of the sample's vertices alone: its skinning is theirs in the result
-    sample = dataclasses.replace(
-        space,
-        vertices=rest,
-        vertex_bones=space.vertex_bones[used],
-        vertex_weights=space.vertex_weights[used],
-    )
+    origin = np.zeros_like(space.heads)  # the skinning rows about the origin, as the result's
+    rows = _sparse_rows(rest, space.vertex_bones[used], space.vertex_weights[used], origin)
     size = space.object_size
     colliders = [
         MeshDistance(c.vertices, c.faces, size / GRID_CELLS, 4 * size / GRID_CELLS, c.name)
@@ -74,7 +65,7 @@ def plausibility(
     inside = []  # (grid depth, frame, collider, position): the deepest points in colliders
     step = max(1, CHUNK_POINTS // max(len(used), 1))
     for lo in range(0, count, step):
-        frames = skin_frames(sample, rotations[lo : lo + step], translations[lo : lo + step])
+        frames = _skin(rows, rotations[lo : lo + step], translations[lo : lo + step])
         if len(local):
             strain[lo : lo + len(frames)] = edge_strain(rest, frames, local)
         if conditions.ground is not None:
@@ -96,6 +87,16 @@ def plausibility(
         "penetration_frame": int(depth.argmax()) if count else 0,
         "integration": "cut short" if cancelled else steps,
     }
+
+
+def _skin(rows, rotations: np.ndarray, translations: np.ndarray) -> np.ndarray:
+    """Vertices (t, V, 3) of the skinning rows (V, 4B) about the origin under R (t, B, 3, 3),
+    t (t, B, 3): the result's skinning (``simulate.skin_frames``) kept in float64, so that a
+    mesh far from the origin shows no float32 rounding as strain."""
+    t_count, nb = rotations.shape[:2]
+    stack = np.concatenate([np.swapaxes(rotations, 2, 3), translations[:, :, None, :]], 2)
+    stack = stack.reshape(t_count, 4 * nb, 3).transpose(1, 0, 2).reshape(4 * nb, -1)
+    return (rows @ stack).reshape(rows.shape[0], t_count, 3).transpose(1, 0, 2)
 
 
 def _inside(mesh: MeshDistance, frames: np.ndarray, first: int) -> list:

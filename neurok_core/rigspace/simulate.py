@@ -556,6 +556,7 @@ def simulate_rig(
         "space_seconds": round(built, 3),
         "substeps": int(integ.report.steps),
         "newton_iterations": int(integ.report.iterations),
+        "jacobians": int(integ.report.jacobians),
         "backward_euler_steps": int(integ.report.backward_euler),
         "halvings": int(integ.report.halvings),
         "rigidity_residual": affine,

@@ -2,7 +2,7 @@
 
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
         [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
-        [--repeat R] [--random --preset NAME] [--rig]
+        [--repeat R] [--random --preset NAME] [--rig] [--dynamics rig|latent]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else (or with
 ``--random``) a network of ``--preset`` (default "default") with random weights (its decoder head
@@ -20,6 +20,9 @@ fields of ``neurok_core.dynamics.settings.DynamicsSettings`` (e.g. ``--setting l
 --setting barrier_scale=0.1``) to measure what a numerical setting costs or buys. ``--rig`` (a
 model with bones) asks for the motion as a rig instead of the vertices, as Blender's rig bake
 does: no frame is decoded onto the mesh (``rig_error``: its playback against a vertex sample).
+``--dynamics rig`` (the default) integrates the motion in the rig space of the mesh
+(``neurok_core.rigspace``: no model is loaded; ``--rig`` then skips skinning the frames onto the
+vertices, as the rig bake does); ``--dynamics latent`` in the learned space of the model.
 """
 
 from __future__ import annotations
@@ -80,6 +83,71 @@ def stage_costs(space, conditions, repeats: int = 5) -> tuple[float, float, floa
     )
 
 
+def _conditions(vertices, frames: int, force: float, damping: float, ground, device: str):
+    """The benchmark's conditions on the sheet: its near end pinned, a ``force`` N push up at
+    its far corner for half a second, gravity, ``damping``, a ground ``ground`` m below."""
+    from neurok_core.dynamics import Force, SimulationConditions
+
+    x = vertices[:, 0]
+    pins = tuple(int(i) for i in (x <= x.min() + 0.02).nonzero()[0])
+    tip = int(x.argmax())
+    return SimulationConditions(
+        forces=(
+            Force(direction=(0, 0, 1), strength=force, vertex=tip, end_frame=min(12, frames - 1)),
+        )
+        if force > 0 and frames >= 2
+        else (),
+        pins=pins,
+        frames=frames,
+        fps=24,
+        damping=damping,
+        device=device,
+        ground=None if ground is None else float(vertices[:, 2].min()) - ground,
+    )
+
+
+def run_one_rig(args) -> dict:
+    """One size in the rig space (no model): its figures, or why it could not be integrated."""
+    import numpy as np
+
+    from neurok_core.errors import NeuROKError
+    from neurok_core.rigspace import simulate_rig
+
+    t0 = time.perf_counter()
+    vertices, faces = mesh_with(args.size)
+    conditions = _conditions(
+        vertices, args.frames, args.force, args.damping, args.ground, args.device
+    )
+    out = {"vertices": len(vertices), "dynamics": "rig", "ground_below_m": args.ground}
+    try:
+        result = simulate_rig(vertices, faces, conditions, want_vertices=not args.rig)
+    except NeuROKError as exc:
+        out.update(error=str(exc), total_s=None, simulate_s=None)
+        return out
+    total = time.perf_counter() - t0
+    info = result.info
+    moved = None
+    if result.positions is not None:
+        moved = round(
+            float(np.linalg.norm(result.positions - result.positions[0], axis=2).max()), 4
+        )
+    out.update(
+        output="rig" if args.rig else "vertices",
+        frames=len(result.times),
+        bones=info["space"]["bones"],
+        space_s=info["space_seconds"],
+        simulate_s=round(total - info["space_seconds"], 2),
+        total_s=round(total, 2),
+        substeps=info["substeps"],
+        newton_iterations=info["newton_iterations"],
+        jacobians=info["jacobians"],
+        halvings=info["halvings"],
+        max_motion_m=moved,
+        peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    )
+    return out
+
+
 def run_one(args) -> dict:
 
     import numpy as np
@@ -88,7 +156,6 @@ def run_one(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     from neurok_core.api import NeuROK, default_checkpoint
-    from neurok_core.dynamics import Force, SimulationConditions
     from neurok_core.dynamics.settings import DEFAULT_SETTINGS
 
     t0 = time.perf_counter()
@@ -115,32 +182,19 @@ def run_one(args) -> dict:
     vertices, faces = mesh_with(args.size)
     space = engine.space(vertices, faces, cache_dir=False)
     t_space = time.perf_counter()
-    x = vertices[:, 0]
-    pins = tuple(int(i) for i in (x <= x.min() + 0.02).nonzero()[0])
-    tip = int(x.argmax())
-    conditions = SimulationConditions(
-        forces=(
-            Force(
-                direction=(0, 0, 1),
-                strength=args.force,
-                vertex=tip,
-                end_frame=min(12, args.frames - 1),
-            ),
-        )
-        if args.force > 0 and args.frames >= 2
-        else (),
-        pins=pins,
-        frames=args.frames,
-        fps=24,
-        damping=args.damping,
-        device=args.device,
-        ground=None if args.ground is None else float(vertices[:, 2].min()) - args.ground,
+    conditions = _conditions(
+        vertices, args.frames, args.force, args.damping, args.ground, args.device
     )
     settings = DEFAULT_SETTINGS.with_overrides(
         local_model=not args.exact, **parse_settings(args.setting)
     )
     result = engine.simulate(
-        space, conditions, settings=settings, vertices=not args.rig, rig=args.rig
+        space,
+        conditions,
+        settings=settings,
+        vertices=not args.rig,
+        rig=args.rig,
+        dynamics="latent",
     )
     t_sim = time.perf_counter()
     hessian_ms, tokens_ms, decode_ms = stage_costs(space, conditions)
@@ -224,6 +278,12 @@ def main(argv=None) -> int:
         help="the motion as a rig, no vertices decoded (a model with bones)",
     )
     parser.add_argument(
+        "--dynamics",
+        choices=("rig", "latent"),
+        default="rig",
+        help="the rig space of the mesh (no model) or the learned space of the model",
+    )
+    parser.add_argument(
         "--ground",
         type=float,
         default=None,
@@ -238,7 +298,7 @@ def main(argv=None) -> int:
     if args.size is not None:  # one size (and kinematics), in this process
         if not args.with_ground:
             args.ground = None
-        print(json.dumps(run_one(args)))
+        print(json.dumps(run_one_rig(args) if args.dynamics == "rig" else run_one(args)))
         return 0
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
@@ -275,6 +335,7 @@ def main(argv=None) -> int:
             cmd.append("--exact")
         if args.rig:
             cmd.append("--rig")
+        cmd += ["--dynamics", args.dynamics]
         if grounded:
             cmd += ["--with-ground", "--ground", str(args.ground)]
         for item in args.setting:
@@ -286,6 +347,8 @@ def main(argv=None) -> int:
             continue
         line = out.stdout.strip().splitlines()[-1]
         print(line)
+        if json.loads(line).get("total_s") is None:  # not integrated: no time to count
+            continue
         totals[(n, exact, grounded)].append(json.loads(line)["total_s"])
         simulated[(n, exact, grounded)].append(json.loads(line)["simulate_s"])
     if args.ground is not None:

@@ -31,6 +31,8 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # the coordinates a motion is integrated in (``NeuROK.simulate(dynamics=)``, ``--dynamics``, the
 # worker's request): the learned latent space, or the rig space (the bones' rigid motions)
 DYNAMICS = ("latent", "rig")
+# the default of all three: the rig space (it needs no model, and wins the motion scenes)
+DEFAULT_DYNAMICS = "rig"
 MAX_FRAMES = 100_000
 MAX_STIFFNESS_HZ = 100.0
 MAX_SUBSTEPS = 1024

@@ -21,6 +21,7 @@ import torch
 
 from .checkpoint import checkpoint_info, load_checkpoint, verify_weights
 from .device import describe_device, select_device
+from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 from .errors import CheckpointError
 from .ik import IKResult, IKSettings, inverse_kinematics
 from .space import KinematicSpace, SpaceSettings, build_space
@@ -127,28 +128,33 @@ class NeuROK:
         settings=None,
         vertices: bool = True,
         rig: bool = False,
-        dynamics: str = "latent",
+        dynamics: str = DEFAULT_DYNAMICS,
         time_limit: float | None = None,
     ):
-        """Simulate ``conditions`` in ``space``; see :func:`neurok_core.simulate.simulate`
-        (``settings``: the dynamics' numerical settings, default ``DEFAULT_SETTINGS``;
-        ``vertices`` / ``rig``: what to return, the vertex positions and / or the bones).
-        ``dynamics="rig"`` integrates the motion in the rig space of the mesh instead
+        """Simulate ``conditions`` on ``space``'s mesh. ``dynamics="rig"`` (the default)
+        integrates the motion in the rig space of the mesh
         (:func:`neurok_core.rigspace.simulate_rig`, which needs no model: the bones' rigid
-        motions as coordinates; ``settings`` then a ``RigSettings``); its result always carries
-        the rig, and an object that starts inside the ground is refused before any work, as
-        the latent dynamics refuse it.
+        motions as coordinates; ``settings`` a ``RigSettings``); its result always carries the
+        rig, and an object that starts inside the ground is refused before any work.
+        ``dynamics="latent"`` integrates it in the model's learned space instead
+        (:func:`neurok_core.simulate.simulate`; ``settings`` the latent dynamics' numerical
+        settings, default ``DEFAULT_SETTINGS``). ``vertices`` / ``rig``: what to return, the
+        vertex positions and / or the bones (the rig space always returns its rig).
         ``time_limit``: seconds after which the run stops with the frames so far
         (``info["cancelled"]``); None: none."""
-        from .dynamics.conditions import DYNAMICS
-        from .dynamics.settings import DEFAULT_SETTINGS
+        from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
+        from .rigspace import RigSettings, simulate_rig
         from .simulate import simulate
 
         if dynamics not in DYNAMICS:
             raise ValueError(f"dynamics must be one of {DYNAMICS}, got {dynamics!r}")
+        kind = RigSettings if dynamics == "rig" else DynamicsSettings
+        if settings is not None and not isinstance(settings, kind):
+            raise TypeError(
+                f"settings for dynamics={dynamics!r} must be a {kind.__name__}, got a"
+                f" {type(settings).__name__} (the other dynamics'?): pass dynamics= as well"
+            )
         if dynamics == "rig":  # needs no model: its bones come from the mesh
-            from .rigspace import simulate_rig
-
             return simulate_rig(
                 space.vertices,
                 space.faces,

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .doubts import warning
+from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 from .errors import ConditionError, MeshError, NeuROKError, SimulationError
 from .meshio import read_mesh
 
@@ -284,6 +286,7 @@ def cmd_simulate(args) -> int:
         result = engine.simulate(
             space,
             body,
+            dynamics="latent",
             on_frame=on_frame,
             settings=settings,
             vertices=not rig_only,
@@ -320,17 +323,20 @@ def cmd_simulate(args) -> int:
             f"wrote {out}: a rig of {result.rig.num_bones} bones x {len(result.times)} frames"
             f" for {counted}, {_space_words(info)}, {clock.words()}"
         )
-        return 0
-    if out.suffix.lower() == ".pc2":
-        write_pc2(out, result.positions)
     else:
-        save_result(result, out)
-    clock.lap("write")
-    print(
-        f"wrote {out}: {len(result.positions)} frames x {counted},"
-        f" {_space_words(info)}, {clock.words()}"
-        + (f", with a rig of {result.rig.num_bones} bones" if result.rig is not None else "")
-    )
+        if out.suffix.lower() == ".pc2":
+            write_pc2(out, result.positions)
+        else:
+            save_result(result, out)
+        clock.lap("write")
+        print(
+            f"wrote {out}: {len(result.positions)} frames x {counted},"
+            f" {_space_words(info)}, {clock.words()}"
+            + (f", with a rig of {result.rig.num_bones} bones" if result.rig is not None else "")
+        )
+    doubt = warning(info, len(result.times))  # the warning Simulate gives in Blender
+    if doubt:
+        print(f"warning: {doubt}")
     return 0
 
 
@@ -452,10 +458,11 @@ def make_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--dynamics",
-        choices=("latent", "rig"),
-        default="latent",
-        help="the coordinates of the motion: the learned latent space (default) or the rig"
-        " space (the bones' rigid motions, with joints, elasticity and contact as energies)",
+        choices=DYNAMICS,
+        default=DEFAULT_DYNAMICS,
+        help="the coordinates of the motion: the rig space (the default: the bones' rigid"
+        " motions, with joints, elasticity and contact as energies; needs no model) or the"
+        " learned latent space (the model's)",
     )
     sim.add_argument("--quiet", action="store_true")
     common(sim)

@@ -18,9 +18,9 @@ Protocol (version 1)
          "mesh": "mesh.npz",             # vertices float32 (N, 3) metres, faces int32 (F, 3)
          "conditions": {...},            # neurok_core.dynamics.conditions.SimulationConditions
                                          #   .to_dict() (frames, fps, forces, drags, pins, ...)
-         "dynamics": "latent",           # latent (the default) | rig: the rig space, which
-                                         #   loads no model (checkpoint and device unused)
-                                         #   and always has a rig to write
+         "dynamics": "rig",              # rig (the default): the rig space, which loads no
+                                         #   model (checkpoint and device unused) and always
+                                         #   has a rig to write | latent: the learned space
          "checkpoint": null,             # a checkpoint directory, null = the bundled default
          "device": "auto",               # auto | cpu | cuda | mps
          "cache_dir": null,              # where kinematic spaces are cached (optional)
@@ -74,7 +74,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .dynamics.conditions import DYNAMICS
+from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
@@ -144,7 +144,7 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
     request["checkpoint"] = resolve(request.get("checkpoint"))
     request["cache_dir"] = resolve(request.get("cache_dir"))
     request["device"] = request.get("device") or "auto"
-    request["dynamics"] = request.get("dynamics") or "latent"
+    request["dynamics"] = request.get("dynamics") or DEFAULT_DYNAMICS
     if request["dynamics"] not in DYNAMICS:
         raise RequestError(
             f"'dynamics' must be one of {', '.join(DYNAMICS)}, got {request['dynamics']!r}"
@@ -223,6 +223,10 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
     vertices, faces = load_mesh(request["mesh"])
     conditions = SimulationConditions.from_dict(request["conditions"])
     conditions.validate(len(vertices))
+    if rig_space:  # the mesh's refusals, which the learned space's encoding makes itself
+        from .geometry import validate_mesh
+
+        validate_mesh(vertices, faces)
 
     def on_status(stage: str, message: str) -> None:
         emit({"type": "status", "stage": stage, "message": message})
@@ -265,6 +269,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         result = engine.simulate(
             space,
             conditions,
+            dynamics="latent",
             on_frame=on_frame,
             on_progress=on_progress,
             vertices=frames is not None,

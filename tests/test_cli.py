@@ -24,6 +24,8 @@ def test_simulate_local_and_exact(tmp_path, capsys):
     common = [
         "simulate",
         str(tmp_path / "slab.obj"),
+        "--dynamics",
+        "latent",  # the learned space's local model and its exact decoder
         "--checkpoint",
         str(ckpt),
         "--force",
@@ -50,6 +52,7 @@ def test_simulate_writes_a_rig_with_a_model_with_bones(tmp_path, tiny_skinned_ch
     mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
     mesh.export(tmp_path / "slab.obj")
     common = ["simulate", str(tmp_path / "slab.obj"), "--checkpoint", str(tiny_skinned_checkpoint)]
+    common += ["--dynamics", "latent"]  # the model's own bones
     common += ["--force", "0:0,0,1:1.0:0-3", "--frames", "5", "--no-gravity", "--quiet"]
     assert main([*common, "--out", str(tmp_path / "anim.npz")]) == 0
     assert main([*common, "--out", str(tmp_path / "rig.json")]) == 0
@@ -67,7 +70,7 @@ def test_a_rig_from_a_model_without_bones_is_refused(tmp_path, tiny_checkpoint, 
     trimesh.creation.box().export(tmp_path / "box.obj")
     code = main(
         ["simulate", str(tmp_path / "box.obj"), "--checkpoint", str(tiny_checkpoint)]
-        + ["--frames", "3", "--quiet", "--out", str(tmp_path / "rig.json")]
+        + ["--dynamics", "latent", "--frames", "3", "--quiet", "--out", str(tmp_path / "rig.json")]
     )
     assert code == 2 and "needs a model with bones" in capsys.readouterr().err
     assert not (tmp_path / "rig.json").exists()
@@ -140,17 +143,26 @@ def test_point_clouds_and_truncated_weights_say_what_is_wrong(tmp_path, capsys):
     assert main(["info"]) == 0  # the intact bundled one is described
 
 
-def test_simulate_in_the_rig_space_needs_no_model(tmp_path, capsys):
-    """``--dynamics rig`` loads no checkpoint (a missing one is never read) and writes a
-    result whose rig (linear blend) plays its vertices back, and the rig alone as JSON."""
+def test_simulate_in_the_rig_space_needs_no_model(tmp_path, capsys, monkeypatch):
+    """The rig space, the default (``--dynamics rig`` says it again), loads no checkpoint (a
+    missing one is never read, and loading any model fails here) and writes a result whose rig
+    (linear blend) plays its vertices back, and the rig alone as JSON."""
+    from neurok_core.api import NeuROK
+
+    def load(*args, **kwargs):
+        raise AssertionError("a rig-space run loaded a model")
+
+    monkeypatch.setattr(NeuROK, "load", classmethod(load))
     mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
     mesh.export(tmp_path / "slab.obj")
-    common = ["simulate", str(tmp_path / "slab.obj"), "--dynamics", "rig"]
+    common = ["simulate", str(tmp_path / "slab.obj")]
     common += ["--checkpoint", str(tmp_path / "missing"), "--force", "0:0,0,1:20.0:0-3"]
     common += ["--frames", "5", "--no-gravity", "--quiet"]
     assert main([*common, "--out", str(tmp_path / "anim.npz")]) == 0
-    assert main([*common, "--out", str(tmp_path / "rig.json")]) == 0
-    assert "rig space of 1 bones" in capsys.readouterr().out
+    assert main([*common, "--dynamics", "rig", "--out", str(tmp_path / "rig.json")]) == 0
+    assert main([*common, "--out", str(tmp_path / "anim.pc2")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("rig space of 1 bones") == 3 and "warning" not in out
     result = load_result(tmp_path / "anim.npz")
     rig = BoneRig.load_json(tmp_path / "rig.json")
     assert rig.blend == "lbs" and result.info["dynamics"] == "rig"
@@ -158,12 +170,16 @@ def test_simulate_in_the_rig_space_needs_no_model(tmp_path, capsys):
     assert np.abs(result.positions[-1] - rest).max() > 1e-3  # it moved
     for t in range(5):
         np.testing.assert_allclose(rig.skin(rest, t), result.positions[t], atol=1e-5)
+    np.testing.assert_allclose(read_pc2(tmp_path / "anim.pc2").frames, result.positions, atol=1e-6)
+    assert result.info["edge_strain_max"] < 1e-6 and result.info["penetration_max"] == 0.0
+    assert result.info["integration"] == "complete"
 
 
 def test_refusals_come_before_the_model_is_loaded(tmp_path, capsys, monkeypatch):
     """Everything the mesh and the arguments decide is refused, with the dynamics' own message,
-    before ``NeuROK.load``: the loader raises here, and a run that passes every check reaches it
-    (so the spy is on the path)."""
+    before ``NeuROK.load``: the loader raises here, and a run in the learned space that passes
+    every check reaches it (so the spy is on the path). The loads beyond the learned space's
+    reach are its own refusals: asked for explicitly, as the loading is."""
     from neurok_core.api import NeuROK
 
     class Loaded(Exception):
@@ -192,9 +208,71 @@ def test_refusals_come_before_the_model_is_loaded(tmp_path, capsys, monkeypatch)
         ([str(loose)], f"--force {n}:0,0,1:1", f"force on vertex {n}, which no face uses"),
     ]
     for mesh, extra, want in cases:
+        args = ["simulate", *(mesh or [str(tmp_path / "ball.obj")]), "--dynamics", "latent"]
+        args += extra.split()
+        assert main([*args, "--frames", "4", "--quiet", "--out", str(tmp_path / "a.pc2")]) == 2
+        err = capsys.readouterr().err
+        assert want in err and len(err.strip().splitlines()) == 1, (extra, err)
+    # the rig space, the default, refuses the same (but the learned space's reach) before its
+    # space is built
+    import neurok_core.rigspace.simulate
+
+    def build_rig_space(*args, **kwargs):
+        raise AssertionError("the rig space was built")
+
+    monkeypatch.setattr(neurok_core.rigspace.simulate, "build_rig_space", build_rig_space)
+    for mesh, extra, want in cases[1:2] + cases[3:]:
         args = ["simulate", *(mesh or [str(tmp_path / "ball.obj")]), *extra.split()]
         assert main([*args, "--frames", "4", "--quiet", "--out", str(tmp_path / "a.pc2")]) == 2
         err = capsys.readouterr().err
         assert want in err and len(err.strip().splitlines()) == 1, (extra, err)
     with pytest.raises(Loaded):  # what passes the checks goes on to load the model
-        main(["simulate", str(loose), "--force", "0:0,0,1:5", "--out", str(tmp_path / "a.pc2")])
+        main(
+            ["simulate", str(loose), "--dynamics", "latent", "--force", "0:0,0,1:5"]
+            + ["--out", str(tmp_path / "a.pc2")]
+        )
+
+
+def _flag(path, width=0.42, height=0.27, edge=0.03):
+    """A flag: a sheet in the XZ plane (x along its width), written to ``path``; the vertices
+    of its pole edge (x = 0) and its free bottom corner."""
+    cols, rows = round(width / edge) + 1, round(height / edge) + 1
+    x, z = np.meshgrid(np.linspace(0, width, cols), np.linspace(0, height, rows))
+    vertices = np.stack([x.ravel(), np.zeros(x.size), z.ravel()], 1)
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:]
+    faces = np.concatenate([np.stack([a, c, b], 1), np.stack([a, d.ravel(), c], 1)])
+    trimesh.Trimesh(vertices, faces, process=False).export(path)
+    return np.flatnonzero(vertices[:, 0] == 0.0), int(idx[0, -1]), vertices
+
+
+def test_the_summary_warns_when_a_rig_space_motion_is_likely_implausible(tmp_path, capsys):
+    """The CLI prints Simulate's warning under its summary: never for a 1 m cube under gravity
+    and a 10 N push (the extension's out-of-the-box case) or a pinned flag under gravity; for a
+    flag whose corner is dragged 5 m away from its pole, which stretches it far beyond a cloth's
+    5%, a warning line that says so."""
+    trimesh.creation.box((1.0, 1.0, 1.0)).export(tmp_path / "cube.obj")
+    args = ["simulate", str(tmp_path / "cube.obj"), "--force", "0:0,0,1:10", "--frames", "24"]
+    assert main([*args, "--quiet", "--out", str(tmp_path / "cube.npz")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("wrote ") and "warning" not in out
+    info = load_result(tmp_path / "cube.npz").info
+    assert info["edge_strain_max"] < 1e-6 and info["penetration_max"] == 0.0
+    pins, corner, vertices = _flag(tmp_path / "flag.obj")
+    flag = ["simulate", str(tmp_path / "flag.obj"), "--pin", ",".join(map(str, pins))]
+    flag += ["--mass", "0.2", "--damping", "0.8", "--frames", "24", "--quiet"]
+    assert main([*flag, "--out", str(tmp_path / "hangs.npz")]) == 0
+    assert "warning" not in capsys.readouterr().out
+    assert load_result(tmp_path / "hangs.npz").info["edge_strain_max"] < 0.02
+    far = ",".join(f"{c:g}" for c in vertices[corner] + (5.0, 0.0, 0.0))
+    assert main([*flag, "--drag", f"{corner}:{far}:12", "--out", str(tmp_path / "torn.npz")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    info = load_result(tmp_path / "torn.npz").info
+    assert info["edge_strain_max"] > 0.05
+    assert len(lines) == 2 and lines[0].startswith("wrote ")
+    assert lines[1].startswith("warning: In the rig space the mesh stretched by")
+    assert (
+        f"{info['edge_strain_max']:.0%} on average by frame {info['edge_strain_frame']}"
+        in (lines[1])
+    )
+    assert "likely implausible" in lines[1]

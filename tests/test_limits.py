@@ -140,6 +140,7 @@ def test_cli_stress_every_run_ends_with_frames_or_a_message(tmp_path, capsys, ti
         for newtons in FORCES:
             out = tmp_path / f"{name}_{newtons:g}.npz"
             args = ["simulate", str(path), "--checkpoint", str(tiny_checkpoint)]
+            args += ["--dynamics", "latent"]  # its reach and its budget of decoder evaluations
             args += ["--force", f"0:0,0,1:{newtons:g}", "--frames", "4", "--quiet"]
             args += ["--cache-dir", str(tmp_path / "cache"), "--out", str(out)]
             rc = main(args)

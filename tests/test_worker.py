@@ -82,7 +82,9 @@ def run(args, timeout=600):
 
 
 def test_full_request(tmp_path, checkpoint):
-    request, rest = write_request(tmp_path, checkpoint)
+    """A request in the learned space: the model is loaded, the mesh's kinematic space built
+    and cached, every output written."""
+    request, rest = write_request(tmp_path, checkpoint, dynamics="latent")
     code, lines, err = run(["--request", str(request)])
     assert code == 0, (lines, err)
     kinds = [m["type"] for m in lines]
@@ -104,7 +106,7 @@ def test_a_request_does_not_import_sympy(tmp_path, checkpoint):
     """PyTorch's symbolic-shape machinery (sympy, about a second to import) is not needed to
     simulate: a request in a fresh interpreter must not load it (it once came in through
     torch.broadcast_shapes in the decoder's jets)."""
-    request, _ = write_request(tmp_path, checkpoint)
+    request, _ = write_request(tmp_path, checkpoint, dynamics="latent")
     code = (
         "import sys, json\n"
         "from neurok_core.worker import read_request, run_request\n"
@@ -126,7 +128,9 @@ def test_probe(checkpoint):
 
 def test_rig_request_writes_the_bones_without_decoding_vertices(tmp_path, tiny_skinned_checkpoint):
     output = {"frames": None, "result": "result.npz", "rig": "rig.npz"}
-    request, rest = write_request(tmp_path, tiny_skinned_checkpoint, output=output)
+    request, rest = write_request(
+        tmp_path, tiny_skinned_checkpoint, output=output, dynamics="latent"
+    )
     code, lines, err = run(["--request", str(request)])
     assert code == 0, (lines, err)
     done = lines[-1]
@@ -141,7 +145,7 @@ def test_rig_request_writes_the_bones_without_decoding_vertices(tmp_path, tiny_s
 
 def test_rig_request_of_a_model_without_bones_is_refused(tmp_path, checkpoint):
     output = {"frames": "frames.npy", "rig": "rig.npz"}
-    request, _ = write_request(tmp_path, checkpoint, output=output)
+    request, _ = write_request(tmp_path, checkpoint, output=output, dynamics="latent")
     code, lines, _ = run(["--request", str(request)])
     assert code == 2 and lines[-1]["kind"] == "ConditionError"
     assert "bones" in lines[-1]["message"]
@@ -153,8 +157,10 @@ def test_rig_request_of_a_model_without_bones_is_refused(tmp_path, checkpoint):
 
 
 def test_a_rig_space_request_loads_no_model(tmp_path, capsys, monkeypatch):
-    """``"dynamics": "rig"`` runs without a model (here a checkpoint folder without one, and
-    loading any model fails): the rig comes back (linear blend), and it plays the frames."""
+    """A request in the rig space, the default (it names no dynamics), runs without a model
+    (here a checkpoint folder without one, and loading any model fails): the rig comes back
+    (linear blend), it plays the frames, and the info has the figures of the warning; with
+    the rig alone asked for, no frames are written."""
     from neurok_core.api import NeuROK
     from neurok_core.worker import read_request, run_request
 
@@ -164,7 +170,8 @@ def test_a_rig_space_request_loads_no_model(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(NeuROK, "load", load)
     (tmp_path / "no_model").mkdir()
     output = {"frames": "frames.npy", "result": "result.npz", "rig": "rig.npz"}
-    request, rest = write_request(tmp_path, tmp_path / "no_model", output=output, dynamics="rig")
+    request, rest = write_request(tmp_path, tmp_path / "no_model", output=output)
+    assert "dynamics" not in json.loads(request.read_text())
     done = run_request(read_request(request))
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert "load" not in {m.get("stage") for m in lines}
@@ -178,6 +185,16 @@ def test_a_rig_space_request_loads_no_model(tmp_path, capsys, monkeypatch):
     for t in range(4):
         np.testing.assert_allclose(rig.skin(rest, t), frames[t], atol=1e-5)
     assert load_result(done["result"]).rig is not None
+    info = done["info"]
+    assert info["edge_strain_max"] < 1e-6 and info["penetration_max"] == 0.0
+    assert info["integration"] == "complete"
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    request, _ = write_request(alone, tmp_path / "no_model", output={"rig": "rig.npz"})
+    done = run_request(read_request(request))
+    assert done["frames"] is None and not (alone / "frames.npy").exists()
+    with np.load(done["rig"]) as data:
+        np.testing.assert_allclose(BoneRig.from_arrays(data).translations, rig.translations)
 
 
 def test_malformed_requests(tmp_path, checkpoint):
@@ -199,9 +216,10 @@ def test_malformed_requests(tmp_path, checkpoint):
     assert "'dynamics' must be one of latent, rig" in lines[-1]["message"]
 
 
-def test_bad_inputs_come_back_as_plain_messages(tmp_path, checkpoint):
+@pytest.mark.parametrize("dynamics", ["rig", "latent"])
+def test_bad_inputs_come_back_as_plain_messages(tmp_path, checkpoint, dynamics):
     # A vertex index out of range in the conditions.
-    request, _ = write_request(tmp_path, checkpoint)
+    request, _ = write_request(tmp_path, checkpoint, dynamics=dynamics)
     data = json.loads(request.read_text())
     data["conditions"]["forces"][0]["vertex"] = 10_000
     request.write_text(json.dumps(data))
@@ -210,15 +228,18 @@ def test_bad_inputs_come_back_as_plain_messages(tmp_path, checkpoint):
     assert "10000" in lines[-1]["message"] and "Traceback" not in err
     # A mesh with NaN.
     request, _ = write_request(
-        tmp_path, checkpoint, vertices=np.full((8, 3), np.nan), faces=[[0, 1, 2]]
+        tmp_path, checkpoint, vertices=np.full((8, 3), np.nan), faces=[[0, 1, 2]], dynamics=dynamics
     )
-    code, lines, _ = run(["--request", str(request)])
-    assert code == 2 and lines[-1]["kind"] == "MeshError"
-    # A corrupt checkpoint.
+    code, lines, err = run(["--request", str(request)])
+    assert code == 2 and lines[-1]["kind"] == "MeshError" and "Traceback" not in err, lines
+    assert not (tmp_path / "frames.npy").exists()
+    if dynamics == "rig":
+        return
+    # A corrupt checkpoint, which the learned space loads (the rig space, the default, does not).
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{}")
-    request, _ = write_request(tmp_path, broken)
+    request, _ = write_request(tmp_path, broken, dynamics="latent")
     code, lines, _ = run(["--request", str(request)])
     assert code == 2 and lines[-1]["kind"] == "CheckpointError"
     assert not (tmp_path / "result.npz").exists()
@@ -277,13 +298,15 @@ def _answer(proc) -> list[dict]:
 
 
 def test_serving_worker_answers_requests_until_stdin_closes(tmp_path, checkpoint):
-    first, second, bad = (tmp_path / name for name in ("first", "second", "bad"))
-    for folder in (first, second, bad):
+    first, second, bad, rig = (tmp_path / name for name in ("first", "second", "bad", "rig"))
+    for folder in (first, second, bad, rig):
         folder.mkdir()
-    req1, rest = write_request(first, checkpoint)
-    req2, _ = write_request(second, checkpoint, frames=6)
+    # the learned space: what a serving worker keeps is its model and kinematic spaces
+    req1, rest = write_request(first, checkpoint, dynamics="latent")
+    req2, _ = write_request(second, checkpoint, frames=6, dynamics="latent")
     req3, _ = write_request(bad, checkpoint)
     (bad / "mesh.npz").unlink()
+    req4, _ = write_request(rig, tmp_path / "no_model")  # the rig space: no model needed
     proc = start(["--serve"], stdin=subprocess.PIPE)
     try:
         assert json.loads(proc.stdout.readline()) == {"type": "ready", "protocol": 1}
@@ -293,6 +316,7 @@ def test_serving_worker_answers_requests_until_stdin_closes(tmp_path, checkpoint
             "not json",
             json.dumps({"request": str(req3)}),
             json.dumps({"request": str(req2)}),
+            json.dumps({"request": str(req4)}),
         ):
             proc.stdin.write(line + "\n")
             proc.stdin.flush()
@@ -301,8 +325,10 @@ def test_serving_worker_answers_requests_until_stdin_closes(tmp_path, checkpoint
         assert proc.wait(timeout=60) == 0  # stdin closed: it ends by itself
     finally:
         proc.kill()
-    done1, malformed, missing, done2 = (a[-1] for a in answers)
+    done1, malformed, missing, done2, done4 = (a[-1] for a in answers)
     assert done1["type"] == "done" and done2["type"] == "done"
+    assert done4["type"] == "done" and done4["info"]["dynamics"] == "rig", done4
+    assert np.load(done4["frames"]).shape == (4, len(rest), 3)
     assert malformed["kind"] == "RequestError" and "request" in malformed["message"]
     assert missing["kind"] == "MeshError" and "does not exist" in missing["message"]
     frames1, frames2 = np.load(done1["frames"]), np.load(done2["frames"])

@@ -68,7 +68,7 @@ def sweep_one(
         record: dict = {"sequence": path.name, "category": seq.category, "run": run}
         cond = conditions[run]
         try:
-            result = engine.simulate(space, cond, settings=settings)
+            result = engine.simulate(space, cond, settings=settings, dynamics="latent")
         except NeuROKError as exc:
             record["error"] = str(exc)
             records.append(record)

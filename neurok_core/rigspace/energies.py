@@ -58,8 +58,11 @@ class Linear:
 
 
 class Rigidity:
-    """E = sum_b kappa_b / 4 |F_b^T F_b - I|^2 over the moving bones: keeps each bone a rotation
-    (affine body dynamics; Lan et al. 2022). kappa: (B,) J, zero for fixed bones."""
+    """E = sum_b kappa_b / 4 |D_b (F_b^T F_b - I) D_b|^2 over the moving bones: keeps each bone
+    a rotation (affine body dynamics; Lan et al. 2022) along the rest directions its vertices
+    extend along, D_b the projector on them (``projectors`` (B, 3, 3), None: all; a flat
+    bone's F along its normal moves no vertex and is not a coordinate). kappa: (B,) J, zero
+    for fixed bones."""
 
     def __init__(
         self,
@@ -67,12 +70,18 @@ class Rigidity:
         omega: float,
         strain: np.ndarray | None = None,
         zeta: float | None = None,
+        projectors: np.ndarray | None = None,
     ):
         self.kappa = np.asarray(kappa, dtype=np.float64)
         self.live = np.flatnonzero(self.kappa > 0)
         self.stiff, self.omega, self.name = True, omega, "rigidity"
         self.strain = strain  # (L, 3, 3) the strain it pulls towards (None: zero)
         self.zeta = zeta  # its own damping ratio (None: the integrator's)
+        self.projectors = projectors
+        self._d = None if projectors is None else np.asarray(projectors)[self.live]  # (L, 3, 3)
+
+    def _masked(self, s: np.ndarray) -> np.ndarray:
+        return s if self._d is None else self._d @ s @ self._d
 
     def dissipation(self, q: np.ndarray, dscale: float, zeta: float) -> Rigidity:
         """The step's viscous term: kappa factor / 4 |S(F) - S(F_start)|^2, the rate of the
@@ -81,8 +90,8 @@ class Rigidity:
         the step's 1 / dt."""
         factor = dscale * 2.0 * zeta / self.omega
         f = np.swapaxes(q[self.live, :3, :], 1, 2)
-        strain = np.swapaxes(f, 1, 2) @ f - np.eye(3)
-        out = Rigidity(self.kappa * factor, self.omega, strain)
+        strain = self._masked(np.swapaxes(f, 1, 2) @ f - np.eye(3))
+        out = Rigidity(self.kappa * factor, self.omega, strain, projectors=self.projectors)
         out.stiff = False
         return out
 
@@ -91,7 +100,7 @@ class Rigidity:
         b = self.live
         f = np.swapaxes(q[b, :3, :], 1, 2)  # (L, 3, 3): F[k, r] = Q[r, k]
         kap = self.kappa[b]
-        s = np.swapaxes(f, 1, 2) @ f - np.eye(3)  # (L, 3, 3)
+        s = self._masked(np.swapaxes(f, 1, 2) @ f - np.eye(3))  # (L, 3, 3)
         if self.strain is not None:
             s = s - self.strain
         value = 0.25 * float((kap * (s * s).sum((1, 2))).sum())
@@ -100,7 +109,8 @@ class Rigidity:
         grad[b, :3, :] = np.swapaxes(gf, 1, 2)
         if not hessian:
             return value, grad, None
-        return value, grad, self._assemble(nb, _rigidity_blocks(f, f, s, kap, project=True))
+        blocks = _rigidity_blocks(f, f, s, kap, self._d, project=True)
+        return value, grad, self._assemble(nb, blocks)
 
     def discrete_gradient(self, q0: np.ndarray, y: np.ndarray, hessian: bool = True):
         """The energy's discrete gradient across a midpoint step (Simo and Tarnow 1992), at the
@@ -114,8 +124,8 @@ class Rigidity:
         f1 = 2.0 * fm - f0
         kap = self.kappa[b]
         eye = np.eye(3)
-        s0 = np.swapaxes(f0, 1, 2) @ f0 - eye
-        s1 = np.swapaxes(f1, 1, 2) @ f1 - eye
+        s0 = self._masked(np.swapaxes(f0, 1, 2) @ f0 - eye)
+        s1 = self._masked(np.swapaxes(f1, 1, 2) @ f1 - eye)
         if self.strain is not None:
             s0, s1 = s0 - self.strain, s1 - self.strain
         mean = 0.5 * (s0 + s1)  # (L, 3, 3)
@@ -124,7 +134,7 @@ class Rigidity:
         if not hessian:
             return grad, None
         # d(F_m S)/dF_m with dS = dF_m^T F_1 + F_1^T dF_m
-        return grad, self._assemble(nb, _rigidity_blocks(fm, f1, mean, kap, project=False))
+        return grad, self._assemble(nb, _rigidity_blocks(fm, f1, mean, kap, self._d, project=False))
 
     def _assemble(self, nb: int, blocks: np.ndarray) -> np.ndarray:
         """The (12B, 12B) matrix of per-bone (9, 9) blocks in F order."""
@@ -137,16 +147,19 @@ class Rigidity:
         return out
 
 
-def _rigidity_blocks(fa, fb, s, kap, *, project: bool) -> np.ndarray:
-    """(L, 9, 9) blocks kappa (delta_ik S_lj + Fa_il Fb_kj + (Fa Fb^T)_ik delta_lj), F index
-    (i, j): the Hessian of kappa / 4 |F^T F - I|^2 when Fa = Fb = F (PSD-projected when
-    ``project``), the discrete gradient's Jacobian when Fa = F_m, Fb = F_1, S the mean strain."""
+def _rigidity_blocks(fa, fb, s, kap, d=None, *, project: bool) -> np.ndarray:
+    """(L, 9, 9) blocks kappa (delta_ik S_lj + (Fa D)_il (Fb D)_kj + (Fa D Fb^T)_ik D_lj), F
+    index (i, j), D the projectors (L, 3, 3) (None: I) and S = D S D: the Hessian of kappa / 4
+    |D (F^T F - I) D|^2 when Fa = Fb = F (PSD-projected when ``project``), the discrete
+    gradient's Jacobian when Fa = F_m, Fb = F_1, S the mean strain."""
     eye = np.eye(3)
-    fft = fa @ np.swapaxes(fb, 1, 2)
+    dd = np.broadcast_to(eye, s.shape) if d is None else d
+    fad, fbd = fa @ dd, fb @ dd
+    fft = fad @ np.swapaxes(fb, 1, 2)
     h = (
         np.einsum("ik,blj->bijkl", eye, s)
-        + np.einsum("bil,bkj->bijkl", fa, fb)
-        + np.einsum("bik,lj->bijkl", fft, eye)
+        + np.einsum("bil,bkj->bijkl", fad, fbd)
+        + np.einsum("bik,blj->bijkl", fft, dd)
     ) * kap[:, None, None, None, None]
     h = h.reshape(-1, 9, 9)
     if project:

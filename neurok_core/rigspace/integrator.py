@@ -92,6 +92,14 @@ class Integrator:
         nb = space.num_bones
         free = np.repeat(~space.fixed, 12)  # (12B,)
         self.free = np.flatnonzero(free)
+        # the coordinates that move: the moving bones' entries, or (where a bone's vertices
+        # do not extend along some direction) an orthonormal basis of those that move a vertex
+        self.basis = space.coordinates()  # (12B, K) or None
+        flat_weight = np.tile(np.array([1.0] * 9 + [space.object_size] * 3), nb)
+        if self.basis is None:
+            self.weight = flat_weight[self.free]
+        else:
+            self.weight = np.abs(self.basis).T @ flat_weight / np.abs(self.basis).sum(0)
         self.mass = flat_kron(space.moments)
         # a tiny extra mass on every coordinate: a bone no vertex follows keeps its place
         self.ridge = 1e-9 * max(float(np.trace(space.moments)) / max(4 * nb, 1), 1e-300)
@@ -99,6 +107,31 @@ class Integrator:
         self._factor = None  # (step key, factorised Jacobian, damping matrix) of the last step
         self.report = StepReport()
         self.scale = space.object_size
+
+    # -- the moving coordinates ----------------------------------------------------------------
+    def _reduce(self, flat: np.ndarray) -> np.ndarray:
+        """A flat gradient (12B,) on the moving coordinates (K,)."""
+        return flat[self.free] if self.basis is None else self.basis.T @ flat
+
+    def _reduce_matrix(self, matrix: np.ndarray) -> np.ndarray:
+        """A (12B, 12B) matrix on the moving coordinates (K, K)."""
+        if self.basis is None:
+            return matrix[np.ix_(self.free, self.free)]
+        return self.basis.T @ matrix @ self.basis
+
+    def _expand(self, step: np.ndarray) -> np.ndarray:
+        """A step (K,) of the moving coordinates as a flat step (12B,)."""
+        if self.basis is not None:
+            return self.basis @ step
+        full = np.zeros(12 * self.space.num_bones)
+        full[self.free] = step
+        return full
+
+    def _project(self, v: np.ndarray) -> np.ndarray:
+        """Velocities (B, 4, 3) on the moving coordinates."""
+        if self.basis is None:
+            return v
+        return (self.basis @ (self.basis.T @ v.reshape(-1))).reshape(v.shape)
 
     # -- energy --------------------------------------------------------------------------------
     def potential(self, q: np.ndarray, t: float, hessian: bool, extra=(), start=None):
@@ -303,6 +336,8 @@ class Integrator:
         joints allow: those that do not move any glue point's pair apart (the null space of
         the glue's rows)."""
         basis = self._rigid_velocities(q)
+        if self.basis is not None:  # what the moving coordinates hold of them
+            basis = self.basis @ (self.basis.T @ basis)
         glue = [e for e in self.energies if getattr(e, "name", "") == "glue"]
         if not glue:
             return basis
@@ -338,6 +373,7 @@ class Integrator:
         search on the residual's norm)."""
         free = self.free
         m = self.mass
+        v = self._project(v)
         if euler:
             inertia, pull, t_eval = 1.0 / h**2, q + h * v, t + h
             dscale = 1.0 / h
@@ -355,7 +391,7 @@ class Integrator:
                 zeta = self.zeta if getattr(e, "zeta", None) is None else e.zeta
                 if zeta > 0:
                     viscous.append(e.dissipation(q, dscale, zeta))
-        weight = np.tile(np.array([1.0] * 9 + [self.scale] * 3), q.shape[0])[free]
+        weight = self.weight
 
         def residual(yy, damp, hessian):
             value, grad, hess, dmat = self.potential(yy, t_eval, hessian, viscous, start)
@@ -372,7 +408,7 @@ class Integrator:
                     + value
                 )
             else:
-                merit = 0.5 * float(np.sum((g[free] * weight) ** 2))
+                merit = 0.5 * float(np.sum((self._reduce(g) * weight) ** 2))
             return g, hess, damp, merit
 
         moved = np.inf
@@ -392,7 +428,7 @@ class Integrator:
             else:
                 g, hess, damp, m0 = residual(y, damp, fresh)
             known = None
-            gf = g[free]
+            gf = self._reduce(g)
             # converged too when the equations' residual has fallen by RESIDUAL (a direction
             # that nothing resists, such as a bone few vertices follow, may keep stepping)
             norm = float(np.linalg.norm(gf * weight))
@@ -407,7 +443,7 @@ class Integrator:
                 jacobians += 1
                 self.report.jacobians += 1
                 big = inertia * m + dscale * (cm * m + damp) + hess
-                hf = big[np.ix_(free, free)]
+                hf = self._reduce_matrix(big)
                 hf[np.diag_indices_from(hf)] += inertia * self.ridge
                 try:
                     factor = cho_factor(hf) if euler else lu_factor(hf, check_finite=True)
@@ -416,8 +452,7 @@ class Integrator:
             step = -(cho_solve(factor, gf) if euler else lu_solve(factor, gf))
             if not np.isfinite(step).all():
                 return None
-            full = np.zeros(y.size)
-            full[free] = step
+            full = self._expand(step)
             # bounded: a Newton step moves no bone by more than a fifth of the object (or turns
             # its axes by more than 0.2), so that a wild first iterate cannot throw the state away
             size = self._step_size(full)
@@ -427,7 +462,7 @@ class Integrator:
             if fresh:
                 # Armijo: along a Newton direction the residual's squared norm falls at rate
                 # 2 m0 (the midpoint step), the incremental potential at its slope (Euler)
-                slope = float(full[free] @ gf) if euler else -2.0 * m0
+                slope = float(self._reduce(full) @ gf) if euler else -2.0 * m0
                 for _ in range(12):
                     trial = y + alpha * full.reshape(y.shape)
                     if residual(trial, damp, False)[3] <= m0 + 1e-4 * alpha * slope:
@@ -440,7 +475,7 @@ class Integrator:
                 # iteration; else it is computed afresh at y
                 trial = y + full.reshape(y.shape)
                 gt, _, _, mt = residual(trial, damp, False)
-                if float(np.linalg.norm(gt[free] * weight)) > CHORD_RATE * norm:
+                if float(np.linalg.norm(self._reduce(gt) * weight)) > CHORD_RATE * norm:
                     factor = None
                     continue
                 known = (gt, mt)

@@ -70,7 +70,14 @@ def _rigidity(space: RigSpace, omega: float) -> Rigidity:
         mb = m[4 * b + 3, 4 * b + 3]
         r2 = np.trace(m[4 * b : 4 * b + 3, 4 * b : 4 * b + 3]) / max(mb, 1e-300)
         kappa[b] = mb * max(r2, (1e-3 * space.object_size) ** 2) * omega**2 / 6.0
-    return Rigidity(kappa, omega)
+    return Rigidity(kappa, omega, projectors=_projectors(space))
+
+
+def _projectors(space: RigSpace) -> np.ndarray | None:
+    """(B, 3, 3) each bone's projector on its seen rest directions (None: all seen)."""
+    if space.seen is None or space.seen.all():
+        return None
+    return np.einsum("bia,ba,bja->bij", space.axes, space.seen.astype(float), space.axes)
 
 
 def _part_rows(space: RigSpace, part: int, points: np.ndarray) -> np.ndarray:
@@ -361,19 +368,19 @@ def soft_basis(space: RigSpace, q: np.ndarray, stiff) -> np.ndarray:
     the hinge; a flag: its bending; a free body: its six rigid motions)."""
     from scipy.linalg import eigh
 
-    free = np.flatnonzero(np.repeat(~space.fixed, 12))
-    mass = np.kron(space.moments, np.eye(3))[np.ix_(free, free)]
+    coords = space.coordinates()
+    if coords is None:
+        coords = np.eye(12 * space.num_bones)[:, np.repeat(~space.fixed, 12)]
+    mass = coords.T @ np.kron(space.moments, np.eye(3)) @ coords
     k = np.zeros_like(mass)
     for energy in stiff:
         h = energy(q, True)[2]
         if h is not None:
-            k += h[np.ix_(free, free)]
+            k += coords.T @ h @ coords
     mass += 1e-9 * np.trace(mass) / len(mass) * np.eye(len(mass))
     lam, vec = eigh(k, mass)
     keep = lam < (TWO_PI * SOFT_HZ) ** 2
-    out = np.zeros((12 * space.num_bones, int(keep.sum())))
-    out[free] = vec[:, keep]
-    return out
+    return coords @ vec[:, keep]
 
 
 def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.ndarray, stiff):
@@ -406,10 +413,51 @@ def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.n
 
 
 # -- output ------------------------------------------------------------------------------------
+def completed(f: np.ndarray, space: RigSpace) -> np.ndarray:
+    """F (B, 3, 3) with each bone's unseen rest directions (``RigSpace.seen``) carried along
+    with its seen ones: a flat bone's normal to the cross product of its two seen images,
+    a line's directions across it by the least rotation that turns its axis, a bone that sees
+    none unturned (its F there is not a coordinate and stays as it was at rest)."""
+    if space.seen is None or space.seen.all():
+        return f
+    f = f.copy()
+    for b in np.flatnonzero(~space.seen.all(1)):
+        axes, seen = space.axes[b], space.seen[b]
+        images = f[b] @ axes  # (3, 3): column a the image of rest direction a
+        count = int(seen.sum())
+        if count == 2:
+            n = np.cross(images[:, 0], images[:, 1])
+            images[:, 2] = n / max(float(np.linalg.norm(n)), 1e-300)
+        elif count == 1:
+            a = images[:, 0] / max(float(np.linalg.norm(images[:, 0])), 1e-300)
+            turn = _least_rotation(axes[:, 0], a)
+            images[:, 1:] = turn @ axes[:, 1:]
+        else:
+            images = axes.copy()
+        f[b] = images @ axes.T
+    return f
+
+
+def _least_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The rotation (3, 3) by the least angle that turns unit ``a`` onto unit ``b``
+    (Rodrigues; a half turn about an axis across ``a`` when they are opposite)."""
+    axis = np.cross(a, b)
+    sin, cos = float(np.linalg.norm(axis)), float(a @ b)
+    if sin < 1e-12:
+        if cos > 0:
+            return np.eye(3)
+        across = np.cross(a, np.eye(3)[int(np.argmin(np.abs(a)))])
+        across /= np.linalg.norm(across)
+        return 2.0 * np.outer(across, across) - np.eye(3)
+    k = axis / sin
+    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + sin * kx + (1.0 - cos) * (kx @ kx)
+
+
 def rigid_bones(q: np.ndarray, space: RigSpace) -> tuple[np.ndarray, np.ndarray]:
     """(R (B, 3, 3), t (B, 3)): each bone's nearest rigid motion x -> R x + t (the polar
-    rotation of its F, about its head)."""
-    f = np.swapaxes(q[:, :3, :], 1, 2)  # (B, 3, 3)
+    rotation of its F, completed along its unseen directions, about its head)."""
+    f = completed(np.swapaxes(q[:, :3, :], 1, 2), space)  # (B, 3, 3)
     u, _, vt = np.linalg.svd(f)
     d = np.sign(np.linalg.det(u @ vt))
     u[:, :, 2] *= d[:, None]
@@ -548,7 +596,10 @@ def simulate_rig(
     )
     t_out = np.arange(len(states)) / conditions.fps
     affine = float(
-        max(np.abs(np.swapaxes(s[:, :3], 1, 2) - r).max() for s, r in zip(states, rot, strict=True))
+        max(
+            np.abs(completed(np.swapaxes(s[:, :3], 1, 2), space) - r).max()
+            for s, r in zip(states, rot, strict=True)
+        )
     )
     info = {
         "dynamics": "rig",

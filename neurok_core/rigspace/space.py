@@ -25,6 +25,7 @@ from .joints import Joint, find_joints
 
 PIN_FALLOFF = 0.5  # the still bone fades within this share of the part's bone spacing
 PIN_CUTOFF = 1e-3
+UNSEEN = 1e-4  # object sizes (rms): a bone's vertices extending less along a direction
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,9 @@ class RigSpace:
     bones that are not coordinates (the still bone, fixed parts); rows: sparse (N, 4B) skinning
     rows u_i (package docstring); masses (N,) kg; moments (4B, 4B) = sum_i m_i u_i u_i^T;
     gravity_moment (4B,) = sum_i m_i u_i; vertex_bones / vertex_weights (N, K): the rig's
-    weights; joints; object_size (m); part_mass (P,) kg."""
+    weights; joints; object_size (m); part_mass (P,) kg; axes (B, 3, 3): each bone's rest
+    directions (orthonormal columns), seen (B, 3) bool: those its vertices extend along
+    (``bone_axes``); a bone's F along the others moves no vertex and is not a coordinate."""
 
     vertices: np.ndarray
     faces: np.ndarray
@@ -93,6 +96,8 @@ class RigSpace:
     object_size: float
     part_mass: np.ndarray
     fixed_parts: np.ndarray
+    axes: np.ndarray | None = None
+    seen: np.ndarray | None = None
     info: dict = field(default_factory=dict)
 
     @property
@@ -116,6 +121,28 @@ class RigSpace:
         return homogeneous_rows(
             points, self.vertex_bones[vertices], self.vertex_weights[vertices], self.heads
         )
+
+    def coordinates(self) -> np.ndarray | None:
+        """(12B, K) an orthonormal basis of the coordinates that move (in Q's flat order): every
+        moving bone's centre and its F along its seen directions; None when those are all
+        of the moving bones' entries (no bone lacks a direction)."""
+        live = np.flatnonzero(~self.fixed)
+        if self.seen is None or self.seen[live].all():
+            return None
+        nb = self.num_bones
+        cols = []
+        for b in live:
+            for a in np.flatnonzero(self.seen[b]):
+                d = self.axes[b][:, a]  # F d = sum_j d_j Q[b, j, :]
+                for i in range(3):
+                    col = np.zeros((nb, 4, 3))
+                    col[b, :3, i] = d
+                    cols.append(col.reshape(-1))
+            for i in range(3):
+                col = np.zeros((nb, 4, 3))
+                col[b, 3, i] = 1.0
+                cols.append(col.reshape(-1))
+        return np.stack(cols, 1)
 
     def vertex_rows(self, index: np.ndarray) -> np.ndarray:
         """Dense skinning rows (R, 4B) of vertices ``index``."""
@@ -144,6 +171,30 @@ def _sparse_rows(vertices, bones, weights, heads) -> sparse.csr_matrix:
     m = sparse.csr_matrix((vals.reshape(-1), (rows, cols)), shape=(n, 4 * len(heads)))
     m.sum_duplicates()
     return m
+
+
+def bone_axes(moments: np.ndarray, fixed: np.ndarray, size: float) -> tuple:
+    """(axes (B, 3, 3), seen (B, 3)): each bone's principal rest directions about its head
+    (the eigenvectors of sum_i m_i w_ib^2 (X_i - h_b)(X_i - h_b)^T, a right-handed frame) and
+    whether its vertices extend along each by more than ``UNSEEN`` object sizes (rms). A flat
+    part's bones see no normal, a line's no direction across it, a bone of one vertex none:
+    its F along those moves no vertex and only the rigidity would hold it, massless, which
+    the midpoint step cannot settle; those entries are left out of the coordinates."""
+    nb = len(fixed)
+    axes = np.repeat(np.eye(3)[None], nb, 0)
+    seen = np.ones((nb, 3), dtype=bool)
+    for b in np.flatnonzero(~fixed):
+        block = moments[4 * b : 4 * b + 4, 4 * b : 4 * b + 4]
+        mass = max(float(block[3, 3]), 1e-300)
+        lam, vec = np.linalg.eigh(block[:3, :3] / mass)
+        lam, vec = lam[::-1], vec[:, ::-1]
+        if np.linalg.det(vec) < 0:
+            vec[:, 2] *= -1.0
+        look = lam > (UNSEEN * size) ** 2
+        if look.all():
+            continue
+        axes[b], seen[b] = vec, look
+    return axes, seen
 
 
 def _collinear(points: np.ndarray, size: float) -> bool:
@@ -222,6 +273,7 @@ def build_rig_space(
     moments = np.asarray((rows.T @ sparse.diags(masses) @ rows).todense())
     gravity_moment = np.asarray(rows.T @ masses).reshape(-1)
     part_mass = np.bincount(layout.parts, weights=masses, minlength=num_parts)
+    axes, seen = bone_axes(moments, fixed, size)
     joints = find_joints(vertices, faces, layout, fixed_parts, size)
     for p, points in pin_glue:
         joints.append(Joint.to_world(p, points, size))
@@ -242,6 +294,8 @@ def build_rig_space(
         object_size=size,
         part_mass=part_mass,
         fixed_parts=fixed_parts,
+        axes=axes,
+        seen=seen,
     )
     space.info = {
         "bones": int(nb),
@@ -253,4 +307,11 @@ def build_rig_space(
     return space
 
 
-__all__ = ["MAX_INFLUENCES", "RigSettings", "RigSpace", "build_rig_space", "homogeneous_rows"]
+__all__ = [
+    "MAX_INFLUENCES",
+    "RigSettings",
+    "RigSpace",
+    "bone_axes",
+    "build_rig_space",
+    "homogeneous_rows",
+]

@@ -325,10 +325,11 @@ class SimulationConditions:
     ground: height (m) of a ground plane z = ground that the object rests on (None: none).
     colliders: static obstacle meshes (:class:`Collider`).
     friction: Coulomb friction coefficient of the contact with the ground and colliders (>= 0).
-    bounciness: the contact's restitution, 0 to 1 (as Blender's rigid body Bounciness): a
-        point that hits an obstacle leaves it at this share of the speed it came in with, so a
-        dropped ball rebounds to bounciness^2 of its drop; 1 keeps the energy of an impact.
-        Only the rig space's dynamics bounce; the latent dynamics' contact does not read it.
+    bounciness: the contact's restitution, 0 to 1 (as Blender's rigid body Bounciness): an
+        object that hits an obstacle leaves it at this share of the speed it came in with, so a
+        dropped ball rebounds to bounciness^2 of its drop; 1 keeps the energy of an impact. The
+        rig space gives each hitting point this share by an impulse; the latent dynamics damp
+        their contact so that its restitution is this (``contact.restitution_damping``).
     With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
     translation added to its learned coordinates), so it can fall onto what it meets.
     """

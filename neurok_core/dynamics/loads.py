@@ -17,7 +17,7 @@ from torch import Tensor
 
 from .barrier import PriorBarrier
 from .conditions import Anchor, SimulationConditions
-from .contact import ContactForces, contact_omega
+from .contact import ContactForces, contact_omega, restitution_damping
 from .drag import DragHandle
 from .obstacles import scene_obstacles
 from .settings import DynamicsSettings
@@ -209,7 +209,8 @@ def contact_forces(
     settings: DynamicsSettings,
 ) -> ContactForces | None:
     """The contact of ``cond``'s ground and colliders (None without either); ``accel``: the
-    problem's acceleration scale (m/s^2), which sets the penalty's stiffness (``contact``)."""
+    problem's acceleration scale (m/s^2), which sets the penalty's stiffness (``contact``);
+    the conditions' bounciness sets its damping ratio (``contact.restitution_damping``)."""
     if not cond.contact:
         return None
     st = settings.contact
@@ -217,7 +218,7 @@ def contact_forces(
         scene_obstacles(cond.ground, cond.colliders, size, st),
         masses.detach().to("cpu", torch.float64).numpy(),
         omega=contact_omega(accel, size, st.share, st.depth),
-        zeta=st.damping,
+        zeta=restitution_damping(cond.bounciness, st.damping),
         sticking=st.sticking,
         friction=cond.friction,
         margin=st.margin * size,

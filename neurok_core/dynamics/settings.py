@@ -138,8 +138,9 @@ class ContactSettings:
         ``depth``.
     hard: the penalty stiffens with depth, twice as stiff at this depth (a corner or the bottom
         of a ball, a few points carrying the whole object, then stays near it).
-    damping: the points' damping ratio in contact (well above 1: the object as a whole sees
-        about damping * sqrt(share of its mass in contact), see ``contact``).
+    damping: the largest damping ratio of the object's normal motion in contact, what bounciness
+        0 gets (the conditions' bounciness sets the ratio, ``contact.restitution_damping``; a
+        restitution of 0 would need an infinite one, 5 gives 0.009).
     sticking: the friction's viscous rate (sticking) in units of the contact frequency.
     cells: grid cells per object size of a collider's signed-distance grid (``obstacles``).
     band: how far from a collider's surface its grid holds distances.
@@ -156,7 +157,7 @@ class ContactSettings:
     depth: float = 0.001
     share: float = 0.05
     hard: float = 0.003
-    damping: float = 2.0
+    damping: float = 5.0
     sticking: float = 0.5
     cells: float = 100.0
     band: float = 0.06

@@ -112,8 +112,9 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
     bounciness: FloatProperty(
         name="Bounciness",
         description=(
-            "How much an impact bounces back: the share of its speed a point keeps "
-            "(0: none, 1: no loss); a drop rebounds to bounciness squared of its height"
+            "How much an impact bounces back: the share of its speed the object keeps as it "
+            "leaves the ground or a collider (0: none, 1: no loss); a dropped object rebounds "
+            "to about bounciness squared of its height"
         ),
         default=0.1,
         min=0.0,

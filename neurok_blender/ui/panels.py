@@ -163,9 +163,7 @@ class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):
         if physics.collider_source == "COLLECTION":
             layout.prop(physics, "collider_collection")
         layout.prop(physics, "friction")
-        row = layout.row()
-        row.active = physics.dynamics == "rig"  # only the rig space's contact bounces
-        row.prop(physics, "bounciness")
+        layout.prop(physics, "bounciness")
 
 
 class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):

@@ -285,5 +285,6 @@ def clear_results(obj) -> int:
     results.frame_count = 0
     results.frames_on_barrier = 0
     results.edge_strain = 0.0
+    results.penetration = 0.0
     obj.data.update()
     return removed

@@ -299,7 +299,8 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
     first, last = frame_range(scene)
     if last - first < 1:
         raise GatherError(f"the frame range {first}-{last} must hold at least two frames")
-    if settings.checkpoint and not os.path.isdir(settings.checkpoint):
+    latent = obj.neurok.physics.dynamics == "latent"  # the rig space needs no model
+    if latent and settings.checkpoint and not os.path.isdir(settings.checkpoint):
         raise GatherError(
             f"the checkpoint folder {settings.checkpoint!r} does not exist (Preferences > Add-ons"
             " > NeuROK > Checkpoint; empty = the bundled model)"

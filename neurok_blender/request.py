@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .core import SimulationConditions
+from .core import DEFAULT_DYNAMICS, SimulationConditions, warning
 
 PROTOCOL = 1
 
@@ -32,8 +32,8 @@ class SimulationRequest:
     """One simulation: the world-space mesh, its conditions and the engine settings.
 
     vertices: (N, 3) float32 metres, world space; faces: (F, 3) int32 triangles.
-    dynamics: the coordinates of the motion, one of the engine's ``DYNAMICS``: "latent" (the
-    learned model's latent space) or "rig" (the rig space, which loads no model).
+    dynamics: the coordinates of the motion, one of the engine's ``DYNAMICS``: "rig" (the rig
+    space, the default: it loads no model) or "latent" (the learned model's latent space).
     checkpoint: a checkpoint folder, None for the engine's bundled default.
     want_frames / want_rig: what the engine returns, the frames of every vertex and / or the
     rig (the rig space, or a model with bones).
@@ -42,7 +42,7 @@ class SimulationRequest:
     vertices: np.ndarray = field(repr=False)
     faces: np.ndarray = field(repr=False)
     conditions: SimulationConditions
-    dynamics: str = "latent"
+    dynamics: str = DEFAULT_DYNAMICS
     checkpoint: str | None = None
     device: str = "auto"
     cache_dir: str | None = None
@@ -92,54 +92,12 @@ def load_frames(path: str | Path, count: int, num_vertices: int) -> np.ndarray:
     return frames
 
 
-BARRIER_WARNING_SHARE = 0.25  # of the frames, past which Simulate may warn (``doubtful``)
-STRAIN_WARNING = 0.05  # mean edge strain past which a motion on the barrier is doubtful
-
-
-def _count(value) -> int:
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return 0
-
-
-def frames_on_barrier(info) -> int:
-    """The engine's ``frames_on_barrier`` from a result's info, 0 when absent or malformed."""
-    return _count(info.get("frames_on_barrier") if isinstance(info, dict) else None)
-
-
-def edge_strain(info) -> tuple[float, int]:
-    """The engine's largest mean edge strain over the frames and its frame, (0, 0) when absent
-    or malformed."""
-    if not isinstance(info, dict):
-        return 0.0, 0
-    value = info.get("edge_strain_max")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        return 0.0, 0
-    return float(value), _count(info.get("edge_strain_frame"))
-
-
-def doubtful(pressed: int, frames: int, strain: float) -> bool:
-    """Whether a result deserves a warning: its motion pressed against the limits of what the
-    model learned for this object in more than ``BARRIER_WARNING_SHARE`` of the frames, and
-    the mesh stretched or crumpled there (mean edge strain over ``STRAIN_WARNING``). A motion
-    that only rests against those limits with the mesh intact (a lid at its stop, a small push)
-    is not doubtful."""
-    return frames > 0 and pressed > BARRIER_WARNING_SHARE * frames and strain > STRAIN_WARNING
-
-
 def simulate_report(name: str, frames: int, seconds: float, baked: str, info) -> tuple[str, str]:
     """(Blender report type, message) for a finished simulation: what was baked, and a warning
-    when the result is doubtful (``doubtful``), with what to change."""
+    when the engine's figures say the result is likely implausible (``core.warning``: the rule
+    of either dynamics, as the CLI's summary words it), with what to change."""
     text = f"Simulated {frames} frames of '{name}' in {seconds:.1f} s; baked as {baked}"
-    pressed = frames_on_barrier(info)
-    strain, at = edge_strain(info)
-    if doubtful(pressed, frames, strain):
-        return "WARNING", (
-            f"{text}. In {pressed} of {frames} frames the motion pressed against the limits of "
-            f"what the model learned for this object, and the mesh stretched by {strain:.0%} "
-            f"on average by frame {at}: the result is likely implausible there. Use gentler "
-            "forces or drag targets closer to the object, or raise its stiffness or damping"
-        )
+    doubt = warning(info, frames)
+    if doubt:
+        return "WARNING", f"{text}. {doubt}"
     return "INFO", text

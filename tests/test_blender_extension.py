@@ -121,7 +121,10 @@ def test_gather_world_space_request(tmp_path, zip_path):
     (posed,) = out["posed_warnings"]
     assert "deformed by Armature 'Pose'" in posed and "rest" in posed and "Smooth It" not in posed
     assert "extensions" in out["cache_dir"]
-    assert out["dynamics"] == "latent" and out["rig_dynamics"] == "rig"  # the Dynamics choice
+    # the Dynamics choice: the rig space unless told; the learned space alone needs the model
+    assert out["dynamics"] == "rig" and out["latent_dynamics"] == "latent"
+    assert "checkpoint folder" in out["latent_missing_checkpoint"]
+    assert out["rig_missing_checkpoint"].endswith("nowhere")
 
 
 def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):

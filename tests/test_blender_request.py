@@ -1,6 +1,7 @@
 """The add-on's side of the worker protocol, in plain Python (no Blender, no torch needed):
 its request files are what the engine's worker reads, its conditions what the engine accepts."""
 
+import json
 import sys
 
 import numpy as np
@@ -66,19 +67,26 @@ def test_request_files_are_what_the_worker_reads(tmp_path):
 
 
 def test_the_dynamics_choice_reaches_the_worker(tmp_path):
-    """The request carries the dynamics as the engine names them (latent unless told); the
-    worker refuses a name it does not know."""
-    from neurok_core.dynamics.conditions import DYNAMICS
+    """The request carries the dynamics as the engine names them (the rig space unless told,
+    the engine's one default); a request without any gets the worker's, the same; the worker
+    refuses a name it does not know."""
+    from neurok_blender import core
+    from neurok_core.dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
     from neurok_core.worker import RequestError
 
     vertices = np.random.default_rng(0).normal(size=(7, 3))
     faces = np.array([[0, 1, 2], [2, 3, 4], [4, 5, 6]])
-    assert DYNAMICS == ("latent", "rig")
+    assert DYNAMICS == ("latent", "rig") and DEFAULT_DYNAMICS == core.DEFAULT_DYNAMICS == "rig"
     for dynamics in (None, *DYNAMICS):
         extra = {} if dynamics is None else {"dynamics": dynamics}
         request = SimulationRequest(vertices, faces, conditions(), **extra)
         parsed = read_request(request.write(tmp_path / f"job_{dynamics}"))
-        assert parsed["dynamics"] == (dynamics or "latent")
+        assert parsed["dynamics"] == (dynamics or "rig")
+    path = SimulationRequest(vertices, faces, conditions()).write(tmp_path / "job_unsaid")
+    payload = json.loads(path.read_text())
+    del payload["dynamics"]
+    path.write_text(json.dumps(payload))
+    assert read_request(path)["dynamics"] == "rig"
     request = SimulationRequest(vertices, faces, conditions(), dynamics="verlet")
     with pytest.raises(RequestError, match="'dynamics' must be one of latent, rig"):
         read_request(request.write(tmp_path / "job_bad"))
@@ -159,9 +167,12 @@ def test_simulation_job_error_and_bad_exit(tmp_path):
 
 
 def test_simulate_report_warns_when_the_result_is_doubtful():
-    """A warning needs both: the motion pressed against the learned limits in over a quarter of
-    the frames, and the mesh stretched there (a lid resting at its stop is not doubtful)."""
-    from neurok_blender.request import doubtful, edge_strain, frames_on_barrier, simulate_report
+    """In the learned space a warning needs both: the motion pressed against the learned limits
+    in over a quarter of the frames, and the mesh stretched there (a lid resting at its stop is
+    not doubtful)."""
+    from neurok_blender.core import edge_strain, frames_on_barrier, short_warning
+    from neurok_blender.request import simulate_report
+    from neurok_core.doubts import doubtful
 
     strained = {"edge_strain_max": 0.19, "edge_strain_frame": 8}
     kind, text = simulate_report("Sheet", 48, 2.5, "4 shape keys", {"frames_on_barrier": 3})
@@ -180,6 +191,10 @@ def test_simulate_report_warns_when_the_result_is_doubtful():
         "WARNING"
     )
     assert doubtful(13, 48, 0.06) and not doubtful(12, 48, 0.06) and not doubtful(13, 48, 0.05)
+    assert short_warning(False, 12, 6, 0.12, 0.0) == (
+        "Beyond the learned shapes in 6 of 12 frames (stretched 12%)"
+    )
+    assert short_warning(False, 12, 6, 0.01, 0.5) is None  # the learned space has no depth
     assert frames_on_barrier({"frames_on_barrier": 7}) == 7
     assert frames_on_barrier({"frames_on_barrier": -1}) == frames_on_barrier(None) == 0
     assert edge_strain(strained) == (0.19, 8)
@@ -187,3 +202,36 @@ def test_simulate_report_warns_when_the_result_is_doubtful():
     # an engine that does not report them (or a malformed info) just gives the summary
     for info in ({}, None, {"frames_on_barrier": "many"}, {"frames_on_barrier": True}):
         assert simulate_report("Sheet", 48, 2.5, "4 shape keys", info)[0] == "INFO"
+
+
+def test_simulate_report_warns_when_a_rig_space_figure_fails_its_target():
+    """In the rig space one figure is enough: a mean edge strain over 5% in some frame, or a
+    vertex deeper than 1% of the object's size in the ground or a collider; at the targets, or
+    with the figures absent, the report is the summary alone."""
+    from neurok_blender.core import penetration, short_warning
+    from neurok_blender.request import simulate_report
+
+    rig = {"dynamics": "rig", "frames_on_barrier": 0}
+    fine = {**rig, "edge_strain_max": 0.05, "edge_strain_frame": 3, "penetration_max": 0.01}
+    assert simulate_report("Flag", 24, 1.0, "a rig", fine)[0] == "INFO"
+    assert simulate_report("Flag", 24, 1.0, "a rig", rig)[0] == "INFO"
+    stretched = {**fine, "edge_strain_max": 0.08, "edge_strain_frame": 18}
+    kind, text = simulate_report("Flag", 24, 1.0, "a rig", stretched)
+    assert kind == "WARNING" and text.startswith("Simulated 24 frames of 'Flag' in 1.0 s; baked")
+    assert "In the rig space the mesh stretched by 8% on average by frame 18" in text
+    assert "likely implausible" in text and "into the ground" not in text
+    sunk = {**fine, "penetration_max": 0.034, "penetration_frame": 7}
+    kind, text = simulate_report("Box", 24, 1.0, "a rig", sunk)
+    assert kind == "WARNING" and "stretched" not in text
+    assert "it went 3.4% of its size into the ground or a collider by frame 7" in text
+    both = {**stretched, "penetration_max": 0.034, "penetration_frame": 7}
+    assert " and it went 3.4%" in simulate_report("Box", 24, 1.0, "a rig", both)[1]
+    # the learned space's rule does not apply: no barrier needed, and none counts
+    assert simulate_report("Box", 24, 1.0, "a rig", {**fine, "frames_on_barrier": 24})[0] == (
+        "INFO"
+    )
+    assert penetration(sunk) == (0.034, 7)
+    assert penetration({"penetration_max": -1.0}) == penetration(None) == (0.0, 0)
+    assert short_warning(True, 24, 0, 0.08, 0.0) == "Likely implausible: stretched 8%"
+    assert short_warning(True, 24, 0, 0.01, 0.034) == "Likely implausible: 3.4% into an obstacle"
+    assert short_warning(True, 24, 0, 0.05, 0.01) is None

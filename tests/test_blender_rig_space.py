@@ -37,8 +37,8 @@ def test_a_laptop_in_the_rig_space_bakes_as_a_rig_and_closes_rigidly(tmp_path, z
         env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
         checkpoint=str(tmp_path / "no_model"),
     )
-    # the choice: the engine's names, the learned space by default, carried by the request
-    assert out["dynamics_items"] == ["latent", "rig"] and out["default_dynamics"] == "latent"
+    # the choice: the engine's names, the rig space by default, carried by the request
+    assert out["dynamics_items"] == ["latent", "rig"] and out["default_dynamics"] == "rig"
     assert out["request_dynamics"] == "rig"
     arrow = np.array(out["arrow_local_z"]) / np.linalg.norm(out["arrow_local_z"])
     np.testing.assert_allclose(arrow, (0.0, -1.0, 0.0), atol=1e-6)  # towards the base
@@ -86,4 +86,47 @@ def test_a_laptop_in_the_rig_space_bakes_as_a_rig_and_closes_rigidly(tmp_path, z
         f"rig space laptop: auto {out['auto_seconds']:.2f} s, shape keys"
         f" {out['keys_seconds']:.2f} s, point cache {out['cache_seconds']:.2f} s, closed by"
         f" {angle:.1f} deg"
+    )
+
+
+def test_the_rig_space_warns_only_of_a_likely_implausible_motion(tmp_path, zip_path):
+    """Out of the box (the rig space, the default; no model), a 1 m cube with the default 10 N
+    arrow under gravity, a laptop pushed shut and a flag hanging from its pole each bake with
+    one INFO report and no warning in the panel; a flag dragged 5 m from its pole stretches far
+    beyond a cloth's 5%: the report is a WARNING that says so, and the panel shows it."""
+    (tmp_path / "no_model").mkdir()
+    out = run_scenario(
+        "rig_space_warnings",
+        tmp_path,
+        zip_path,
+        timeout=600,
+        env={"OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )
+    assert out["cube_defaults"] == ["rig", 10.0, True]
+    for name in ("cube", "laptop", "flag"):
+        run = out[name]
+        assert run["result"] == "FINISHED", (name, run["report"])
+        assert [level for level, _ in run["report"]] == ["INFO"], (name, run["report"])
+        figures = run["figures"]
+        assert figures["dynamics"] == "rig" and figures["integration"] != "cut short", name
+        assert figures["edge_strain_max"] < 0.02 and figures["penetration_max"] < 0.005, name
+        assert run["results"][0] == "rig"
+        assert not any("implausible" in line for line in run["panel"]), (name, run["panel"])
+    torn = out["torn"]
+    assert torn["result"] == "FINISHED", torn["report"]
+    (level, text), *_ = torn["report"]
+    strain = torn["figures"]["edge_strain_max"]
+    assert level == "WARNING" and strain > 0.05, torn
+    assert f"In the rig space the mesh stretched by {strain:.0%}" in text, text
+    assert "likely implausible" in text and "drag targets closer" in text
+    assert torn["results"] == ["rig", pytest.approx(strain, rel=1e-6)]
+    assert f"Likely implausible: stretched {strain:.0%}" in torn["panel"], torn["panel"]
+    print(  # the figures, for the report (pytest -s)
+        "rig-space warnings: "
+        + ", ".join(
+            f"{name} strain {out[name]['figures']['edge_strain_max']:.2%} depth"
+            f" {out[name]['figures']['penetration_max']:.2%}"
+            for name in ("cube", "laptop", "flag", "torn")
+        )
     )

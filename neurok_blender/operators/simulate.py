@@ -10,13 +10,14 @@ from bpy.props import EnumProperty
 
 from ..bake import BakeError, bake, check_bake, clear_results, has_results, results_owner
 from ..bake_mode import resolved_bake_mode
+from ..core import edge_strain, frames_on_barrier, penetration
 from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command
 from ..engine.job import SimulationJob
 from ..gather import Gathered, GatherError, gather
 from ..paths import deps_root, engine_dir, new_job_dir
 from ..preferences import engine_settings
-from ..request import edge_strain, frames_on_barrier, load_frames, simulate_report
+from ..request import load_frames, simulate_report
 from ..rig_bake import load_rig
 from ..scene_query import simulated_object
 from .job_runner import JobFlow, JobOperator
@@ -101,8 +102,11 @@ class SimulateFlow(JobFlow):
         registry.set_engine_status(
             "ready", f"ran in {seconds:.1f} s" + (f" on {device}" if device else "")
         )
-        obj.neurok.results.frames_on_barrier = frames_on_barrier(info)
-        obj.neurok.results.edge_strain = edge_strain(info)[0]
+        results = obj.neurok.results  # the figures of the warning, for the panel
+        results.dynamics = gathered.request.dynamics
+        results.frames_on_barrier = frames_on_barrier(info)
+        results.edge_strain = edge_strain(info)[0]
+        results.penetration = penetration(info)[0]
         self.figures = {
             **(info if isinstance(info, dict) else {}),
             "seconds": seconds,

@@ -14,20 +14,21 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..core import DYNAMICS
+from ..core import DEFAULT_DYNAMICS, DYNAMICS
 from .condition import NeuROKConditionSettings
 
 # the engine's dynamics (``core.DYNAMICS``, the request's ``dynamics``) as the panel shows them
 _DYNAMICS_ITEMS = {
     "latent": (
         "Learned Space",
-        "The motion in the learned model's latent space (the default for now)",
+        "The motion in the learned model's latent space: the shapes the model learned for such"
+        " objects (needs the model)",
     ),
     "rig": (
         "Rig Space",
         "The bones' rigid motions as the coordinates, with joints, elasticity and contact as"
         " energies: parts stay rigid and lids turn on their hinges; needs no model, and"
-        " Automatic bakes it as a rig",
+        " Automatic bakes it as a rig (the default)",
     ),
 }
 
@@ -124,7 +125,7 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         name="Dynamics",
         description="The coordinates the motion is integrated in",
         items=tuple((name, *_DYNAMICS_ITEMS[name]) for name in DYNAMICS),
-        default="latent",
+        default=DEFAULT_DYNAMICS,
     )
 
 
@@ -208,6 +209,13 @@ class NeuROKResults(bpy.types.PropertyGroup):
         min=0.0,
         description="Largest mean edge strain of the last simulation's frames (|l / l0 - 1|)",
     )
+    penetration: FloatProperty(
+        default=0.0,
+        min=0.0,
+        description="Deepest the last simulation went into the ground or a collider, in object"
+        " sizes (the rig space's figure)",
+    )
+    dynamics: StringProperty(default="", description="The dynamics of the last simulation")
 
 
 class NeuROKObjectSettings(bpy.types.PropertyGroup):

@@ -7,11 +7,11 @@ import bpy
 
 from ..bake import mesh_sharers, results_owner
 from ..bake_mode import BIG_MESH, resolved_bake_mode
+from ..core import short_warning
 from ..engine import registry
 from ..gather import deforming_modifiers
 from ..operators.engine import warm_up_once
 from ..preferences import engine_settings
-from ..request import doubtful
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
 from .progress import draw_job
 from .status import engine_status_line
@@ -211,10 +211,12 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         what = {"SHAPE_KEYS": "shape keys", "RIG": "a rig"}.get(results.mode, "point cache")
         row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")
         row.operator("neurok.clear_results", text="Clear", icon="TRASH")
-        pressed = results.frames_on_barrier
-        if doubtful(pressed, results.frame_count, results.edge_strain):
-            layout.label(
-                text=f"Beyond the learned shapes in {pressed} of {results.frame_count} frames"
-                f" (stretched {results.edge_strain:.0%})",
-                icon="ERROR",
-            )
+        doubt = short_warning(
+            results.dynamics == "rig",
+            results.frame_count,
+            results.frames_on_barrier,
+            results.edge_strain,
+            results.penetration,
+        )
+        if doubt:
+            layout.label(text=doubt, icon="ERROR")

@@ -21,8 +21,7 @@ def api_simulate(params) -> dict:
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, 12
     obj, nb = _laptop()
-    obj.neurok.physics.pin_group = "Base"
-    obj.neurok.physics.dynamics = "rig"
+    obj.neurok.physics.pin_group = "Base"  # (Dynamics: the rig space, the default)
     local = np.array([v.co for v in obj.data.vertices])
     target = np.array([0.0, BASE[1] / 2, BASE[2] + 0.75 * LID[1]])
     lid = np.arange(nb, len(local))

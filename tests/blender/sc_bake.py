@@ -162,6 +162,7 @@ def linked_duplicates(params) -> dict:
     bake.bake(c, synthetic_frames(c, count, 0.3), scene.frame_start, "SHAPE_KEYS")
     d = bpy.data.objects.new("D", c.data)
     scene.collection.objects.link(d)
+    d.neurok.output.bake_mode = "SHAPE_KEYS"  # (Automatic bakes the rig space as a rig)
     activate(d)
     out["d_has_results"] = bake.has_results(d)
     out["d_simulate"] = call(bpy.ops.neurok.simulate)

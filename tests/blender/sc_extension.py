@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -248,9 +249,18 @@ def gather_world_space(params) -> dict:
         "cache_dir": req.cache_dir,
         "dynamics": req.dynamics,
     }
-    obj.neurok.physics.dynamics = "rig"
-    out["rig_dynamics"] = gather.gather(bpy.context, obj, settings).request.dynamics
     obj.neurok.physics.dynamics = "latent"
+    out["latent_dynamics"] = gather.gather(bpy.context, obj, settings).request.dynamics
+    # a checkpoint folder that does not exist: the learned space refuses it, the rig space,
+    # which loads no model, goes on
+    missing = dataclasses.replace(settings, checkpoint=str(Path(params["tmp"]) / "nowhere"))
+    try:
+        gather.gather(bpy.context, obj, missing)
+        out["latent_missing_checkpoint"] = ""
+    except gather.GatherError as exc:
+        out["latent_missing_checkpoint"] = str(exc)
+    obj.neurok.physics.dynamics = "rig"
+    out["rig_missing_checkpoint"] = gather.gather(bpy.context, obj, missing).request.checkpoint
     # the force's Empty moved off its vertex: it then acts at the Empty's point
     force.location.z += 0.3
     bpy.context.view_layer.update()
@@ -297,9 +307,11 @@ def refusals(params) -> dict:
     out["no_faces"] = attempt_simulate(wire)
     sheet = add_grid("Sheet", 6, 4)
     out["over_limit"] = attempt_simulate(sheet, max_vertices=10)
+    sheet.neurok.physics.dynamics = "latent"  # the rig space loads no model: no checkpoint
     out["missing_checkpoint"] = attempt_simulate(
         sheet, checkpoint=str(Path(params["tmp"]) / "nowhere")
     )
+    sheet.neurok.physics.dynamics = "rig"
     out["missing_python"] = attempt_simulate(sheet, python_path="/nonexistent/bin/python3")
     bpy.ops.object.mode_set(mode="EDIT")
     out["edit_mode"] = attempt_simulate(sheet)

@@ -99,6 +99,7 @@ def rig_flow(params) -> dict:
     user_mod = sheet.modifiers.new("User Subsurf", "SUBSURF")
     user_mod.show_viewport = False
     sheet.neurok.physics.use_gravity = False
+    sheet.neurok.physics.dynamics = "latent"  # the rig of a model with bones (a dual quaternion)
     activate(sheet)
     arrow_name = _force_at_vertex(sheet, 7, 40.0).name
     bpy.context.view_layer.update()
@@ -146,6 +147,7 @@ def rig_flow(params) -> dict:
     bpy.data.objects.remove(bpy.data.objects[arrow_name])
     box = _two_part_box()
     box.location = (3.0, 0.0, 0.0)
+    box.neurok.physics.dynamics = "latent"
     _push_farthest(box, 2)  # the top
     _compare_with_shape_keys(box, out, "box")
     # a sheet pinned along one edge: the rig holds the pins on a still bone of its own
@@ -155,6 +157,7 @@ def rig_flow(params) -> dict:
     low = min(v.co.x for v in flag.data.vertices)
     pinned.add([v.index for v in flag.data.vertices if v.co.x < low + 1e-6], 1.0, "REPLACE")
     flag.neurok.physics.pin_group = "Pole"
+    flag.neurok.physics.dynamics = "latent"
     _push_farthest(flag, 0)  # the free edge
     _compare_with_shape_keys(flag, out, "pinned")
     # "Automatic" (the default) bakes a model with bones as a rig

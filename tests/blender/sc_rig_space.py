@@ -65,9 +65,9 @@ def _bake(mode: str, out: dict, tag: str) -> np.ndarray:
 
 @scenario
 def rig_space_laptop(params) -> dict:
-    """Dynamics = Rig Space, bake Automatic: an armature whose playback is the engine's
-    vertices (the same run baked as shape keys), then the explicit shape keys and point cache;
-    with a checkpoint folder holding no model, which the latent dynamics refuse."""
+    """Dynamics = Rig Space (the default), bake Automatic: an armature whose playback is the
+    engine's vertices (the same run baked as shape keys), then the explicit shape keys and point
+    cache; with a checkpoint folder holding no model, which the latent dynamics refuse."""
     empty_scene()
     p = prefs()
     p.checkpoint = params["checkpoint"]  # a folder without a model
@@ -97,9 +97,10 @@ def rig_space_laptop(params) -> dict:
     out["default_dynamics"] = physics.dynamics
     out["dynamics_items"] = [i.identifier for i in physics.bl_rna.properties["dynamics"].enum_items]
     # the latent dynamics need the model, which is not there: refused, nothing changes
+    physics.dynamics = "latent"
     activate(obj)
     out["latent"] = attempt_simulate(obj)
-    physics.dynamics = "rig"
+    physics.property_unset("dynamics")  # back to the default
     settings = addon("neurok_blender.preferences").engine_settings(bpy.context)
     gathered = addon("neurok_blender.gather").gather(bpy.context, obj, settings)
     out["request_dynamics"] = gathered.request.dynamics
@@ -124,4 +125,96 @@ def rig_space_laptop(params) -> dict:
     out["rig_frames"] = rig.tolist()
     out["key_frames"] = keys.tolist()
     out["cache_frames"] = cache.tolist()
+    return out
+
+
+def _flag(width: float = 0.42, height: float = 0.27, edge: float = 0.03):
+    """A flag upright in the XZ plane, its pole edge (x = 0) the vertex group "Pole"; (the
+    object, its free bottom corner's vertex)."""
+    cols, rows = round(width / edge) + 1, round(height / edge) + 1
+    x, z = np.meshgrid(np.linspace(0, width, cols), np.linspace(0, height, rows))
+    vertices = np.stack([x.ravel(), np.zeros(x.size), z.ravel()], 1)
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    quads = np.stack([idx[:-1, :-1], idx[:-1, 1:], idx[1:, 1:], idx[1:, :-1]], -1)
+    mesh = bpy.data.meshes.new("Flag")
+    mesh.from_pydata(vertices.tolist(), [], quads.reshape(-1, 4).tolist())
+    mesh.update()
+    obj = bpy.data.objects.new("Flag", mesh)
+    bpy.context.scene.collection.objects.link(obj)
+    obj.vertex_groups.new(name="Pole").add(idx[:, 0].tolist(), 1.0, "REPLACE")
+    obj.neurok.physics.pin_group = "Pole"
+    return obj, int(idx[0, -1])
+
+
+def _simulated(obj, RecordingLayout) -> dict:
+    """``obj`` simulated through the scripting API: its report, the figures of the warning and
+    the lines the Output panel shows for the bake."""
+    run = addon("neurok_blender.api").simulate(obj)
+    obj = bpy.data.objects[obj.name]
+    log = {"labels": [], "props": [], "operators": [], "progress": [], "errors": []}
+    panels = addon("neurok_blender.ui.panels")
+    panels.NEUROK_PT_output.draw_results(RecordingLayout(log), obj)
+    figures = run.figures
+    keys = ("dynamics", "edge_strain_max", "penetration_max", "integration", "frames_on_barrier")
+    return {
+        "result": run.result,
+        "report": run.report,
+        "figures": {k: figures.get(k) for k in keys},
+        "results": [obj.neurok.results.dynamics, obj.neurok.results.edge_strain],
+        "panel": log["labels"],
+    }
+
+
+@scenario
+def rig_space_warnings(params) -> dict:
+    """The rig space by default, out of the box: a 1 m cube with the default force arrow (10 N)
+    under the scene's gravity, the two-box laptop pushed shut, a flag hanging from its pole; and
+    a flag whose corner a drag handle pulls 5 m from its pole, which stretches it as no cloth
+    stretches: its report and its panel say so."""
+    from sc_panels import RecordingLayout
+
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]  # no model: the rig space needs none
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 24
+    out = {}
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, 2.0))
+    cube = bpy.context.active_object
+    scene.cursor.location = (0.0, 0.0, 3.0)  # the arrow at the top face's centre
+    bpy.ops.neurok.add_force()
+    arrow = bpy.context.active_object
+    out["cube_defaults"] = [
+        cube.neurok.physics.dynamics,
+        arrow.neurok.condition.strength,
+        cube.neurok.physics.use_gravity and scene.use_gravity,
+    ]
+    out["cube"] = _simulated(cube, RecordingLayout)
+    laptop, nb = _laptop()
+    laptop.location = (3.0, 0.0, 0.0)
+    laptop.neurok.physics.pin_group = "Base"
+    bpy.context.view_layer.update()
+    local = np.array([v.co for v in laptop.data.vertices])
+    target = np.array([0.0, BASE[1] / 2, BASE[2] + 0.75 * LID[1]])
+    lid = np.arange(nb, len(local))
+    activate(laptop)
+    pushed = _force_at_vertex(
+        laptop, int(lid[np.argmin(np.linalg.norm(local[lid] - target, 1))]), 2.0
+    )
+    pushed.neurok.condition.use_frame_range = True
+    pushed.neurok.condition.frame_start, pushed.neurok.condition.frame_end = 1, 9
+    out["laptop"] = _simulated(laptop, RecordingLayout)
+    flag, corner = _flag()
+    flag.location = (0.0, 3.0, 1.0)
+    flag.neurok.physics.mass, flag.neurok.physics.damping = 0.2, 0.8
+    out["flag"] = _simulated(flag, RecordingLayout)
+    # the drag handle at the corner, its target 5 m out along the flag's width
+    scene.cursor.location = flag.matrix_world @ flag.data.vertices[corner].co
+    activate(flag)
+    bpy.ops.neurok.add_drag()
+    drag = bpy.context.active_object
+    drag.location.x += 5.0
+    drag.neurok.condition.frame = 13
+    out["torn"] = _simulated(bpy.data.objects["Flag"], RecordingLayout)
     return out

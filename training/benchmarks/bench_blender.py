@@ -123,6 +123,7 @@ def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0):
     obj, free = sheet_object(name, vertices)
     obj.location.x = x
     obj.neurok.physics.pin_group = "Pin"
+    obj.neurok.physics.dynamics = "latent"  # the learned space's pipeline (model, encoding)
     obj.neurok.output.bake_mode = bake
     return obj, free
 

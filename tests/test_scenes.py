@@ -35,7 +35,8 @@ from training.eval.scene_specs import (
 )
 from training.eval.scenes import main, run_scene
 
-ARTICULATED = ("laptop", "chest", "door", "drawer")
+ARTICULATED = ("laptop", "chest", "door", "drawer", "laptop_welded", "bottle_cap")
+LIDS = (("laptop", 105.0), ("chest", 70.0), ("laptop_welded", 105.0))
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +92,21 @@ def test_every_scene_mesh_is_a_valid_mesh(meshes, name):
         assert not only.is_watertight  # one open sheet
 
 
+def test_the_welded_laptop_is_the_laptop_with_its_hinge_edges_shared(meshes):
+    welded, apart = meshes["laptop_welded"], meshes["laptop"]
+    f = welded.faces
+    edges = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)
+    assert len(trimesh.graph.connected_components(edges)) == 1  # one mesh by its vertices
+    key, uses = np.unique(edges, axis=0, return_counts=True)
+    seam = key[uses == 4]  # the hinge's edges, of the lid's two faces and the base's two
+    assert len(seam) == 16 and set(uses.tolist()) == {2, 4}
+    np.testing.assert_allclose(welded.vertices[seam][..., 1:], [[[0.11, 0.015]] * 2] * 16)
+    assert len(welded.vertices) == len(apart.vertices) - 17 and len(welded.faces) == len(
+        apart.faces
+    )
+    assert (welded.parts[welded.faces[:, 0]] == welded.parts[welded.faces].max(1)).all()
+
+
 @pytest.mark.parametrize("name", ARTICULATED)
 def test_articulated_objects_pin_their_fixed_part_only(meshes, name):
     m = meshes[name]
@@ -112,7 +128,7 @@ def test_pins_lie_on_the_held_side(meshes):
 
 
 def test_lids_open_by_their_stated_angle(meshes):
-    for name, angle in (("laptop", 105.0), ("chest", 70.0)):
+    for name, angle in LIDS:
         m = meshes[name]
         opening = opening_angles(m.vertices, m.vertices[None], m.parts, m.hinge)[0]
         assert opening == pytest.approx(angle, abs=1e-6)
@@ -249,7 +265,7 @@ def test_conditions_fit_their_mesh(meshes, name):
 
 
 def test_the_lid_push_closes_the_lid(meshes):
-    for name in ("laptop", "chest"):
+    for name, _ in LIDS:
         m = meshes[name]
         (push,) = scene_conditions(name, m, 48).forces
         edge = push.vertex
@@ -315,7 +331,7 @@ class _BrokenEngine:
 
 
 def test_a_failing_scene_is_reported_not_raised(monkeypatch):
-    record, mesh, result = run_scene(_BrokenEngine(), "rope", 4)
+    record, mesh, result = run_scene(_BrokenEngine(), "rope", 4, method="latent")
     assert result is None and not record["pass"] and "no kinematic space today" in record["error"]
 
     class Space:
@@ -329,7 +345,7 @@ def test_a_failing_scene_is_reported_not_raised(monkeypatch):
         raise RuntimeError("the integrator fell over")
 
     monkeypatch.setattr("training.eval.motion.run_simulation", explode)
-    record, _, result = run_scene(Engine(), "rope", 4, undamped=True)
+    record, _, result = run_scene(Engine(), "rope", 4, undamped=True, method="latent")
     assert result is None and not record["pass"]
     assert record["run"]["error"] == "RuntimeError: the integrator fell over"
     assert record["undamped"]["error"] == record["run"]["error"]
@@ -349,7 +365,8 @@ def checkpoint(tmp_path_factory):
 
 def test_the_benchmark_writes_its_table_json_and_contact_sheet(checkpoint, tmp_path, capsys):
     out = tmp_path / "out"
-    args = ["--out", str(out), "--checkpoint", str(checkpoint), "--scenes", "laptop,curtain"]
+    args = ["--out", str(out), "--dynamics", "latent", "--checkpoint", str(checkpoint)]
+    args += ["--scenes", "laptop,curtain"]
     args += ["--frames", "5", "--undamped-fps", "1", "--timeout", "300", "--threads", "1"]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -377,12 +394,24 @@ def test_the_benchmark_writes_its_table_json_and_contact_sheet(checkpoint, tmp_p
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
+def test_the_rig_space_is_the_default_dynamics(tmp_path, capsys):
+    """No --dynamics: the scenes run in the rig space, no model loaded."""
+    assert main(["--out", str(tmp_path), "--scenes", "ball", "--frames", "3", "--no-undamped"]) == 0
+    assert "rig space: 3 frames" in capsys.readouterr().out
+    report = json.loads((tmp_path / "scenes.json").read_text())
+    assert report["method"] == "rig" and report["checkpoint"] is None
+    ball = report["scenes"]["ball"]
+    assert ball["space"] == {"kind": "rig"} and ball["run"]["complete"]
+
+
 def test_a_run_out_of_time_is_scored_on_its_frames_and_fails(checkpoint):
     from neurok_core.api import NeuROK
     from training.eval.scenes import format_table
 
     engine = NeuROK.load(checkpoint, device="cpu")
-    record, _, result = run_scene(engine, "rope", 2000, undamped=False, timeout=1.0)
+    record, _, result = run_scene(
+        engine, "rope", 2000, undamped=False, timeout=1.0, method="latent"
+    )
     assert record["run"]["timed_out"] and not record["run"]["complete"]
     assert record["run"]["seconds"] >= 1.0  # it ran up to its limit, not stopped before it
     assert record["scores"]["frames"] == len(result.positions) < 2000
@@ -407,7 +436,8 @@ def test_undamped_scenes_keep_their_energy_with_the_bundled_model(name):
     if not (default_checkpoint() / "config.json").is_file():
         pytest.skip("no bundled model")
     torch.set_num_threads(1)
-    record, _, _ = run_scene(NeuROK.load(None, device="cpu"), name, 2, timeout=300)
+    engine = NeuROK.load(None, device="cpu")
+    record, _, _ = run_scene(engine, name, 2, timeout=300, method="latent")
     und = record["undamped"]
     assert und["complete"], und
     assert und["energy_drift"] < 0.01, und

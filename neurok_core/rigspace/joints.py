@@ -10,11 +10,19 @@ rotation about that line free, so the interface's shape decides the joint:
 - the interface is small in every direction (a point): a **ball**, glue at its centre;
 - it is long and thin (a line: its second extent under ``LINE`` x its first): a **hinge**
   about it, glue at its two ends and its middle;
+- a sleeve round an axis (a cap's skirt round a bottle's neck, a wheel's bore round its axle:
+  the interface's outer points surround the axis on every side, ``SECTORS`` of them, over a
+  length along it of ``SLEEVE`` x their radius at least): a **revolute** joint about the axis,
+  glue at three points on it;
 - a patch small against the parts (a disc: its extent under ``DISC`` x the smaller part's
   size): a **revolute** joint about its normal, glue at its centre and at two points on the
   normal, one on each side;
 - a wide patch (a drawer's front against its cabinet, a box on a table): **no glue**: the parts
   only touch (contact), so they can slide apart or separate.
+
+Two segments of one loose part (a part that bends, :func:`~neurok_core.rigspace.bones.
+bend_segments`) are joined where they share vertices: their seam is the interface (a welded
+hinge's shared edge is a line: a hinge), whatever else of their surfaces comes near.
 
 A part that touches nothing is free (it falls under gravity). The joint's glue points come with
 their kind for the run's report.
@@ -34,6 +42,8 @@ OVERLAP = 0.002  # object sizes: deeper than this inside the other part: the par
 LINE = 0.25
 DISC = 0.6
 POINT = 0.1
+SLEEVE = 0.3
+SECTORS = 8
 SAMPLES_PER_PART = 1500
 
 
@@ -68,8 +78,12 @@ class Joint:
         return cls(part, -1, points, "pin-hinge", axis)
 
 
-def _interface_joint(pa: int, pb: int, near: np.ndarray, inside: bool, sizes) -> Joint | None:
-    """The joint of an interface sampled at ``near`` (M, 3) (module docstring), or None."""
+def _interface_joint(
+    pa: int, pb: int, near: np.ndarray, inside: bool, sizes, on_mesh=None
+) -> Joint | None:
+    """The joint of an interface sampled at ``near`` (M, 3) (module docstring), or None;
+    ``on_mesh()``: the meshes' vertices in the interface (a sleeve's axis is fitted to them
+    where there are enough, since they keep the mesh's own symmetry)."""
     if len(near) == 0:
         return None
     centre = near.mean(0)
@@ -91,6 +105,9 @@ def _interface_joint(pa: int, pb: int, near: np.ndarray, inside: bool, sizes) ->
         axis = vt[0]
         ends = centre + np.array([lo[0], 0.5 * (lo[0] + hi[0]), hi[0]])[:, None] * axis
         return Joint(pa, pb, ends, "hinge", axis)
+    sleeve = _sleeve(near, centre, vt, on_mesh)
+    if sleeve is not None:
+        return Joint(pa, pb, *sleeve)
     if extents[0] < DISC * small:
         axis = vt[2]
         r = 0.5 * extents[0]
@@ -99,11 +116,73 @@ def _interface_joint(pa: int, pb: int, near: np.ndarray, inside: bool, sizes) ->
     return None
 
 
+def _sleeve(near: np.ndarray, centre: np.ndarray, vt: np.ndarray, on_mesh=None):
+    """(glue points (3, 3), "revolute", axis) when the interface ``near`` (M, 3) is a sleeve
+    round one of its principal axes ``vt`` (rows; the first or the last: the one about which it
+    is round), else None. Its outer points (beyond half the largest radius) must lie in each of
+    ``SECTORS`` angular sectors about the axis and span ``SLEEVE`` x their mean radius along
+    it (a flat ring or disc does not: it is left to the disc and patch rules)."""
+    for k in (2, 0):
+        axis = vt[k]
+        d = near - centre
+        along = d @ axis  # (M,)
+        radial = d - along[:, None] * axis
+        radius = np.linalg.norm(radial, axis=1)
+        outer = radius > 0.5 * radius.max()
+        if outer.sum() < SECTORS:
+            continue
+        u, w = vt[(k + 1) % 3], vt[(k + 2) % 3]
+        angle = np.arctan2(radial[outer] @ w, radial[outer] @ u)
+        sector = np.floor((angle + np.pi) / (2 * np.pi) * SECTORS).astype(int) % SECTORS
+        span = np.percentile(along[outer], 98) - np.percentile(along[outer], 2)
+        if len(np.unique(sector)) == SECTORS and span >= SLEEVE * radius[outer].mean():
+            fit = near[outer]
+            if on_mesh is not None:
+                mesh = on_mesh()
+                r = np.linalg.norm(np.cross(mesh - centre, axis), axis=1)
+                mesh = mesh[r > 0.5 * radius.max()]
+                fit = mesh if len(mesh) >= 4 * SECTORS else fit
+            origin, axis = _sleeve_axis(fit, centre, axis)
+            lo, hi = np.percentile((near[outer] - origin) @ axis, [2, 98])
+            points = origin + np.array([lo, 0.5 * (lo + hi), hi])[:, None] * axis
+            return points, "revolute", axis
+    return None
+
+
+def _sleeve_axis(points: np.ndarray, origin: np.ndarray, axis: np.ndarray, passes: int = 3):
+    """(a point (3,), unit direction (3,)) of the axis of the sleeve ``points`` (P, 3) from a
+    first guess: the line through the centres of the circles fitted (least squares, Kasa) to
+    its lower and its upper half along the axis, refitted ``passes`` times. A sleeve sampled at
+    random has principal axes a few degrees off its own; its skirt would swing into what it
+    surrounds."""
+    for _ in range(passes):
+        u = np.cross(axis, [1.0, 0.0, 0.0] if abs(axis[0]) < 0.9 else [0.0, 1.0, 0.0])
+        u /= np.linalg.norm(u)
+        w = np.cross(axis, u)
+        along = (points - origin) @ axis
+        centres = []
+        for half in (along <= np.median(along), along > np.median(along)):
+            if half.sum() < 3:
+                return origin, axis
+            x, y = (points[half] - origin) @ u, (points[half] - origin) @ w
+            a = np.column_stack([x, y, np.ones_like(x)])
+            d, e, _ = np.linalg.lstsq(a, -(x * x + y * y), rcond=None)[0]
+            centres.append(origin - 0.5 * (d * u + e * w) + along[half].mean() * axis)
+        step = centres[1] - centres[0]
+        if np.linalg.norm(step) <= 0:
+            break
+        axis = step / np.linalg.norm(step) * np.sign(step @ axis)
+        origin = 0.5 * (centres[0] + centres[1])
+    return origin, axis
+
+
 def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -> list[Joint]:
     """Joints between the moving parts of ``layout`` and the world (the fixed parts as one
     body) and between moving parts whose boxes come within ``TOUCH`` of each other."""
     parts = layout.parts
-    face_part = parts[faces[:, 0]] if len(faces) else np.zeros(0, dtype=np.int64)
+    face_part = layout.face_parts
+    if face_part is None:
+        face_part = parts[faces[:, 0]] if len(faces) else np.zeros(0, dtype=np.int64)
     num = len(layout.part_info)
     rng = np.random.default_rng(0)
     tol = TOUCH * size
@@ -127,9 +206,23 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
     moving = [p for p in range(num) if not fixed_parts[p]]
     boxes = {p: (vertices[parts == p].min(0), vertices[parts == p].max(0)) for p in range(num)}
     others = [-1] if fixed_parts.any() else []
+    seams: dict[tuple[int, int], list[np.ndarray]] = {}
+    for seam in layout.seams:  # between moving segments, and from each to the world
+        a, b = (-1 if fixed_parts[p] else int(p) for p in (seam.part_a, seam.part_b))
+        if a != b:
+            seams.setdefault((min(a, b), max(a, b)), []).append(seam.vertices)
     joints: list[Joint] = []
     for i, pa in enumerate(moving):
         for pb in others + moving[i + 1 :]:
+            shared = seams.get((min(pa, pb), max(pa, pb)))
+            if shared is not None:
+                a, b = body(pa), body(pb)
+                sizes = (a[3] if a else size, b[3] if b else size)
+                pts = vertices[np.unique(np.concatenate(shared))]
+                joint = _interface_joint(pa, pb, pts, False, sizes)
+                if joint is not None:
+                    joints.append(joint)
+                continue
             if pb >= 0:
                 (la, ha), (lb, hb) = boxes[pa], boxes[pb]
                 if ((la - tol > hb) | (lb - tol > ha)).any():
@@ -146,7 +239,16 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
                 near_pts.append(samples[np.abs(d) < tol])
                 inside = inside or bool((d < -OVERLAP * size).sum() >= 3)
             near = np.concatenate(near_pts)
-            joint = _interface_joint(pa, pb, near, inside, (a[3], b[3]))
+
+            def on_mesh(near=near, a=a, b=b):  # the bodies' vertices in the interface
+                lo, hi = near.min(0) - tol, near.max(0) + tol
+                out = []
+                for (v, _, _, _), (_, _, dist, _) in ((a, b), (b, a)):
+                    v = v[((v > lo) & (v < hi)).all(1)]
+                    out.append(v[np.abs(dist.exact(v)) < tol] if len(v) else v)
+                return np.concatenate(out)
+
+            joint = _interface_joint(pa, pb, near, inside, (a[3], b[3]), on_mesh)
             if joint is not None:
                 joints.append(joint)
     return joints

@@ -80,14 +80,16 @@ def _grid_faces(rows: int, cols: int, offset: int = 0, flip: bool = False) -> np
     return tri[:, ::-1].copy() if flip else tri
 
 
-def _weld(vertices: np.ndarray, faces: np.ndarray, tol: float = 1e-9) -> tuple:
-    """Merge vertices closer than ``tol`` (shared grid borders) -> (vertices, faces)."""
+def _weld(vertices: np.ndarray, faces: np.ndarray, tol: float = 1e-9, kept: bool = False):
+    """Merge vertices closer than ``tol`` (shared grid borders) -> (vertices, faces), and with
+    ``kept`` the index (N',) of each kept vertex among the given ones (its first occurrence)."""
     key = np.round(vertices / tol).astype(np.int64)  # (N, 3)
     _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     order = np.argsort(first)  # keep the first occurrence's order
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    return vertices[first[order]], rank[inverse.reshape(-1)][faces]
+    out = vertices[first[order]], rank[inverse.reshape(-1)][faces]
+    return (*out, first[order]) if kept else out
 
 
 def _segments(length: float, edge: float) -> int:
@@ -152,6 +154,40 @@ def tube(radius: float, length: float, edge: float, sides: int = 10) -> tuple:
     return v, np.concatenate([walls, caps]).astype(np.int64)
 
 
+def lathe(profile, edge: float, sides: int = 24) -> tuple:
+    """A closed surface of revolution about +Z. ``profile`` (P, 2): (radius, height) points from
+    a point on the axis round the solid's section to another point on the axis (only the ends on
+    the axis), each stretch split every ~``edge`` metres; a ring of ``sides`` vertices per point
+    off the axis, one vertex per point on it. Returns (vertices (N, 3), faces (F, 3)), outward."""
+    points = [np.asarray(profile[0], dtype=np.float64)]
+    for p, q in zip(profile[:-1], profile[1:], strict=True):
+        p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+        n = _segments(float(np.linalg.norm(q - p)), edge)
+        points += [p + (q - p) * k / n for k in range(1, n + 1)]
+    t = 2 * math.pi * np.arange(sides) / sides
+    verts, rings = [], []
+    for r, z in points:
+        start = sum(len(v) for v in verts)
+        if r <= 0:
+            verts.append(np.array([[0.0, 0.0, z]]))
+            rings.append(np.full(sides, start))
+        else:
+            verts.append(np.column_stack([r * np.cos(t), r * np.sin(t), np.full(sides, z)]))
+            rings.append(start + np.arange(sides))
+    faces = []
+    for a, b in zip(rings[:-1], rings[1:], strict=True):
+        a1, b1 = np.roll(a, -1), np.roll(b, -1)
+        quads = np.concatenate([np.stack([a, a1, b1], 1), np.stack([a, b1, b], 1)])
+        keep = (quads[:, 0] != quads[:, 1]) & (quads[:, 1] != quads[:, 2])
+        keep &= quads[:, 0] != quads[:, 2]
+        faces.append(quads[keep])
+    v, f = np.concatenate(verts), np.concatenate(faces).astype(np.int64)
+    a, b, c = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
+    if np.einsum("ij,ij->i", a, np.cross(b, c)).sum() < 0:  # inward: turn every face
+        f = f[:, ::-1].copy()
+    return v, f
+
+
 def rotation(axis, angle: float) -> np.ndarray:
     """(3, 3) rotation by ``angle`` radians about the unit ``axis`` (right hand)."""
     return trimesh.transformations.rotation_matrix(angle, axis)[:3, :3]
@@ -211,6 +247,26 @@ def laptop(edge: float = 0.02, opening_deg: float = 105.0) -> SceneMesh:
     return SceneMesh(v, f, parts, np.flatnonzero(parts == 0), True, "articulated", marks, hinge)
 
 
+def laptop_welded(edge: float = 0.02, opening_deg: float = 105.0) -> SceneMesh:
+    """The laptop as one connected mesh: the lid's hinge edge and the base's back top edge
+    share their vertices (a welded hinge, as a modeller merging the two boxes by distance
+    leaves it: the seam's edges have four faces each). The shared vertices are labelled with
+    the base (pinned); every lid face starts with a lid vertex, so that a face's first vertex
+    names its part (the scores' convention)."""
+    m = laptop(edge, opening_deg)
+    v, f, kept = _weld(m.vertices, m.faces, 1e-7, kept=True)
+    parts = m.parts[kept]
+    owner = m.parts[m.faces[:, 0]]  # (F,) the part each face was built with
+    for _ in range(2):  # roll the lid's faces until their first vertex is the lid's
+        roll = (parts[f[:, 0]] != owner) & (owner == 1)
+        f[roll] = f[roll][:, [1, 2, 0]]
+    remap = np.full(len(m.vertices), -1)
+    remap[kept] = np.arange(len(kept))
+    marks = {k: int(remap[i]) for k, i in m.landmarks.items()}
+    pins = np.flatnonzero(parts == 0)
+    return SceneMesh(v, f, parts, pins, True, "articulated", marks, m.hinge)
+
+
 def chest(edge: float = 0.05, opening_deg: float = 70.0) -> SceneMesh:
     """An 80 x 45 x 45 cm chest body with a 5 cm lid hinged at its back top edge, open by
     ``opening_deg``; the body is pinned; ``lid_edge`` = the middle of the lid's front edge."""
@@ -252,6 +308,29 @@ def drawer(edge: float = 0.04) -> SceneMesh:
     handle = nearest_vertex(v, (0.0, front_y - t / 2, h / 2), parts == 1)
     pins = np.flatnonzero(parts == 0)
     return SceneMesh(v, f, parts, pins, True, "articulated", {"handle": handle})
+
+
+def bottle_cap(edge: float = 0.012) -> SceneMesh:
+    """A 24 cm bottle (part 0, pinned): a 7 cm wide body, a shoulder narrowing from 16 to 20 cm
+    up to a 2.6 cm neck, its mouth closed at 24 cm; and a screw cap (part 1) over the neck: a
+    3.2 cm cup, 1.9 cm tall, whose ceiling rests on the mouth and whose skirt hangs 1.5 cm down
+    round the neck, 0.5 mm from it. ``rim`` = a vertex on the cap's outer skirt (+X side), the
+    cap's axis is the hinge (a revolute joint: the cap turns on the neck)."""
+    body, neck, top = 0.035, 0.013, 0.24
+    bottle_v, bottle_f = lathe(
+        [(0.0, 0.0), (body, 0.0), (body, 0.16), (neck, 0.20), (neck, top), (0.0, top)], edge
+    )
+    inner, outer, skirt, lid = neck + 0.0005, 0.016, 0.015, 0.004
+    cap_v, cap_f = lathe(
+        [(0.0, top), (inner, top), (inner, top - skirt), (outer, top - skirt)]
+        + [(outer, top + lid), (0.0, top + lid)],
+        edge / 3,
+    )
+    v, f, parts = _assemble([(bottle_v, bottle_f, 0), (cap_v, cap_f, 1)])
+    rim = nearest_vertex(v, (outer, 0.0, top - skirt / 2), parts == 1)
+    hinge = Hinge((0.0, 0.0, top), (0.0, 0.0, 1.0), 1, 0)
+    pins = np.flatnonzero(parts == 0)
+    return SceneMesh(v, f, parts, pins, True, "articulated", {"rim": rim}, hinge)
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,5 +458,7 @@ BUILDERS = {
     "cloth_on_box": cloth_on_box,
     "laptop_on_desk": laptop_on_desk,
     "arm": arm,
+    "laptop_welded": laptop_welded,
+    "bottle_cap": bottle_cap,
 }
 """Scene name -> builder of its mesh (default resolution)."""

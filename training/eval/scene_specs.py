@@ -127,6 +127,8 @@ SCENES: dict[str, Scene] = {
         1.5, ("lid_edge", None), push=Push("lid_edge", None, 2.0, 0.1), seconds=2.5
     ),
     "arm": Scene(3.0, ("tip", (0, 1, 0)), push=Push("tip", (0, 1, 0), 3.0, 0.25)),
+    "laptop_welded": Scene(1.5, ("lid_edge", None), push=Push("lid_edge", None, 2.0, 0.25)),
+    "bottle_cap": Scene(0.5, ("rim", (0, 1, 0)), push=Push("rim", (0, 1, 0), 0.3, 0.25)),
 }
 
 ARTICULATED = (
@@ -157,6 +159,8 @@ TARGETS: dict[str, tuple] = {
     ),
     "cloth_on_box": (("edge_strain.max", "<=", 0.05), ("drape", ">=", 0.25), *CONTACT),
     "arm": ARTICULATED,
+    "laptop_welded": (*ARTICULATED, ("closing_max_deg", ">=", 30.0)),
+    "bottle_cap": ARTICULATED,
     "laptop_on_desk": (
         ("part_residual", "<=", 0.01),
         ("detached", "<=", 0.02),

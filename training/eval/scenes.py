@@ -1,12 +1,13 @@
 """The plausibility benchmark: standard scenes an artist would try, simulated and scored.
 
-    python -m training.eval.scenes --out DIR [--checkpoint CKPT] [--scenes laptop,flag,...]
-        [--frames 48] [--no-undamped] [--undamped-fps 12] [--timeout 120] [--threads 1]
-        [--setting NAME=VALUE ...] [--space NAME=VALUE ...]
+    python -m training.eval.scenes --out DIR [--dynamics rig|latent] [--checkpoint CKPT]
+        [--scenes laptop,flag,...] [--frames 48] [--no-undamped] [--undamped-fps 12]
+        [--timeout 120] [--threads 1] [--setting NAME=VALUE ...] [--space NAME=VALUE ...]
 
 Every scene of :mod:`training.eval.scene_specs` (its mesh from
-:mod:`training.eval.scene_meshes`) gets its kinematic space from the checkpoint (no cache, so
-the timings are those of a first run), is simulated through the engine for ``frames`` frames
+:mod:`training.eval.scene_meshes`) is simulated in the rig space (``--dynamics rig``, the
+default: design section 12, no model), or with ``--dynamics latent`` in the kinematic space
+of the checkpoint (no cache, so the timings are those of a first run), for ``frames`` frames
 and, unless ``--no-undamped``, once more undamped for 10 s of animation at ``--undamped-fps``
 (12 by default, to keep the benchmark short), and is scored by
 :func:`training.eval.scene_metrics.score_motion`. Prints one row per scene and writes
@@ -14,7 +15,7 @@ and, unless ``--no-undamped``, once more undamped for 10 s of animation at ``--u
 ``contact_sheet.png`` (:mod:`training.eval.scene_sheet`) into ``--out``. A run that fails is
 reported with its error; one that times out is scored on the frames it made and fails its
 targets.
-``--setting`` / ``--space`` override fields of the engine's ``DynamicsSettings`` /
+``--setting`` / ``--space`` override fields of the latent engine's ``DynamicsSettings`` /
 ``SpaceSettings`` (e.g. ``--setting shape_keeping_hz=0``), recorded in the JSON.
 One torch thread by default: the model's matrices are small, and it leaves the other cores free.
 """
@@ -49,7 +50,7 @@ from .scene_specs import (
 )
 
 
-def _run(space, conditions: SimulationConditions, timeout: float, settings=None, method="latent"):
+def _run(space, conditions: SimulationConditions, timeout: float, settings=None, method="rig"):
     """(result or None, info): ``motion.run_simulation`` that also reports unexpected
     errors (any exception) instead of raising them."""
     from .motion import run_simulation
@@ -105,11 +106,11 @@ def run_scene(
     timeout: float = 120.0,
     dynamics=None,
     space_settings=None,
-    method: str = "latent",
+    method: str = "rig",
 ) -> tuple[dict, SceneMesh, Any]:
-    """Build, simulate and score scene ``name`` with a loaded ``engine`` (``NeuROK``), with
-    optional ``DynamicsSettings`` / ``SpaceSettings``; ``method`` "rig": in the rig space
-    (no engine needed; ``dynamics`` then a ``RigSettings`` or None).
+    """Build, simulate and score scene ``name``: ``method`` "rig" (the default) in the rig
+    space (no engine needed: None; ``dynamics`` a ``RigSettings`` or None), "latent" with a
+    loaded ``engine`` (``NeuROK``) and optional ``DynamicsSettings`` / ``SpaceSettings``.
     Returns (JSON record, the scene's mesh, SimulationResult of the main run or None)."""
     mesh = BUILDERS[name]()
     record: dict[str, Any] = {"mesh": _describe(mesh)}
@@ -214,12 +215,13 @@ def run_scenes(
     log=print,
     dynamics=None,
     space_settings=None,
-    method: str = "latent",
+    method: str = "rig",
 ) -> dict:
-    """Run the scenes ``names`` (None: all, in ``SCENES`` order) with ``checkpoint`` (None: the
-    bundled model) and return the report (JSON data: every score, condition, timing, the
-    checkpoint and the versions). With ``out_dir``, also write ``scenes.json`` and
-    ``contact_sheet.png`` there. ``log`` gets one line per scene."""
+    """Run the scenes ``names`` (None: all, in ``SCENES`` order) in the rig space, or with
+    ``method`` "latent" with ``checkpoint`` (None: the bundled model), and return the report
+    (JSON data: every score, condition, timing, the checkpoint (None in the rig space) and the
+    versions). With ``out_dir``, also write ``scenes.json`` and ``contact_sheet.png`` there.
+    ``log`` gets one line per scene."""
     import torch
 
     from neurok_core.api import NeuROK, default_checkpoint
@@ -236,7 +238,9 @@ def run_scenes(
     engine = NeuROK.load(checkpoint, device="cpu") if method == "latent" else None
     report: dict[str, Any] = {
         "method": method,
-        "checkpoint": str(Path(checkpoint) if checkpoint else default_checkpoint()),
+        "checkpoint": (
+            str(Path(checkpoint) if checkpoint else default_checkpoint()) if engine else None
+        ),
         "weights_sha256": engine.info.get("weights_sha256") if engine else None,
         "versions": _versions(),
         "settings": {
@@ -374,7 +378,9 @@ def main(argv=None) -> int:
         prog="python -m training.eval.scenes", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", required=True, help="folder for scenes.json and contact_sheet.png")
-    parser.add_argument("--checkpoint", default=None, help="default: the bundled model")
+    parser.add_argument(
+        "--checkpoint", default=None, help="--dynamics latent: the model (default: the bundled one)"
+    )
     parser.add_argument(
         "--scenes", default="", help=f"comma-separated (default: {','.join(SCENES)})"
     )
@@ -388,9 +394,9 @@ def main(argv=None) -> int:
     add_setting_option(parser)
     parser.add_argument(
         "--dynamics",
-        choices=("latent", "rig"),
-        default="latent",
-        help="the coordinates of the motion: the learned latent space or the rig space",
+        choices=("rig", "latent"),
+        default="rig",
+        help="the coordinates of the motion: the rig space (default) or the learned latent space",
     )
     parser.add_argument(
         "--space",

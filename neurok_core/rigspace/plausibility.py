@@ -5,8 +5,10 @@ run from the bones' rigid motions (design section 12), cheap at any mesh size.
   frames and its frame (:func:`~neurok_core.metrics.edge_strain`), on the edges of a fixed,
   seeded sample of at most ``SAMPLE_FACES`` faces (the latent dynamics report the same keys);
 - ``penetration_max``, ``penetration_frame``: the deepest any vertex of that sample goes into
-  the ground or a collider, in object sizes, and its frame (the ground exactly; a collider by
-  the contact's distance grid, the deepest few points again exactly);
+  the ground or a collider, in object sizes, and its frame (exact distances: a collider's by
+  libigl's AABB tree, its sign by the angle-weighted pseudo-normal, as the contact's grid has
+  it near the surface, and deep inside too; a point nearest an open collider's rim, as a cloth
+  hanging past a plane's edge, is outside it);
 - ``integration``: "complete", "steps halved" (some steps did not converge at first and were
   split, ``halvings`` times) or "cut short" (stopped before the last frame: cancelled, or the
   time limit).
@@ -17,17 +19,15 @@ vertices are), a few frames at a time, so the cost grows with the frames but not
 
 from __future__ import annotations
 
+import igl
 import numpy as np
 
 from ..dynamics.conditions import SimulationConditions
-from ..dynamics.obstacles import MeshDistance
 from ..metrics import edge_strain
 from .space import RigSpace, _sparse_rows
 
 SAMPLE_FACES = 10_000  # faces whose edges and vertices are checked (a seeded sample)
 CHUNK_POINTS = 2_000_000  # vertex positions skinned at once (frames x sampled vertices)
-GRID_CELLS = 100  # a collider's distance grid: cells per object size, as the contact's
-EXACT_POINTS = 16  # the deepest points by the grid, measured again exactly
 
 
 def sample_faces(faces: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -55,30 +55,21 @@ def plausibility(
     origin = np.zeros_like(space.heads)  # the skinning rows about the origin, as the result's
     rows = _sparse_rows(rest, space.vertex_bones[used], space.vertex_weights[used], origin)
     size = space.object_size
-    colliders = [
-        MeshDistance(c.vertices, c.faces, size / GRID_CELLS, 4 * size / GRID_CELLS, c.name)
-        for c in conditions.colliders
-    ]
+    colliders = [_Collider(c.vertices, c.faces, 1e-6 * size) for c in conditions.colliders]
     count = len(rotations)
     strain = np.zeros(count)  # (T,)
     depth = np.zeros(count)  # (T,) metres, into the ground or a collider
-    inside = []  # (grid depth, frame, collider, position): the deepest points in colliders
     step = max(1, CHUNK_POINTS // max(len(used), 1))
     for lo in range(0, count, step):
         frames = _skin(rows, rotations[lo : lo + step], translations[lo : lo + step])
         if len(local):
             strain[lo : lo + len(frames)] = edge_strain(rest, frames, local)
+        chunk = depth[lo : lo + len(frames)]  # (t,) a view
         if conditions.ground is not None:
-            below = conditions.ground - frames[..., 2].min(1)  # (t,)
-            depth[lo : lo + len(frames)] = np.maximum(below, 0.0)
-        for mesh in colliders:
-            inside += _inside(mesh, frames, lo)
-    inside.sort(key=lambda entry: -entry[0])
-    for rank, (grid, frame, mesh, point) in enumerate(inside[: EXACT_POINTS + 1]):
-        # the deepest by the grid measured again exactly; the next one's grid depth bounds the
-        # others' (the grid is off near a collider's edges, and clipped to its band)
-        found = grid if rank == EXACT_POINTS else -float(mesh.exact(point[None])[0])
-        depth[frame] = max(depth[frame], found)
+            np.maximum(chunk, conditions.ground - frames[..., 2].min(1), out=chunk)
+        for collider in colliders:
+            inside = collider.depth(frames.reshape(-1, 3)).reshape(len(frames), -1)  # (t, V)
+            np.maximum(chunk, inside.max(1), out=chunk)
     steps = "steps halved" if halvings else "complete"
     return {
         "edge_strain_max": float(strain.max()) if count else 0.0,
@@ -99,17 +90,39 @@ def _skin(rows, rotations: np.ndarray, translations: np.ndarray) -> np.ndarray:
     return (rows @ stack).reshape(rows.shape[0], t_count, 3).transpose(1, 0, 2)
 
 
-def _inside(mesh: MeshDistance, frames: np.ndarray, first: int) -> list:
-    """(grid depth, frame, mesh, position) of the points of ``frames`` (t, V, 3; frame
-    ``first`` first) that the grid of ``mesh`` puts inside it, the ``EXACT_POINTS`` + 1 deepest."""
-    points = frames.reshape(-1, 3)
-    near = np.flatnonzero(mesh.near(points))
-    if not len(near):
-        return []
-    d, _ = mesh.query(points[near])
-    inside = np.flatnonzero(d < 0)
-    inside = inside[np.argsort(d[inside])[: EXACT_POINTS + 1]]
-    width = frames.shape[1]
-    return [
-        (-float(d[i]), first + int(near[i]) // width, mesh, points[near[i]].copy()) for i in inside
-    ]
+class _Collider:
+    """A collider's exact depth of points: vertices (V, 3), faces (F, 3) as the conditions
+    have them; points within ``rim`` metres of one of its boundary edges count as on its rim."""
+
+    def __init__(self, vertices, faces, rim: float):
+        self.vertices = np.asarray(vertices, dtype=np.float64)
+        self.faces = np.asarray(faces, dtype=np.int64)
+        edges = np.sort(np.stack([self.faces, np.roll(self.faces, -1, 1)], -1), -1)  # (F, 3, 2)
+        _, inverse, counts = np.unique(
+            edges.reshape(-1, 2), axis=0, return_inverse=True, return_counts=True
+        )
+        self.open = (counts[inverse.reshape(-1)] == 1).reshape(-1, 3)  # (F, 3) boundary edges
+        self.rim = rim
+
+    def depth(self, points: np.ndarray) -> np.ndarray:
+        """(P,) how deep each point (P, 3) lies inside (0 outside, and on an open rim)."""
+        signed, face, closest, _ = igl.signed_distance(
+            points, self.vertices, self.faces, igl.SIGNED_DISTANCE_TYPE_PSEUDONORMAL
+        )
+        inside = np.flatnonzero(signed < 0)
+        if self.open.any() and len(inside):
+            f, c = face[inside], closest[inside]  # the nearest face and point of each
+            a = self.vertices[self.faces[f]]  # (I, 3, 3) its corners
+            b = np.roll(a, -1, 1)  # each edge's other end
+            u = np.clip(
+                np.einsum("ikj,ikj->ik", c[:, None] - a, b - a)
+                / np.maximum(np.einsum("ikj,ikj->ik", b - a, b - a), 1e-300),
+                0.0,
+                1.0,
+            )
+            gap = np.linalg.norm(c[:, None] - a - u[..., None] * (b - a), axis=-1)  # (I, 3)
+            on_rim = (self.open[f] & (gap <= self.rim)).any(1)
+            inside = inside[~on_rim]
+        out = np.zeros(len(points))
+        out[inside] = -signed[inside]
+        return out

@@ -86,3 +86,18 @@ def tiny_slab_space():
     return build_space(
         model.eval(), np.asarray(mesh.vertices), np.asarray(mesh.faces), settings=settings
     )
+
+
+def flag_mesh(width: float = 0.42, height: float = 0.27, edge: float = 0.03):
+    """A flag: a sheet in the XZ plane (x along its width, z up), about ``edge`` m between
+    vertices. Returns (vertices (N, 3), faces (F, 3), its pole edge's vertices (x = 0), its
+    free bottom corner's vertex)."""
+    import numpy as np
+
+    cols, rows = round(width / edge) + 1, round(height / edge) + 1
+    x, z = np.meshgrid(np.linspace(0, width, cols), np.linspace(0, height, rows))
+    vertices = np.stack([x.ravel(), np.zeros(x.size), z.ravel()], 1)
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:]
+    faces = np.concatenate([np.stack([a, c, b], 1), np.stack([a, d.ravel(), c], 1)])
+    return vertices, faces, idx[:, 0].copy(), int(idx[0, -1])

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import trimesh
+from conftest import flag_mesh
 
 from neurok_core.checkpoint import save_checkpoint
 from neurok_core.cli import main
@@ -233,19 +234,6 @@ def test_refusals_come_before_the_model_is_loaded(tmp_path, capsys, monkeypatch)
         )
 
 
-def _flag(path, width=0.42, height=0.27, edge=0.03):
-    """A flag: a sheet in the XZ plane (x along its width), written to ``path``; the vertices
-    of its pole edge (x = 0) and its free bottom corner."""
-    cols, rows = round(width / edge) + 1, round(height / edge) + 1
-    x, z = np.meshgrid(np.linspace(0, width, cols), np.linspace(0, height, rows))
-    vertices = np.stack([x.ravel(), np.zeros(x.size), z.ravel()], 1)
-    idx = np.arange(rows * cols).reshape(rows, cols)
-    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:]
-    faces = np.concatenate([np.stack([a, c, b], 1), np.stack([a, d.ravel(), c], 1)])
-    trimesh.Trimesh(vertices, faces, process=False).export(path)
-    return np.flatnonzero(vertices[:, 0] == 0.0), int(idx[0, -1]), vertices
-
-
 def test_the_summary_warns_when_a_rig_space_motion_is_likely_implausible(tmp_path, capsys):
     """The CLI prints Simulate's warning under its summary: never for a 1 m cube under gravity
     and a 10 N push (the extension's out-of-the-box case) or a pinned flag under gravity; for a
@@ -258,7 +246,8 @@ def test_the_summary_warns_when_a_rig_space_motion_is_likely_implausible(tmp_pat
     assert out.startswith("wrote ") and "warning" not in out
     info = load_result(tmp_path / "cube.npz").info
     assert info["edge_strain_max"] < 1e-6 and info["penetration_max"] == 0.0
-    pins, corner, vertices = _flag(tmp_path / "flag.obj")
+    vertices, faces, pins, corner = flag_mesh()
+    trimesh.Trimesh(vertices, faces, process=False).export(tmp_path / "flag.obj")
     flag = ["simulate", str(tmp_path / "flag.obj"), "--pin", ",".join(map(str, pins))]
     flag += ["--mass", "0.2", "--damping", "0.8", "--frames", "24", "--quiet"]
     assert main([*flag, "--out", str(tmp_path / "hangs.npz")]) == 0

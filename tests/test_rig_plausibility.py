@@ -5,6 +5,7 @@ object made to sink; the depth agrees with the exact depth of every vertex."""
 import numpy as np
 import pytest
 import trimesh
+from conftest import flag_mesh
 
 from neurok_core.doubts import warning
 from neurok_core.dynamics import Collider, Force, SimulationConditions
@@ -12,17 +13,6 @@ from neurok_core.dynamics.obstacles import MeshDistance, Obstacles
 from neurok_core.metrics import edge_strain
 from neurok_core.rigspace import RigSettings, simulate_rig
 from neurok_core.rigspace.plausibility import SAMPLE_FACES, sample_faces
-
-
-def _flag(width=0.42, height=0.27, edge=0.03):
-    """A flag in the XZ plane, (vertices, faces, its pole's vertices)."""
-    cols, rows = round(width / edge) + 1, round(height / edge) + 1
-    x, z = np.meshgrid(np.linspace(0, width, cols), np.linspace(0, height, rows))
-    vertices = np.stack([x.ravel(), np.zeros(x.size), z.ravel()], 1)
-    idx = np.arange(rows * cols).reshape(rows, cols)
-    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:]
-    faces = np.concatenate([np.stack([a, c, b], 1), np.stack([a, d.ravel(), c], 1)])
-    return vertices, faces, tuple(idx[:, 0].tolist())
 
 
 def test_a_plausible_motion_has_no_warning():
@@ -36,8 +26,8 @@ def test_a_plausible_motion_has_no_warning():
     info = result.info
     assert info["edge_strain_max"] < 1e-6 and info["penetration_max"] == 0.0
     assert info["integration"] == "complete" and warning(info, 24) is None
-    vertices, faces, pole = _flag()
-    hanging = SimulationConditions(frames=24, pins=pole, mass=0.2, damping=0.8)
+    vertices, faces, pole, _ = flag_mesh()
+    hanging = SimulationConditions(frames=24, pins=tuple(pole.tolist()), mass=0.2, damping=0.8)
     info = simulate_rig(vertices, faces, hanging).info
     assert info["edge_strain_max"] < 0.02 and warning(info, 24) is None
 
@@ -45,8 +35,8 @@ def test_a_plausible_motion_has_no_warning():
 def test_a_cloth_made_to_stretch_is_warned_of():
     """The flag with its stretching stiffness 800x too low sags like rubber: the strain is the
     mesh's own (every edge, every frame) and its warning says so."""
-    vertices, faces, pole = _flag()
-    conditions = SimulationConditions(frames=24, pins=pole, mass=0.2, damping=0.8)
+    vertices, faces, pole, _ = flag_mesh()
+    conditions = SimulationConditions(frames=24, pins=tuple(pole.tolist()), mass=0.2, damping=0.8)
     result = simulate_rig(vertices, faces, conditions, settings=RigSettings(stretch_hz=0.05))
     info = result.info
     strain = edge_strain(vertices, result.positions, faces)  # (T,) all edges

@@ -313,3 +313,17 @@ def test_a_flat_disc_under_a_cap_is_no_sleeve():
     f = np.concatenate([body[1], puck[1] + len(body[0])])
     space = build_rig_space(v, f, mass=0.5, pins=np.arange(len(body[0])))
     assert [j.kind for j in space.joints] == []
+
+
+def test_a_closed_part_with_loose_vertices_after_it_gets_its_bones():
+    """Vertices no face uses, listed after the faces' own (as files carry them), do not upset
+    the bend search (fuzz seed 9: an IndexError)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fuzz_meshes import fuzz_case
+
+    case = fuzz_case(9)
+    layout = geometric_bones(case.vertices, case.faces, elastic=False)
+    assert len(layout.heads) >= 1

@@ -456,7 +456,8 @@ class _Segments:
             f = faces[self.labels == s]
             mine = self.member[:, s].toarray().reshape(-1)
             rim = on_rim & mine
-            apex = vertices[rim].mean(0) if rim.any() else vertices[f].mean((0, 1))
+            # (the membership spans the vertices the faces use, not loose ones after them)
+            apex = vertices[np.flatnonzero(rim)].mean(0) if rim.any() else vertices[f].mean((0, 1))
             a, b, c = (vertices[f[:, k]] - apex for k in range(3))
             self.volume[s] = abs(float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum()) / 6.0)
 

@@ -245,21 +245,7 @@ def _own_vertex_first(f, lid):
     return f
 
 
-@pytest.mark.parametrize(
-    "order",
-    [
-        "own vertex first",
-        pytest.param(
-            "as built",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the contact (simulate._contact) takes a face's part from its first "
-                "vertex, not from layout.face_parts: lid faces starting on the seam become the "
-                "fixed base's and hold the lid",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("order", ["own vertex first", "as built"])
 def test_the_welded_hinge_is_a_hinge_and_the_lid_closes_rigidly_onto_the_base(order):
     v, f, lid = welded_slabs()
     if order == "own vertex first":

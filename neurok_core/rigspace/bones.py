@@ -41,6 +41,7 @@ SHEET_BONES_PER_SIDE = 5  # bones along a sheet's longest side (fewer along the 
 MAX_SHEET_BONES = 36
 ELASTIC_BONES = 8  # bones spread through a compact elastic solid
 MAX_INFLUENCES = 4  # bones per vertex
+MIN_BONE_VERTICES = 6  # a bending part gets at most one bone per this many of its vertices
 SIGMA_SHARE = 0.6  # Gaussian width of the weights, a share of the bones' spacing
 SOUP_SHARE = 0.5  # face-components sharing this share of their vertices are one part
 # bend boundaries (bend_segments)
@@ -98,6 +99,13 @@ class BoneLayout:
     part_info: tuple[PartInfo, ...]
     face_parts: np.ndarray | None = None
     seams: tuple[Seam, ...] = ()
+
+    def part_of_faces(self, faces: np.ndarray) -> np.ndarray:
+        """(F,) int64 the part of each face: ``face_parts``, or where the layout has none,
+        the part of each face's first vertex (no seams: a face's vertices share a part)."""
+        if self.face_parts is not None:
+            return self.face_parts
+        return self.parts[faces[:, 0]] if len(faces) else np.zeros(0, dtype=np.int64)
 
 
 def loose_parts(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -194,9 +202,13 @@ def _heads_of(info: PartInfo, vertices: np.ndarray) -> np.ndarray:
     e = info.extents
     if info.kind == "rigid":
         return info.centre[None]
+    # a bone is an affine map fitted by its vertices: one with fewer vertices than a few in
+    # each direction it spans is barely held by them (a coarse sheet of a bone per vertex
+    # could not be integrated)
+    most = max(1, len(pts) // MIN_BONE_VERTICES)
     if info.kind == "chain":
         ratio = e[0] / max(e[1], 1e-12)
-        n = int(np.clip(round(ratio), 2, MAX_CHAIN_BONES))
+        n = min(int(np.clip(round(ratio), 2, MAX_CHAIN_BONES)), most)
         s = (pts - info.centre) @ info.axes[0]
         lo, hi = s.min(), s.max()
         ts = lo + (np.arange(n) + 0.5) * (hi - lo) / n
@@ -204,9 +216,9 @@ def _heads_of(info: PartInfo, vertices: np.ndarray) -> np.ndarray:
     if info.kind == "sheet":
         n1 = SHEET_BONES_PER_SIDE
         n2 = int(np.clip(round(n1 * e[1] / max(e[0], 1e-12)), 1, n1))
-        count = min(n1 * n2, MAX_SHEET_BONES, len(pts))
+        count = min(n1 * n2, MAX_SHEET_BONES, most)
     else:
-        count = min(ELASTIC_BONES, len(pts))
+        count = min(ELASTIC_BONES, most)
     chosen = farthest_point_subsample(pts, count, np.random.default_rng(0))
     # bone heads away from the rim: each head is the mean of the vertices nearest it
     heads = pts[chosen]

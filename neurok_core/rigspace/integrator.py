@@ -481,7 +481,9 @@ class Integrator:
                 known = (gt, mt)
             y = trial
             self.report.iterations += 1
-            moved = self._step_size(alpha * full)
+            # the Newton step's own size: a step the line search cut short has not converged
+            # (a push far beyond what the steps can carry gave tiny steps that looked so)
+            moved = self._step_size(full)
             if moved < CONVERGED:
                 break
         if moved > CONVERGED and norm > RESIDUAL * first:

@@ -180,9 +180,7 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
     """Joints between the moving parts of ``layout`` and the world (the fixed parts as one
     body) and between moving parts whose boxes come within ``TOUCH`` of each other."""
     parts = layout.parts
-    face_part = layout.face_parts
-    if face_part is None:
-        face_part = parts[faces[:, 0]] if len(faces) else np.zeros(0, dtype=np.int64)
+    face_part = layout.part_of_faces(faces)
     num = len(layout.part_info)
     rng = np.random.default_rng(0)
     tol = TOUCH * size

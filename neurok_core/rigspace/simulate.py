@@ -231,7 +231,7 @@ def _contact(
     world = Obstacles(conditions.ground, meshes)
     if world:
         obstacles.append((WorldObstacle(world), -1))
-    face_part = parts[space.faces[:, 0]] if len(space.faces) else np.zeros(0, int)
+    face_part = space.layout.part_of_faces(space.faces)
     if space.fixed_parts.any():
         v, f = _submesh(space, space.fixed_parts[face_part])
         fixed = MeshDistance(v, f, cell, band, "fixed")

@@ -265,3 +265,59 @@ def test_the_summary_warns_when_a_rig_space_motion_is_likely_implausible(tmp_pat
         in (lines[1])
     )
     assert "likely implausible" in lines[1]
+
+
+def _summary(out: str) -> tuple[float, dict[str, float]]:
+    """(total seconds, {part: seconds}) of the summary line ``... 1.23 s (read 0.01, ...)``."""
+    import re
+
+    found = re.search(r"([0-9.]+) s \(((?:[a-z]+ [0-9.]+(?:, )?)+)\)", out)
+    assert found, out
+    parts = dict(part.split(" ") for part in found.group(2).split(", "))
+    return float(found.group(1)), {name: float(value) for name, value in parts.items()}
+
+
+@pytest.mark.parametrize("dynamics", ["rig", "latent"])
+def test_the_summary_gives_the_total_time_and_its_parts(
+    tmp_path, capsys, dynamics, tiny_checkpoint
+):
+    """The summary's total is the run's wall time, and its parts (the rig space's build
+    counted as "space", though it runs inside its simulation) add up to it."""
+    import time
+
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    mesh.export(tmp_path / "slab.obj")
+    args = ["simulate", str(tmp_path / "slab.obj"), "--out", str(tmp_path / "a.npz")]
+    args += [
+        "--frames",
+        "4",
+        "--quiet",
+        "--dynamics",
+        dynamics,
+        "--checkpoint",
+        str(tiny_checkpoint),
+    ]
+    started = time.monotonic()
+    assert main(args) == 0
+    wall = time.monotonic() - started
+    total, parts = _summary(capsys.readouterr().out)
+    want = ["read", "space", "simulate", "write"]
+    if dynamics == "latent":
+        want.insert(1, "load")
+    assert list(parts) == want
+    assert total <= wall + 0.01 and total >= 0.8 * wall - 0.05, (total, wall)
+    assert abs(sum(parts.values()) - total) <= 0.01 * len(parts) + 0.01, (total, parts)
+    assert parts["simulate"] > 0
+
+
+def test_the_time_limit_stops_a_rig_space_run_inside_its_first_frame(tmp_path, capsys):
+    """--time-limit is checked before every implicit step of the rig space: a limit that has
+    passed before the first frame is done stops the run there, with nothing written."""
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    mesh.export(tmp_path / "slab.obj")
+    out = tmp_path / "a.npz"
+    args = ["simulate", str(tmp_path / "slab.obj"), "--out", str(out), "--frames", "4"]
+    assert main([*args, "--quiet", "--time-limit", "1e-9"]) == 2
+    err = capsys.readouterr().err
+    assert "stopped at the time limit" in err and "after frame 0 of 3" in err
+    assert not out.exists()

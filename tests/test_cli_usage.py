@@ -70,3 +70,9 @@ def test_a_conditions_file_keeps_its_frames_unless_a_flag_says_otherwise(tmp_pat
         0.5,
         0.1,
     )  # the defaults the README gives
+
+
+def test_the_contact_flags_reach_the_conditions():
+    args = ["simulate", "m.obj", "--out", "a.npz", "--bounciness", "0.7", "--friction", "0.2"]
+    made = build_conditions(make_parser().parse_args(args), np.zeros((4, 3)))
+    assert (made.bounciness, made.friction) == (0.7, 0.2)

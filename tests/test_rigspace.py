@@ -380,3 +380,18 @@ def test_a_push_beyond_the_steps_is_integrated_or_refused():
         return
     moved = np.abs(result.positions[-1] - result.positions[0]).max()
     assert moved > 0.5 * 0.5 * 1e9 * (3 / 24) ** 2
+
+
+def test_a_time_limit_stops_the_integration_before_its_next_step():
+    """The rig space checks its time limit before every implicit step, not only between
+    frames: a limit that has passed stops the run before its first step, with the rest
+    frame alone, cancelled and timed out; without one the same run gives every frame."""
+    v, f = _box((0.4, 0.2, 0.05), (0.0, 0.0, 0.0))
+    cond = SimulationConditions(
+        frames=6, forces=(Force(vertex=0, direction=(0, 0, 1), strength=5.0),)
+    )
+    stopped = simulate_rig(v, f, cond, time_limit=0.0)
+    assert stopped.positions.shape[0] == 1 and stopped.info["substeps"] == 0
+    assert stopped.info["timed_out"] and stopped.info["cancelled"]
+    whole = simulate_rig(v, f, cond)
+    assert whole.positions.shape[0] == 6 and not whole.info["timed_out"]

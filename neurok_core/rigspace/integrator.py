@@ -31,6 +31,8 @@ dominate); where it does not, it is computed afresh at that iterate.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +51,11 @@ MAX_SPLIT = 64  # most steps a substep is split into for that
 TOI_PASSES = 3  # interpolations of the moment an impact happens within a step
 MAX_IMPACTS = 8  # impacts a step is cut at
 IMPACT_DEPTH = 0.25  # in contact margins: how close a point that bounces is to its contact
+
+
+class OutOfTime(Exception):
+    """The run's deadline passed before an implicit step (caught by the simulation, which
+    stops there with the frames so far)."""
 
 
 @dataclass
@@ -78,6 +85,7 @@ class Integrator:
         rest_speed: float = 0.0,
         iterations: int = 12,
         halvings: int = 6,
+        deadline: float | None = None,
     ):
         self.space = space
         self.energies = list(energies)
@@ -89,6 +97,8 @@ class Integrator:
         self.rest_speed = rest_speed
         self.iterations = iterations
         self.halvings = halvings
+        # a ``time.monotonic()`` instant checked before every implicit step (halves too)
+        self.deadline = math.inf if deadline is None else float(deadline)
         nb = space.num_bones
         free = np.repeat(~space.fixed, 12)  # (12B,)
         self.free = np.flatnonzero(free)
@@ -268,7 +278,9 @@ class Integrator:
         a contact acts at its start or end (it stops what it meets instead of reflecting it)
         unless the contact is perfectly elastic (bounciness 1: the midpoint step with the
         contact's discrete gradient keeps the energy), or, where Newton's iterations do not
-        converge, two halves."""
+        converge, two halves. Raises OutOfTime once the deadline has passed."""
+        if time.monotonic() > self.deadline:
+            raise OutOfTime
         for c in self.contacts:
             c.set_step(q, h)
         elastic = self.bounciness >= 1.0  # nothing may damp: the midpoint step throughout

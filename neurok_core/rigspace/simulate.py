@@ -24,7 +24,7 @@ from ..results import SimulationResult
 from ..rig import BoneRig, quat_from_matrix
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
-from .integrator import Integrator
+from .integrator import Integrator, OutOfTime
 from .plausibility import plausibility
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
@@ -496,7 +496,9 @@ def simulate_rig(
     """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
 
     on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
-    return False to stop. Raises ConditionError for conditions that do not fit the mesh,
+    return False to stop. ``time_limit`` (seconds from the call): checked before every
+    implicit step, the run stops there with the frames so far, ``info["cancelled"]`` and
+    ``info["timed_out"]``. Raises ConditionError for conditions that do not fit the mesh,
     SimulationError when the motion cannot be integrated."""
     settings = settings or RigSettings()
     if not isinstance(conditions, SimulationConditions):
@@ -507,6 +509,7 @@ def simulate_rig(
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
     started = time.perf_counter()
+    deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     space = build_rig_space(
         vertices,
         faces,
@@ -547,6 +550,7 @@ def simulate_rig(
         rest_speed=_rest_speed(space, conditions, settings),
         iterations=settings.newton_iterations,
         halvings=settings.max_halvings,
+        deadline=deadline,
     )
     q = space.rest()
     stiff = [e for e in (energies[0], glue, stretch) if e is not None]
@@ -555,15 +559,19 @@ def simulate_rig(
     substeps = max(settings.substeps, conditions.substeps or 1)
     h = 1.0 / (conditions.fps * substeps)
     qs, energies_out = [q.copy()], [integ.energy(q, v, 0.0)]
-    cancelled = False
+    cancelled = timed_out = False
     if on_frame is not None and on_frame(0, vertices.astype(np.float32), energies_out[0]) is False:
         cancelled = True
     on_progress("simulate", 1 / count)
     for frame in range(1, count if not cancelled else 1):
-        for s in range(substeps):
-            loads.state = q
-            t = (frame - 1) / conditions.fps + s * h
-            q, v = integ.advance(q, v, t, h)
+        try:
+            for s in range(substeps):
+                loads.state = q
+                t = (frame - 1) / conditions.fps + s * h
+                q, v = integ.advance(q, v, t, h)
+        except OutOfTime:
+            cancelled = timed_out = True
+            break
         qs.append(q.copy())
         energies_out.append(integ.energy(q, v, frame / conditions.fps))
         on_progress("simulate", (frame + 1) / count)
@@ -575,8 +583,8 @@ def simulate_rig(
             if on_frame(frame, verts, energies_out[-1]) is False:
                 cancelled = True
                 break
-        if time_limit is not None and time.perf_counter() - started > time_limit:
-            cancelled = True
+        if deadline is not None and time.monotonic() > deadline:
+            cancelled = timed_out = True
             break
     states = np.stack(qs)  # (T, B, 4, 3)
     rot, trans = zip(*(rigid_bones(s, space) for s in states), strict=True)
@@ -613,6 +621,7 @@ def simulate_rig(
         "rigidity_residual": affine,
         "pins": "exact" if conditions.pins else "none",
         "cancelled": bool(cancelled),
+        "timed_out": bool(timed_out),
         # the strain, the depth into obstacles, whether the steps held: Simulate's warning
         **plausibility(
             space,

@@ -8,8 +8,9 @@ its learned coordinates keep the shape. Rotation of the whole object stays with 
 coordinates (a tumbling object is beyond this).
 
 :class:`TranslatedKinematics` wraps a kinematics hook (x, J, D^2x and the Hessians of the local
-model) of coordinates r with the translation t = T r: x' = x + T r, J' = J + T, D^2x' = D^2x and
-H' = H, because the translation is linear in r. ``restricted`` keeps both in a subspace.
+model) of coordinates q = (a, t) (``neurok_core.simulate`` names the layers) with the
+translation t = T q: x' = x + T q, J' = J + T, D^2x' = D^2x and H' = H, because the translation
+is linear in q. ``restricted`` keeps both in a subspace (the dynamics' coordinates r, q = B r).
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from torch import Tensor
 
 
 class TranslatedKinematics:
-    """The hook ``inner`` plus the translation T r of every point, for coordinates r (m,).
+    """The hook ``inner`` plus the translation T q of every point, for coordinates q (m,).
 
-    translation: T (3, m); select: S (k, m), the inner hook's coordinates S r (None: the inner
-    hook takes r itself). Unrestricted, S = [I | 0] keeps the decoder's pass at its own k
-    tangents; restricted to a basis B, the inner hook is restricted to S B."""
+    translation: T (3, m); select: S (k, m), the inner hook's coordinates S q (None: the inner
+    hook takes q itself). Unrestricted, S = [I | 0] keeps the decoder's pass at its own k
+    tangents (a = S q); restricted to a basis B (q = B r), the inner hook is restricted to
+    S B and this hook's coordinates are r, with T B as its translation."""
 
     def __init__(self, inner, translation: Tensor, select: Tensor | None = None) -> None:
         self.inner, self.translation, self.select = inner, translation, select
@@ -38,8 +40,8 @@ class TranslatedKinematics:
             self.inner.restricted(inner_basis), self.translation.to(basis) @ basis
         )
 
-    def _inner(self, r: Tensor) -> Tensor:
-        return r if self.select is None else self.select.to(r) @ r
+    def _inner(self, q: Tensor) -> Tensor:
+        return q if self.select is None else self.select.to(q) @ q
 
     def __call__(self, q: Tensor, qdot: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         x, jac, bias = self.inner(self._inner(q), self._inner(qdot))
@@ -59,7 +61,7 @@ class TranslatedKinematics:
 
 
 def translation_map(latent_coords: int, dtype=torch.float64, device="cpu") -> Tensor:
-    """(3, kq + 3): the last three coordinates are the translation."""
+    """T (3, kq + 3) with t = T q: the last three coordinates of q are the translation."""
     t = torch.zeros(3, latent_coords + 3, dtype=dtype, device=device)
     t[:, latent_coords:] = torch.eye(3, dtype=dtype, device=device)
     return t

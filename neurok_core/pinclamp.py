@@ -21,25 +21,33 @@ springs (no small time steps).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .geometry import nearest_neighbors
+
+if TYPE_CHECKING:
+    from .space import KinematicSpace
 
 
 @dataclass(frozen=True)
 class PinClamp:
     """The clamp of one pin set: pins (P, 3) rest positions of the tracked pins (world);
     all_pins: (Q, 3) every pinned vertex (world), for the distance d(X); size: the object size
-    (m); falloff: sigma in object sizes; neighbors: pins blended per point."""
+    (m); falloff: sigma in object sizes; neighbors: pins blended per point; tracked: (P,) the
+    vertex indices of the tracked pins (the rows of ``pins``), empty when not built from a
+    mesh's indices."""
 
     pins: np.ndarray
     all_pins: np.ndarray
     size: float
     falloff: float = 0.25
     neighbors: int = 4
+    tracked: tuple[int, ...] = ()
 
     def sparse(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The clamp of world ``points`` (M, 3) as (idx (M, k), weights (M, k)):
@@ -76,7 +84,19 @@ class PinClamp:
             all_pins=vertices[np.asarray(pins, dtype=np.int64)],
             size=float(size),
             falloff=falloff,
+            tracked=tuple(tracked),
         )
+
+
+def pin_clamp(space: KinematicSpace, pins) -> PinClamp | None:
+    """The clamp of the pinned vertices ``pins`` of ``space``, tracking a spread subset of them
+    (``TRACKED_PINS``, the same subset the conditions' anchors hold), or None without pins. It
+    depends on the space's vertices and object size only, which every view of a space
+    (``KinematicSpace.with_subspace``) shares: one clamp serves a whole run."""
+    if not len(pins):
+        return None
+    tracked = pin_subset(tuple(pins), space.vertices, TRACKED_PINS)
+    return PinClamp.build(space.vertices, pins, tracked, space.object_size)
 
 
 class ClampedKinematics:

@@ -4,6 +4,28 @@ The dynamics track the space's dynamics points (equal masses: they are area-unif
 samples) followed by one zero-mass row per anchor of the conditions (force, drag and velocity
 points, a spread subset of the pinned vertices). Each output frame is decoded onto every vertex
 of the mesh by dual-quaternion blending (:meth:`KinematicSpace.decode_vertices`).
+
+The coordinates, from the decoder to the integrator (each name means this one thing here and
+in :mod:`~neurok_core.softmodes`, :mod:`~neurok_core.pinclamp` and :mod:`~neurok_core.freebody`):
+
+    z (k,)         the latent shape code the decoder reads;
+    a (kq,)        the subspace coordinates, z = z_rest + W a (``KinematicSpace.latent``),
+                   W (k, kq) the active subspace of the space the run moves in: the model's
+                   own, or with pins or soft modes the one that
+                   :func:`~neurok_core.softmodes.motion_subspace` searched among the latent
+                   directions that leave the pins still or strain the object least (a view
+                   of the space with its own W, not one more map);
+    t (3,)         the free translation of the whole object (contact without pins,
+                   :mod:`~neurok_core.freebody`), absent otherwise;
+    q (kq [+ 3],)  the system's coordinates q = (a, t) (``MechanicalSystem.num_coords``): the
+                   state the dynamics integrate and ``SimulationResult.q`` holds, q = 0 at rest;
+    r (m,)         the dynamics' coordinates inside them, q = V r, V (kq [+ 3], m) the
+                   directions that visibly move the object
+                   (``neurok_core.dynamics.simulation.visible_basis``; V = I when all do).
+
+The tracked points are x(q) = clamp(decode(z_rest + W a)) + t (S + A + C, 3) in metres: the pin
+clamp (:mod:`~neurok_core.pinclamp`, built once per run by :func:`simulate`) maps positions, not
+coordinates, so the pins add no layer.
 """
 
 from __future__ import annotations
@@ -15,9 +37,8 @@ import numpy as np
 import torch
 
 from .dualquat import dq_apply, quat_mul
-from .dynamics import Anchor, MechanicalSystem, SimulationConditions
+from .dynamics import Anchor, MechanicalSystem, SimulationConditions, Trajectory
 from .dynamics.barrier import PriorBarrier, prior_radius
-from .dynamics.conditions import TRACKED_PINS, pin_subset
 from .dynamics.settings import DEFAULT_SETTINGS, DynamicsSettings
 from .dynamics.system import LatentMap
 from .errors import ConditionError
@@ -25,7 +46,7 @@ from .freebody import TranslatedKinematics, translation_map
 from .geometry import farthest_point_subsample, nearest_neighbors, unique_edges
 from .model.bones import blend_bones
 from .model.jets import DecoderKinematics
-from .pinclamp import ClampedKinematics, PinClamp, clamp_positions
+from .pinclamp import ClampedKinematics, PinClamp, clamp_positions, pin_clamp
 from .results import SimulationResult
 from .rig import BoneRig
 from .skinning import DQSkinning
@@ -63,15 +84,6 @@ def contact_vertices(vertices: np.ndarray, count: int, pool: int = 20_000) -> np
     return np.sort(candidates[chosen]).astype(np.int64)
 
 
-def pin_clamp(space: KinematicSpace, pins):
-    """The clamp of the pinned vertices ``pins`` (:mod:`~neurok_core.pinclamp`) and the tracked
-    pinned vertices it blends (the anchors' spread subset), or (None, ()) without pins."""
-    if not len(pins):
-        return None, ()
-    tracked = pin_subset(tuple(pins), space.vertices, TRACKED_PINS)
-    return PinClamp.build(space.vertices, pins, tracked, space.object_size), tracked
-
-
 def build_system(
     space: KinematicSpace,
     conditions: SimulationConditions,
@@ -79,15 +91,18 @@ def build_system(
     autodiff: bool = False,
     free: bool = False,
     contact_points: int = 0,
+    clamp: PinClamp | None = None,
 ):
-    """The mechanical system of ``space`` under ``conditions`` and the row of each anchor.
+    """The mechanical system of ``space`` under ``conditions`` and the row of each anchor; its
+    coordinates are q = (a, t) of the module docstring.
 
     With pins, the kinematics are clamped around them (:mod:`~neurok_core.pinclamp`): pinned
-    points are exactly still and the dynamics need no pin springs. ``free`` (no pins) adds a
-    free translation of the whole object as the last three coordinates
-    (:mod:`~neurok_core.freebody`). ``contact_points`` > 0 adds that many well-spread mesh
-    vertices as the rows that meet obstacles (``MechanicalSystem.contact_weights``), after the
-    anchors' rows.
+    points are exactly still and the dynamics need no pin springs. ``clamp``: that clamp of
+    ``conditions.pins`` (:func:`~neurok_core.pinclamp.pin_clamp`) when the caller has built it
+    already; None: built here. ``free`` (no pins) adds a free translation t of the whole object
+    as the last three coordinates (:mod:`~neurok_core.freebody`). ``contact_points`` > 0 adds
+    that many well-spread mesh vertices as the rows that meet obstacles
+    (``MechanicalSystem.contact_weights``), after the anchors' rows.
 
     The points' derivatives come from the decoder's Taylor-mode forward
     (:class:`~neurok_core.model.jets.DecoderKinematics`); ``autodiff`` leaves them to
@@ -113,11 +128,13 @@ def build_system(
         contact_weights[num_mass + len(anchors) :] = 1.0
     norm = space.normalization
     rows = {a: num_mass + i for i, a in enumerate(anchors)}
-    clamp, tracked = pin_clamp(space, conditions.pins)
+    if clamp is None:
+        clamp = pin_clamp(space, conditions.pins)
     if clamp is not None:
         world = norm.invert(points.double().cpu().numpy())  # (S + A, 3)
         matrix = torch.as_tensor(clamp.weights(world), dtype=space.dtype, device=space.device)
-        pin_rows = torch.tensor([rows[Anchor(vertex=v)] for v in tracked], device=space.device)
+        tracked_rows = [rows[Anchor(vertex=v)] for v in clamp.tracked]
+        pin_rows = torch.tensor(tracked_rows, device=space.device)
         pin_rest = torch.as_tensor(clamp.pins, dtype=space.dtype, device=space.device)
 
     if free and clamp is not None:
@@ -126,7 +143,8 @@ def build_system(
     shift = translation_map(kq, space.dtype, space.device) if free else None
 
     def decode_points(q: torch.Tensor) -> torch.Tensor:
-        z = space.latent(q[:kq])  # (k,)
+        """x(q) (S + A + C, 3) metres of q = (a, t) (kq [+ 3],)."""
+        z = space.latent(q[:kq])  # (k,) of a = q[:kq]
         moved = space.deform_points(z[None], points, inverse)[0]  # (S + A, 3) normalised
         x = norm.invert(moved)
         if clamp is not None:
@@ -198,6 +216,81 @@ def simulate(
     """
     from .dynamics import simulate as integrate
 
+    _check_request(space, conditions, vertices=vertices, rig=rig)
+    started = time.perf_counter()
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    # one clamp of the pins serves the subspace's search, the system and the vertices
+    clamp = pin_clamp(space, conditions.pins)
+    # with pins, only the latent directions that leave them (nearly) still; with soft modes,
+    # only those that strain the object least
+    space, pin_report, soft_report = motion_subspace(
+        space,
+        conditions.pins,
+        soft=settings.soft_modes,
+        tolerance=settings.strain_tolerance,
+        slack=settings.strain_slack,
+        clamp=clamp,
+    )
+    free_body = settings.contact.free_translation and conditions.contact and not conditions.pins
+    touching = settings.contact.points if conditions.contact else 0
+    system, rows = build_system(
+        space, conditions, free=free_body, contact_points=touching, clamp=clamp
+    )
+    vertex_clamp = _VertexClamp(space, conditions, clamp)
+    stream = _FrameStream(
+        space,
+        vertex_clamp,
+        count=conditions.frames,
+        free_body=free_body,
+        vertices=vertices,
+        rig=rig,
+        on_frame=on_frame,
+        on_progress=on_progress,
+    )
+    # Pins are held by the clamped kinematics (the dynamics refuse conditions with pins).
+    unpinned = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
+    # (the run ends at the last frame, which flushes, or when a flush returned False)
+    traj = integrate(
+        system,
+        unpinned,
+        rows,
+        on_frame=stream.on_state,
+        on_work=stream.on_work,
+        settings=settings,
+        deadline=deadline,
+    )
+    t = len(stream.frames)
+    positions = np.stack(stream.frames) if vertices else None
+    bone_rig = _rig(space, conditions, stream.poses[:t], vertex_clamp) if rig else None
+    strain = _edge_strain(space.vertices, space.faces, stream.frames if vertices else [])  # (t,)
+    info = _run_info(
+        space, conditions, settings, system, traj, t, strain, pin_report, soft_report, started
+    )
+    if bone_rig is not None:
+        info["rig_bones"] = bone_rig.num_bones
+        # how far the rig's playback is from the engine's vertices (all, or a sample)
+        if positions is not None:
+            checked = _rig_sample(len(space.vertices))
+            info["rig_error"] = _rig_error(bone_rig, space, checked, positions[:, checked])
+        else:
+            sampled = np.stack(stream.sampled[:t])
+            info["rig_error"] = _rig_error(bone_rig, space, stream.checked, sampled)
+    return SimulationResult(
+        positions=positions,
+        rig=bone_rig,
+        times=traj.times[:t].numpy(),
+        energy=traj.energy[:t].numpy(),
+        conditions=conditions.to_dict(),
+        q=traj.q[:t].numpy(),
+        info=info,
+    )
+
+
+def _check_request(
+    space: KinematicSpace, conditions: SimulationConditions, *, vertices: bool, rig: bool
+) -> None:
+    """Raise ConditionError for conditions that do not fit the mesh or an output the space
+    cannot give."""
     if not isinstance(conditions, SimulationConditions):
         raise ConditionError("conditions must be a SimulationConditions")
     conditions.validate(len(space.vertices))
@@ -208,118 +301,132 @@ def simulate(
         )
     if not (vertices or rig):
         raise ConditionError("ask for the vertices, the rig or both")
-    started = time.perf_counter()
-    deadline = None if time_limit is None else time.monotonic() + time_limit
-    # with pins, only the latent directions that leave them (nearly) still; with soft modes,
-    # only those that strain the object least
-    space, pin_report, soft_report = motion_subspace(
-        space,
-        conditions.pins,
-        soft=settings.soft_modes,
-        tolerance=settings.strain_tolerance,
-        slack=settings.strain_slack,
-    )
-    free_body = settings.contact.free_translation and conditions.contact and not conditions.pins
-    touching = settings.contact.points if conditions.contact else 0
-    system, rows = build_system(space, conditions, free=free_body, contact_points=touching)
-    kq = space.reduced_dims
-    vertex_clamp = _VertexClamp(space, conditions)
-    frames: list[np.ndarray | None] = []
-    poses: list[tuple[np.ndarray, np.ndarray]] = []  # (rotations, translations) per frame
-    # without the vertices, a rig is checked against a seeded sample of them (rig_error)
-    checked = _rig_sample(len(space.vertices)) if rig and not vertices else None
-    sampled: list[np.ndarray] = []  # (R, 3) per frame
-    count = conditions.frames
-    pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
-    stopped = False
 
-    reported = [0.0]
 
-    def progress(fraction: float) -> None:
+class _FrameStream:
+    """The integrated states q handed on as frames, in order (:func:`simulate`'s on_frame):
+    frame 0 is the input itself, the others are decoded ``DECODE_BATCH`` at a time (a batched
+    decoder pass costs far less per frame than one pass per frame) onto the vertices, the rig's
+    poses and, for a rig without the vertices, the sample of vertices it is checked against
+    (``checked``), all with the pin clamp (:class:`_VertexClamp`) and the free translation t.
+    :meth:`on_state` and :meth:`on_work` are the integrator's hooks."""
+
+    def __init__(
+        self,
+        space: KinematicSpace,
+        clamp: _VertexClamp,
+        *,
+        count: int,
+        free_body: bool,
+        vertices: bool,
+        rig: bool,
+        on_frame,
+        on_progress,
+    ) -> None:
+        self.space, self.clamp, self.count = space, clamp, count
+        self.free_body, self.vertices, self.rig = free_body, vertices, rig
+        self.on_frame, self.on_progress = on_frame, on_progress
+        self.frames: list[np.ndarray | None] = []  # (N, 3) float32 per frame, or None
+        self.poses: list[tuple[np.ndarray, np.ndarray]] = []  # (rotations, translations)
+        # without the vertices, a rig is checked against a seeded sample of them (rig_error)
+        self.checked = _rig_sample(len(space.vertices)) if rig and not vertices else None
+        self.sampled: list[np.ndarray] = []  # (R, 3) per frame
+        self.pending: list[tuple[int, torch.Tensor, float]] = []  # integrated, not yet decoded
+        self.stopped = False
+        self.reported = 0.0
+
+    def progress(self, fraction: float) -> None:
         """on_progress("simulate", fraction), never going back (frames are decoded in batches
         behind the integration's own progress)."""
-        if fraction > reported[0]:
-            reported[0] = fraction
-            on_progress("simulate", fraction)
+        if fraction > self.reported:
+            self.reported = fraction
+            self.on_progress("simulate", fraction)
 
-    def flush() -> bool:
-        """Decode the pending frames in one batch and hand them on in order; False once the
-        caller asked to stop (the frames after that one are dropped)."""
-        nonlocal stopped
-        with torch.no_grad():
-            qs = torch.stack([q for _, q, _ in pending]).to(device=space.device, dtype=space.dtype)
-            z = space.latent(qs[:, :kq])
-            # the free translation of the whole object (zero without one), (B, 1, 3)
-            shift = qs[:, None, kq:] if free_body else qs.new_zeros(len(qs), 1, 3)
-            batch = [None] * len(pending)
-            # a skinned space: one pass of the bone network serves the vertices, the rig's
-            # poses and its sampled vertices (the bones corrected for the pins)
-            bones = vertex_clamp.bones(z) if space.skinned else None  # (B, nb, 8)
-            if vertices:
-                verts = vertex_clamp.decode(z) if bones is None else vertex_clamp.skin(bones)
-                batch = (verts + shift).float().cpu().numpy()  # (B, N, 3)
-            if rig:
-                rotations, translations = space.bone_transforms(bones)
-                translations = translations + shift.double().cpu().numpy()
-                poses.extend(zip(rotations, translations, strict=True))
-            if checked is not None:
-                moved = vertex_clamp.skin_rows(bones, checked) + shift
-                sampled.extend(moved.cpu().numpy())
-        for (index, _, energy), verts in zip(pending, batch, strict=True):
-            frames.append(verts)
-            progress((index + 1) / count)
-            if on_frame is not None and on_frame(index, verts, energy) is False:
-                stopped = True
-                break
-        pending.clear()
-        return not stopped
-
-    def frame_done(index: int, q: torch.Tensor, energy: float):
-        nonlocal stopped
-        if index == 0:  # the start is exactly the input
-            verts = space.vertices.astype(np.float32) if vertices else None
-            frames.append(verts)
-            if rig:
-                nb = space.bone_heads.shape[0]
-                poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
-            if checked is not None:
-                sampled.append(space.vertices[checked])
-            progress(1 / count)
-            stopped = on_frame is not None and on_frame(index, verts, energy) is False
-            return False if stopped else None
-        # frames are decoded DECODE_BATCH at a time: a batched decoder pass costs far less
-        # per frame than one pass per frame
-        pending.append((index, q, energy))
-        if len(pending) >= DECODE_BATCH or index == count - 1:
-            return None if flush() else False
-        return None
-
-    # Pins are held by the clamped kinematics (the dynamics refuse conditions with pins).
-    free = dataclasses.replace(conditions, pins=()) if conditions.pins else conditions
-
-    def frame_work(frame: int, covered: float) -> None:
+    def on_work(self, frame: int, covered: float) -> None:
         """Progress within slow frames: the step from ``frame`` has covered ``covered`` frames
         (frame 0, the rest, counts as done from the start)."""
-        progress(min(frame + 1 + covered, count) / count)
+        self.progress(min(frame + 1 + covered, self.count) / self.count)
 
-    # (the run ends at the last frame, which flushes, or when a flush returned False)
-    traj = integrate(
-        system,
-        free,
-        rows,
-        on_frame=frame_done,
-        on_work=frame_work,
-        settings=settings,
-        deadline=deadline,
-    )
-    t = len(frames)
-    positions = np.stack(frames) if vertices else None
-    bone_rig = _rig(space, conditions, poses[:t], vertex_clamp) if rig else None
-    strain = _edge_strain(space.vertices, space.faces, frames if vertices else [])  # (t,)
+    def on_state(self, index: int, q: torch.Tensor, energy: float):
+        """The integrator's on_frame: frame ``index`` has the state q (kq [+ 3],). False once
+        the caller asked to stop."""
+        if index == 0:  # the start is exactly the input
+            self._rest_frame(energy)
+            return False if self.stopped else None
+        self.pending.append((index, q, energy))
+        if len(self.pending) >= DECODE_BATCH or index == self.count - 1:
+            return None if self.flush() else False
+        return None
+
+    def _rest_frame(self, energy: float) -> None:
+        space = self.space
+        verts = space.vertices.astype(np.float32) if self.vertices else None
+        self.frames.append(verts)
+        if self.rig:
+            nb = space.bone_heads.shape[0]
+            self.poses.append((np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)), np.zeros((nb, 3))))
+        if self.checked is not None:
+            self.sampled.append(space.vertices[self.checked])
+        self.progress(1 / self.count)
+        self.stopped = self.on_frame is not None and self.on_frame(0, verts, energy) is False
+
+    def flush(self) -> bool:
+        """Decode the pending frames in one batch and hand them on in order; False once the
+        caller asked to stop (the frames after that one are dropped)."""
+        with torch.no_grad():
+            batch = self._decode(torch.stack([q for _, q, _ in self.pending]))
+        for (index, _, energy), verts in zip(self.pending, batch, strict=True):
+            self.frames.append(verts)
+            self.progress((index + 1) / self.count)
+            if self.on_frame is not None and self.on_frame(index, verts, energy) is False:
+                self.stopped = True
+                break
+        self.pending.clear()
+        return not self.stopped
+
+    def _decode(self, states: torch.Tensor):
+        """The vertices (B, N, 3) float32 of the states q (B, kq [+ 3]) (None each without
+        the vertices); the rig's poses and its checked vertices are kept on the way."""
+        space, clamp, kq = self.space, self.clamp, self.space.reduced_dims
+        states = states.to(device=space.device, dtype=space.dtype)
+        z = space.latent(states[:, :kq])  # (B, k) of a = q[:kq]
+        # t, the free translation of the whole object (zero without one), (B, 1, 3)
+        shift = states[:, None, kq:] if self.free_body else states.new_zeros(len(states), 1, 3)
+        batch = [None] * len(states)
+        # a skinned space: one pass of the bone network serves the vertices, the rig's
+        # poses and its sampled vertices (the bones corrected for the pins)
+        bones = clamp.bones(z) if space.skinned else None  # (B, nb, 8)
+        if self.vertices:
+            verts = clamp.decode(z) if bones is None else clamp.skin(bones)
+            batch = (verts + shift).float().cpu().numpy()  # (B, N, 3)
+        if self.rig:
+            rotations, translations = space.bone_transforms(bones)
+            translations = translations + shift.double().cpu().numpy()
+            self.poses.extend(zip(rotations, translations, strict=True))
+        if self.checked is not None:
+            moved = clamp.skin_rows(bones, self.checked) + shift
+            self.sampled.extend(moved.cpu().numpy())
+        return batch
+
+
+def _run_info(
+    space: KinematicSpace,
+    conditions: SimulationConditions,
+    settings: DynamicsSettings,
+    system: MechanicalSystem,
+    traj: Trajectory,
+    t: int,
+    strain: np.ndarray,
+    pin_report: dict,
+    soft_report: dict,
+    started: float,
+) -> dict:
+    """The result's info of a run whose first ``t`` frames were kept (``strain`` (t,) their
+    edge strain); ``started``: its ``time.perf_counter()`` at the start."""
     # the dynamics' own barrier (float64, the system's latent map) measures each frame's state
     barrier = PriorBarrier.build(system.latent, settings.barrier.prior_mass, 1.0)
     distances = _latent_distances(barrier, traj.q[:t])  # (t,)
-    info = {
+    return {
         "reduced_dims": space.reduced_dims,
         "pinned_subspace": pin_report,
         "soft_modes": soft_report,
@@ -367,23 +474,6 @@ def simulate(
         "timed_out": bool(traj.timed_out),
         "seconds": round(time.perf_counter() - started, 3),
     }
-    if bone_rig is not None:
-        info["rig_bones"] = bone_rig.num_bones
-        # how far the rig's playback is from the engine's vertices (all, or a sample)
-        if positions is not None:
-            checked = _rig_sample(len(space.vertices))
-            info["rig_error"] = _rig_error(bone_rig, space, checked, positions[:, checked])
-        else:
-            info["rig_error"] = _rig_error(bone_rig, space, checked, np.stack(sampled[:t]))
-    return SimulationResult(
-        positions=positions,
-        rig=bone_rig,
-        times=traj.times[:t].numpy(),
-        energy=traj.energy[:t].numpy(),
-        conditions=conditions.to_dict(),
-        q=traj.q[:t].numpy(),
-        info=info,
-    )
 
 
 def _rig(
@@ -456,7 +546,8 @@ def _edge_strain(vertices: np.ndarray, faces: np.ndarray, frames: list) -> np.nd
 
 
 def _latent_distances(barrier: PriorBarrier, q: torch.Tensor) -> np.ndarray:
-    """|z(q_t) - mu| (T,) of the states q (T, kq), float64 as the dynamics' barrier has it."""
+    """|z(q_t) - mu| (T,) of the states q (T, kq [+ 3]) (the basis's columns of a translation
+    t are zero), float64 as the dynamics' barrier has it."""
     z = barrier.rest + q.to(barrier.basis) @ barrier.basis.T  # (T, k)
     return (z - barrier.mean).norm(dim=-1).numpy()
 
@@ -477,11 +568,19 @@ class _VertexClamp:
     pins (decoded at their own points, in the same pass as the skinning points) is blended out;
     pinned vertices are put exactly at rest. Without pins, plain decoding. A skinned space
     applies the clamp to its bones instead (:meth:`bones`), so that its vertices are a skinning
-    a rig plays back exactly."""
+    a rig plays back exactly. ``clamp``: the pin clamp of ``conditions.pins``
+    (:func:`~neurok_core.pinclamp.pin_clamp`) when the caller has built it already; None: built
+    here."""
 
-    def __init__(self, space: KinematicSpace, conditions: SimulationConditions) -> None:
+    def __init__(
+        self,
+        space: KinematicSpace,
+        conditions: SimulationConditions,
+        clamp: PinClamp | None = None,
+    ) -> None:
         self.space = space
-        clamp, tracked = pin_clamp(space, conditions.pins)
+        if clamp is None:
+            clamp = pin_clamp(space, conditions.pins)
         self.clamp = clamp
         if clamp is None:
             return

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from .dynamics.shapekeep import neighbour_pairs
+from .pinclamp import PinClamp, pin_clamp
 from .space import KinematicSpace
 
 NEIGHBORS = 6  # edges per tracked point
@@ -187,10 +188,13 @@ def motion_subspace(
     soft: bool = False,
     tolerance: float = 0.05,
     slack: float = 2.0,
+    clamp: PinClamp | None = None,
 ) -> tuple[KinematicSpace, dict, dict]:
     """The view of ``space`` a simulation moves in and two reports (pins, soft modes): with
     ``soft``, the active subspace searched among the soft directions (module docstring); else,
-    with pins, the pinned subspace (``neurok_core.pinning``)."""
+    with pins, the pinned subspace (``neurok_core.pinning``). clamp: the pin clamp of ``pins``
+    (:func:`~neurok_core.pinclamp.pin_clamp`) when the caller has built it already; None: built
+    here when soft modes need it."""
     from .pinning import latent_jacobian, pinned_subspace
 
     if soft and not (tolerance > 0 and slack >= 1):
@@ -205,7 +209,7 @@ def motion_subspace(
         return view, pin_report, {}
     jac = latent_jacobian(space, space.dynamics_points)  # (S, 3, k)
     if len(pins):  # the motion the dynamics see: clamped around the pins, which it holds
-        jac = _clamped(space, pins, jac)
+        jac = _clamped(space, pin_clamp(space, pins) if clamp is None else clamp, jac)
         h, c = torch.zeros(jac.shape[-1], jac.shape[-1], dtype=torch.float64), 0.0
     else:  # the object as a whole moving counts against a direction
         h, c = rigid_metric(space, jac), (tolerance / ANCHOR_TOLERANCE) ** 2
@@ -235,13 +239,11 @@ def motion_subspace(
     return view, {}, report
 
 
-def _clamped(space: KinematicSpace, pins, jac: torch.Tensor) -> torch.Tensor:
+def _clamped(space: KinematicSpace, clamp: PinClamp, jac: torch.Tensor) -> torch.Tensor:
     """The dynamics points' latent Jacobian (S, 3, k) after the pin clamp
     (``neurok_core.pinclamp``): J' = J - C J_pins, as the simulation clamps them."""
     from .pinning import latent_jacobian
-    from .simulate import pin_clamp
 
-    clamp, _ = pin_clamp(space, pins)
     world = space.normalization.invert(space.dynamics_points.double().cpu().numpy())
     matrix = torch.as_tensor(clamp.weights(world), dtype=torch.float64)  # (S, P)
     pts = torch.as_tensor(space.normalization.apply(clamp.pins), dtype=space.dtype)

@@ -13,7 +13,11 @@ whatever the forces (conservative parts are in E, the rest in W). A step whose b
 exceeds k * ``tolerance`` * E_ref / (10 s * fps) is recomputed with a shorter one (so 10 s of
 animation drift by at most ``tolerance`` relative to E_ref, 0.5% by default); E_ref is the largest
 energy met so far but at least ``energy_floor`` times the problem's energy scale. How long the
-steps are, and how a rejected one is shortened: ``steps``.
+steps are, and how a rejected one is shortened: ``steps``. A refinement that does not cut the
+error at RK4's rate is not fighting truncation error alone: the local model is re-expanded once
+and the step retaken, and a step that still stalls is kept only within ``STALL_MARGIN`` times its
+limit. Far above it the cause is more likely a stiff event the steps do not resolve yet (a
+bounce off the prior barrier, an impact), whose error also shrinks slowly at first: refined on.
 Why RK4 and not a variational integrator: the metric G(q) makes the Hamiltonian non-separable, so
 symplectic schemes are implicit (several decoder evaluations per Newton iteration); RK4 at one
 step per frame already keeps the drift of smooth motions at 24-30 fps far under 1%
@@ -67,6 +71,7 @@ from .trajectory import Record, Trajectory, build_trajectory
 OnFrame = Callable[[int, Tensor, float], bool]
 _CPU = dict(device="cpu", dtype=torch.float64)
 WORK_INTERVAL = 0.25  # seconds between ``on_work`` reports while a frame is integrated
+STALL_MARGIN = 10.0  # a stalled refinement is kept only within this many times its limit
 
 
 class _OutOfTime(Exception):
@@ -353,11 +358,15 @@ class Integrator:
                 step = Step(new, k, n, res, k * self.frame_tolerance + self.noise / ref)
                 last = attempt == limit or (k == 1 and n >= st.steps.max_substeps)
                 # a refinement that did not cut the error to within 4x of what RK4 should
-                # ((h'/h)^4) is not fighting truncation error (e.g. the local model's): keep it
-                stalled = prev is not None and res > 4.0 * prev.residual * shrink(prev, k, n) ** 4
-                if self.loads.contact is not None:  # an impact's error shrinks slowly at first
-                    stalled = stalled and res <= 10.0 * step.limit
-                if stalled and not refreshed and res > step.limit:
+                # ((h'/h)^4) is not fighting truncation error alone (e.g. the local model's)
+                slow = prev is not None and res > 4.0 * prev.residual * shrink(prev, k, n) ** 4
+                # kept only near the limit: far above it, a stiff event the steps do not
+                # resolve yet (an impact, a bounce off the prior barrier) cuts its error slowly
+                # at first too, and such a step is refined on (``STALL_MARGIN``)
+                stalled = slow and res <= STALL_MARGIN * step.limit
+                # (with contact, a re-expansion only there too: an impact is the likelier cause)
+                expand = stalled if self.loads.contact is not None else slow
+                if expand and not refreshed and res > step.limit:
                     # not truncation error: the local model's own. Re-expand it here (its
                     # energy jump is booked as work) and take the step again, once.
                     refreshed = True

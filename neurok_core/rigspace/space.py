@@ -26,6 +26,7 @@ from .joints import Joint, find_joints
 PIN_FALLOFF = 0.5  # the still bone fades within this share of the part's bone spacing
 PIN_CUTOFF = 1e-3
 UNSEEN = 1e-4  # object sizes (rms): a bone's vertices extending less along a direction
+COVERED = 0.5  # a pinned part's bone keeping less of its mass moment is no coordinate
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class RigSettings:
     contact_depth: float = 0.001
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
+    rigid_bones: bool = False  # the bones' turns as exact coordinates (no rigidity energy)
 
 
 @dataclass
@@ -197,6 +199,46 @@ def bone_axes(moments: np.ndarray, fixed: np.ndarray, size: float) -> tuple:
     return axes, seen
 
 
+def _drop_covered_bones(index, share, masses, bones, weights, heads, fixed, own) -> None:
+    """Bones of a pinned part that the still bone mostly covers are no coordinates: a bone
+    left with less than ``COVERED`` of its mass moment sum_i m_i w_ib^2 once the still bone
+    takes ``share`` (P,) of its vertices ``index`` moves them only by large, fast turns (a
+    light bone by the pins turned 1.5 rad in a Newton step). Such a bone is made fixed with
+    no vertices, its weights going to the part's other bones (to the nearest kept one where
+    a vertex had no other); ``bones``, ``weights`` (N, K) and ``fixed`` (B,) change in place;
+    ``own`` (B,) bool: the part's bones."""
+    part_bones = np.flatnonzero(own)
+    if len(part_bones) < 2:
+        return
+    b_rows, w_rows, m = bones[index], weights[index], masses[index]
+    kept = []
+    for b in part_bones:
+        wb = (w_rows * (b_rows == b)).sum(1)
+        before = float((m * wb**2).sum())
+        after = float((m * (wb * (1.0 - share)) ** 2).sum())
+        kept.append(after >= COVERED * before)
+    kept = np.asarray(kept)
+    if kept.all():
+        return
+    if not kept.any():
+        kept[0] = True
+    drop = part_bones[~kept]
+    live = part_bones[kept]
+    gone = np.isin(b_rows, drop)
+    w_rows = np.where(gone, 0.0, w_rows)
+    total = w_rows.sum(1)
+    orphan = total <= 1e-12
+    if orphan.any():  # a vertex of dropped bones only: the nearest kept bone takes it
+        _, near = cKDTree(heads[live]).query(heads[b_rows[orphan, 0]])
+        b_rows[orphan, 0] = live[near]
+        w_rows[orphan, 0] = 1.0
+        total = w_rows.sum(1)
+    w_rows = w_rows / total[:, None]
+    b_rows = np.where(w_rows > 0, b_rows, b_rows[:, :1])
+    bones[index], weights[index] = b_rows, w_rows
+    fixed[drop] = True
+
+
 def _collinear(points: np.ndarray, size: float) -> bool:
     if len(points) < 3:
         return True
@@ -228,6 +270,11 @@ def build_rig_space(
     fixed = np.zeros(nb, dtype=bool)
     bones = layout.vertex_bones.copy()
     weights = layout.vertex_weights.copy()
+    areas = vertex_areas(vertices, faces) if len(faces) else np.zeros(n)
+    if areas.sum() <= 0:
+        areas = np.ones(n)
+    areas = np.maximum(areas, 1e-9 * areas.max())
+    masses = mass * areas / areas.sum()
     pins = np.asarray(sorted(set(int(p) for p in pins)), dtype=np.int64)
     pinned = np.zeros(n, dtype=bool)
     pinned[pins] = True
@@ -256,6 +303,7 @@ def build_rig_space(
             share[share < PIN_CUTOFF] = 0.0
             share[mine] = 1.0
             still_share[info.vertices] = share
+            _drop_covered_bones(info.vertices, share, masses, bones, weights, heads, fixed, own)
     has_still = bool(still_share.any())
     if has_still:
         still = nb
@@ -264,11 +312,6 @@ def build_rig_space(
         fixed = np.concatenate([fixed, [True]])
         bones = np.concatenate([bones, np.full((n, 1), still)], 1)
         weights = np.concatenate([weights * (1.0 - still_share[:, None]), still_share[:, None]], 1)
-    areas = vertex_areas(vertices, faces) if len(faces) else np.zeros(n)
-    if areas.sum() <= 0:
-        areas = np.ones(n)
-    areas = np.maximum(areas, 1e-9 * areas.max())
-    masses = mass * areas / areas.sum()
     rows = _sparse_rows(vertices, bones, weights, heads)
     moments = np.asarray((rows.T @ sparse.diags(masses) @ rows).todense())
     gravity_moment = np.asarray(rows.T @ masses).reshape(-1)

@@ -395,3 +395,32 @@ def test_a_time_limit_stops_the_integration_before_its_next_step():
     assert stopped.info["timed_out"] and stopped.info["cancelled"]
     whole = simulate_rig(v, f, cond)
     assert whole.positions.shape[0] == 6 and not whole.info["timed_out"]
+
+
+def test_a_pinned_sheet_has_no_bone_the_still_bone_covers():
+    """The bones by a sheet's pinned edge, whose vertices the still bone mostly takes, are
+    not coordinates (light bones there turned by up to 1.5 rad in one Newton step): every
+    moving bone keeps at least half its mass moment, the weights still sum to one, the
+    pinned vertices follow the still bone alone, and the space's bones all move vertices."""
+    xs, ys = np.meshgrid(np.linspace(0, 0.6, 41), np.linspace(0, 0.3, 21), indexing="ij")
+    v = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], 1)
+    i, j = np.meshgrid(np.arange(40), np.arange(20), indexing="ij")
+    a = (i * 21 + j).ravel()
+    f = np.concatenate([np.stack([a, a + 21, a + 1], 1), np.stack([a + 1, a + 21, a + 22], 1)])
+    pins = np.flatnonzero(v[:, 0] <= 0.02)
+    free = build_rig_space(v, f, mass=1.0)
+    space = build_rig_space(v, f, mass=1.0, pins=pins)
+    moving = np.flatnonzero(~space.fixed)
+    assert 0 < len(moving) < free.num_bones  # some bones by the pins are gone
+    weights = space.vertex_weights
+    np.testing.assert_allclose(weights.sum(1), 1.0, atol=1e-12)
+    still = space.num_bones - 1
+    for b in moving:
+        w_free = (free.vertex_weights * (free.vertex_bones == b)).sum(1)
+        w_now = (weights * (space.vertex_bones == b)).sum(1)
+        kept = (space.masses * w_now**2).sum() / (free.masses * w_free**2).sum()
+        assert kept >= 0.5, (b, kept)
+    on_still = (weights * (space.vertex_bones == still)).sum(1)
+    np.testing.assert_allclose(on_still[pins], 1.0)
+    gone = np.flatnonzero(space.fixed[:still])
+    assert not ((space.vertex_bones[:, :, None] == gone) & (weights[:, :, None] > 0)).any()

@@ -229,37 +229,3 @@ class Springs:
         coeff = 2.0 * self.a * ((d0 * d0).sum(1) + (d1 * d1).sum(1) - 2.0 * self.lengths**2)
         # d coeff / d dm = 2 a (2 d1 . 2) = 8 a d1: the term (x) 4 a d_m (2 d1)^T
         return self._blocks(dm, coeff, 2.0 * d1, hessian, nb)
-
-    def tangent_jacobian(self, q0, y, test, tangent, live) -> np.ndarray:
-        """(K, K) test^T H tangent of this energy's Jacobian H (12B, 12B): of its discrete
-        gradient across the midpoint step from ``q0`` to ``2 y - q0``, or (``q0`` None) of its
-        PSD Hessian at ``y``; ``test``, ``tangent`` (12B, K) map the rigid unknowns, each of
-        their columns moving one bone of ``live`` (L,) (``rigid.RigidCoordinates``). Built
-        bone by bone from the springs' rows (cheap: no (12B, 12B) matrix)."""
-        nb = y.shape[0]
-        dm = self.rows @ y.reshape(4 * nb, 3)  # (J, 3)
-        if q0 is None:
-            excess = (dm * dm).sum(1) - self.lengths**2
-            coeff, other = 4.0 * self.a * np.maximum(excess, 0.0), 2.0 * dm
-        else:
-            d0 = self.rows @ q0.reshape(4 * nb, 3)
-            d1 = 2.0 * dm - d0
-            coeff = 2.0 * self.a * ((d0 * d0).sum(1) + (d1 * d1).sum(1) - 2.0 * self.lengths**2)
-            other = 2.0 * d1
-        k = test.shape[1]
-        t3 = test.reshape(4 * nb, 3, k)
-        n3 = tangent.reshape(4 * nb, 3, k)
-        # isotropic part: (rows^T diag(coeff) rows) (x) I_3
-        iso = (self.rows * coeff[:, None]).T @ self.rows  # (4B, 4B)
-        out = test.T @ (iso @ n3.reshape(4 * nb, 3 * k)).reshape(12 * nb, k)
-        # anisotropic part: sum_j 4 a_j (rows_j (x) d_j)(rows_j (x) other_j)^T
-        gt = np.zeros((len(dm), k))
-        ot = np.zeros((len(dm), k))
-        for b in live:
-            sl = slice(4 * b, 4 * b + 4)
-            tb, nb_ = t3[sl].reshape(12, k), n3[sl].reshape(12, k)
-            cols = np.flatnonzero(np.abs(tb).sum(0) + np.abs(nb_).sum(0))
-            r = self.rows[:, sl]  # (J, 4)
-            gt[:, cols] += (r[:, :, None] * dm[:, None, :]).reshape(-1, 12) @ tb[:, cols]
-            ot[:, cols] += (r[:, :, None] * other[:, None, :]).reshape(-1, 12) @ nb_[:, cols]
-        return out + (gt * (4.0 * self.a)[:, None]).T @ ot

@@ -40,7 +40,6 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve
 
 from ..errors import SimulationError
 from .energies import flat_kron
-from .rigid import RigidCoordinates
 
 CONVERGED = 1e-7  # a Newton step this small (axes; centres in object sizes) has converged
 ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
@@ -87,7 +86,6 @@ class Integrator:
         iterations: int = 12,
         halvings: int = 6,
         deadline: float | None = None,
-        rigid: bool = False,
     ):
         self.space = space
         self.energies = list(energies)
@@ -119,10 +117,6 @@ class Integrator:
         self._factor = None  # (step key, factorised Jacobian, damping matrix) of the last step
         self.report = StepReport()
         self.scale = space.object_size
-        # rigid bones as exact coordinates (``rigid`` module): no rigidity energy is given
-        self.rigid = RigidCoordinates(space) if rigid else None
-        if self.rigid is not None:
-            self.basis = None
 
     # -- the moving coordinates ----------------------------------------------------------------
     def _reduce(self, flat: np.ndarray) -> np.ndarray:
@@ -150,7 +144,7 @@ class Integrator:
         return (self.basis @ (self.basis.T @ v.reshape(-1))).reshape(v.shape)
 
     # -- energy --------------------------------------------------------------------------------
-    def potential(self, q: np.ndarray, t: float, hessian: bool, extra=(), start=None, apart=None):
+    def potential(self, q: np.ndarray, t: float, hessian: bool, extra=(), start=None):
         """(V, grad (B, 4, 3), H (12B, 12B), D (12B, 12B)) of every energy at ``q`` (and the
         step's viscous terms ``extra``); D is the Rayleigh damping matrix of the stiff
         energies that have no viscous term of their own (glue, drags). With the step's
@@ -164,17 +158,6 @@ class Integrator:
         hess = np.zeros((n, n)) if hessian else None
         damp = np.zeros((n, n)) if hessian else None
         for energy in [*self.energies, *self.loads(t), *extra]:
-            if apart is not None and hasattr(energy, "tangent_jacobian"):
-                # its Jacobian built on the rigid unknowns (``_solve_rigid``)
-                if hessian:
-                    apart.append(energy)
-                if start is not None:
-                    g, _ = energy.discrete_gradient(start, q, False)
-                else:
-                    v, g, _ = energy(q, False)
-                    value += v
-                grad += g
-                continue
             if start is not None and hasattr(energy, "discrete_gradient"):
                 g, h = energy.discrete_gradient(start, q, hessian)
             else:
@@ -302,11 +285,10 @@ class Integrator:
             c.set_step(q, h)
         elastic = self.bounciness >= 1.0  # nothing may damp: the midpoint step throughout
         euler = not elastic and self.touching(q, v)
-        solve = self._solve if self.rigid is None else self._solve_rigid
-        out = solve(q, v, t, h, euler)
+        out = self._solve(q, v, t, h, euler)
         if out is not None and not euler and not elastic and self.touching(out[0]):
             euler = True
-            out = solve(q, v, t, h, euler)
+            out = self._solve(q, v, t, h, euler)
         if out is None:
             if depth >= self.halvings:
                 raise SimulationError(
@@ -528,142 +510,3 @@ class Integrator:
         if euler:
             return y, (y - q) / h
         return 2.0 * y - q, 4.0 * (y - q) / h - v
-
-    def _solve_rigid(self, q, v, t, h, euler: bool):
-        """Newton on the step's equations with the bones' turns and shifts as the unknowns
-        (``rigid`` module): the same equations as :meth:`_solve` (no rigidity energy),
-        tested against the rigid directions; None when it does not converge."""
-        rc = self.rigid
-        m = self.mass
-        cm = self.damping
-        if euler:  # the midpoint step keeps V as it is: its energy is then kept exactly
-            v = rc.project(q, v, m, self.ridge)
-        if euler:
-            inertia, pull, t_eval, dscale, half = 1.0 / h**2, q + h * v, t + h, 1.0 / h, 1.0
-        else:
-            inertia, pull, t_eval = 4.0 / h**2, q + 0.5 * h * v, t + 0.5 * h
-            dscale, half = 2.0 / h, 0.5
-        start = None if euler else q
-        self._start_values = {}
-        viscous = []
-        for e in self.energies:
-            if getattr(e, "stiff", False) and hasattr(e, "dissipation"):
-                zeta = self.zeta if getattr(e, "zeta", None) is None else e.zeta
-                if zeta > 0:
-                    viscous.append(e.dissipation(q, dscale, zeta))
-        weight = rc.weight
-        ridge = inertia * self.ridge
-
-        def state(q1, damp, hessian):
-            """(y, g flat, hess, damp, merit, test directions, tangent, axes) at q1."""
-            axes = rc.axes(q1)
-            y = q1 if euler else 0.5 * (q + q1)
-            apart = []
-            value, grad, hess, dmat = self.potential(y, t_eval, hessian, viscous, start, apart)
-            damp = dmat if damp is None else damp
-            d_in = (y - pull).reshape(-1)
-            d_q = (y - q).reshape(-1)
-            g = inertia * (m @ d_in) + dscale * (cm * (m @ d_q) + damp @ d_q) + grad.reshape(-1)
-            g += ridge * d_in
-            tan = rc.tangent(q1, axes)
-            test = tan if euler else rc.tangent(y, axes, midpoint=True)
-            gf = test.T @ g
-            if euler:
-                merit = (
-                    0.5 * inertia * float(d_in @ m @ d_in)
-                    + 0.5 * ridge * float(d_in @ d_in)
-                    + 0.5 * dscale * float(d_q @ (cm * (m @ d_q) + damp @ d_q))
-                    + value
-                )
-            else:
-                merit = 0.5 * float(np.sum((gf * weight) ** 2))
-            if hessian:
-                hess = (hess, apart)
-            return gf, hess, damp, merit, test, tan, axes, g, y
-
-        q1 = rc.turned(q, v, h)  # the predictor: every bone turning and moving on
-        damp = None
-        key = ("rigid", h, euler, tuple(id(e) for e in self.loads(t_eval)))
-        factor = None
-        if self._factor is not None and self._factor[0] == key:
-            _, factor, damp = self._factor
-        first = None
-        moved = np.inf
-        jacobians = 0
-        known = None
-        norm = np.inf
-        for _ in range(self.iterations * CHORD):
-            fresh = factor is None
-            if known is not None and not fresh:
-                gf, m0, test, tan, axes = known
-                hess = None
-            else:
-                gf, hess, damp, m0, test, tan, axes, g, y = state(q1, damp, fresh)
-            known = None
-            norm = float(np.linalg.norm(gf * weight))
-            if first is None:
-                first = norm
-            if norm <= RESIDUAL * first:
-                moved = 0.0
-                break
-            if fresh:
-                if jacobians == self.iterations:
-                    break
-                jacobians += 1
-                self.report.jacobians += 1
-                dense, apart = hess
-                big = inertia * m + dscale * (cm * m + damp) + dense
-                big[np.diag_indices_from(big)] += ridge
-                jac = half * (test.T @ big @ tan)
-                for e in apart:
-                    jac += half * e.tangent_jacobian(start, y, test, tan, rc.live)
-                curv = rc.curvature(q1, axes, g, None if euler else y)
-                try:
-                    if euler:  # the constraint forces' share where it keeps it positive
-                        try:
-                            factor = cho_factor(jac + 0.5 * (curv + curv.T))
-                        except LinAlgError:
-                            factor = cho_factor(jac)
-                    else:
-                        factor = lu_factor(jac + curv, check_finite=True)
-                except (LinAlgError, ValueError):
-                    return None
-            step = -(cho_solve(factor, gf) if euler else lu_solve(factor, gf))
-            if not np.isfinite(step).all():
-                return None
-            size = rc.size_of(step)
-            if size > 0.2:
-                step *= 0.2 / size
-            alpha = 1.0
-            if fresh:
-                slope = float(step @ gf) if euler else -2.0 * m0
-                for _ in range(12):
-                    trial = rc.retract(q1, alpha * step, axes)
-                    if state(trial, damp, False)[3] <= m0 + 1e-4 * alpha * slope:
-                        break
-                    alpha *= 0.5
-                else:
-                    trial = rc.retract(q1, alpha * step, axes)
-            else:
-                trial = rc.retract(q1, step, axes)
-                out = state(trial, damp, False)
-                if float(np.linalg.norm(out[0] * weight)) > CHORD_RATE * norm:
-                    factor = None
-                    continue
-                known = (out[0], out[3], out[4], out[5], out[6])
-            q1 = trial
-            self.report.iterations += 1
-            moved = rc.size_of(step)
-            if moved < CONVERGED:
-                break
-        if moved > CONVERGED and norm > RESIDUAL * first:
-            if moved > ACCEPTED or (not euler and self.touching(q1)):
-                self._factor = None
-                return None
-        self._factor = (key, factor, damp) if factor is not None else None
-        if not np.isfinite(q1).all():
-            return None
-        if euler:
-            return q1, rc.project(q1, (q1 - q) / h, m, self.ridge)
-        v1 = 2.0 * (q1 - q) / h - v
-        return q1, v1

@@ -525,8 +525,7 @@ def simulate_rig(
     contact = contact_omega(space, conditions, settings)
     stiffen = contact / (TWO_PI * settings.contact_hz)
     rigid = max(TWO_PI * settings.rigidity_hz * stiffen, 2.0 * contact)
-    rigidity = _rigidity(space, rigid)
-    energies = [] if settings.rigid_bones else [rigidity]
+    energies = [_rigidity(space, rigid)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
     glue = _glue(space, TWO_PI * settings.glue_hz * stiffen)
     stretch = _stretch(
@@ -552,10 +551,9 @@ def simulate_rig(
         iterations=settings.newton_iterations,
         halvings=settings.max_halvings,
         deadline=deadline,
-        rigid=settings.rigid_bones,
     )
     q = space.rest()
-    stiff = [e for e in (rigidity, glue, stretch) if e is not None]
+    stiff = [e for e in (energies[0], glue, stretch) if e is not None]
     v = _initial_velocity(space, conditions, q, stiff)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)

@@ -68,7 +68,6 @@ class RigSettings:
     contact_depth: float = 0.001
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
-    rigid_bones: bool = False  # the bones' turns as exact coordinates (no rigidity energy)
 
 
 @dataclass

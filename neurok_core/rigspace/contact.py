@@ -172,6 +172,10 @@ class Contact:
         """The fastest contact point's speed (m/s) at bone velocities ``v``."""
         return float(np.linalg.norm(self.positions(v), axis=1).max(initial=0.0))
 
+    def travel(self, q0: np.ndarray, q1: np.ndarray) -> float:
+        """How far (m) the contact point that moves most goes from state ``q0`` to ``q1``."""
+        return float(np.linalg.norm(self.positions(q1 - q0), axis=1).max(initial=0.0))
+
     def set_step(self, q: np.ndarray, h: float) -> None:
         """At the step's start: the points in contact, and the friction's lag (rows, normals,
         normal forces)."""

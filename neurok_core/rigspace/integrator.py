@@ -219,11 +219,23 @@ class Integrator:
     def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
         """(Q, V) after ``h`` seconds from time ``t``, in as many equal steps as keep every
         contact point's motion per step under ``TRAVEL`` object sizes (no point passes
-        through a thin obstacle, or a part, within one step)."""
+        through a thin obstacle, or a part, within one step). The count comes from the
+        points' speeds at the start; a step in which they move more than twice that (an
+        object at rest that the load accelerates: a 1 cm drawer fell through its cabinet's
+        floor in one step) is taken again in shorter steps, down to ``h / MAX_SPLIT``."""
         speed = max((c.speed(v) for c in self.contacts), default=0.0)
         count = int(min(np.ceil(speed * h / (TRAVEL * self.scale)), MAX_SPLIT)) or 1
-        for i in range(count):
-            q, v = self.step(q, v, t + i * h / count, h / count)
+        dt, shortest = h / count, h / MAX_SPLIT
+        done = 0.0
+        while h - done > 1e-9 * h:
+            dt = min(dt, h - done)
+            q1, v1 = self.step(q, v, t + done, dt)
+            moved = max((c.travel(q, q1) for c in self.contacts), default=0.0)
+            if moved > 2.0 * TRAVEL * self.scale and dt > shortest * (1.0 + 1e-9):
+                dt = max(dt * TRAVEL * self.scale / moved, shortest)
+                continue
+            q, v = q1, v1
+            done += dt
         return q, v
 
     def step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, impacts: int = 0):

@@ -30,6 +30,7 @@ from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogen
 
 TWO_PI = 2.0 * np.pi
 DRAG_HZ = 4.0  # the drag handle's spring (critically damped) on the grabbed point
+DRAG_SAG = 0.02  # object sizes the load may hold the grabbed point off its path, at most
 DRAG_ARRIVAL = 0.75  # share of the drag's window by which its path reaches the target
 FULL_DAMPING = 0.1  # 1/s: from this damping up the stiff modes get their full damping ratio
 
@@ -280,16 +281,29 @@ def _rest_speed(space: RigSpace, conditions: SimulationConditions, settings: Rig
     return max(float(np.sqrt(2.0 * np.linalg.norm(conditions.gravity) * fall)), 0.01 * size)
 
 
+def load_acceleration(conditions: SimulationConditions) -> float:
+    """The load per kg (m/s^2): gravity and every force on the object's mass."""
+    return (
+        float(np.linalg.norm(conditions.gravity))
+        + sum(float(np.linalg.norm(f.vector)) for f in conditions.forces) / conditions.mass
+    )
+
+
 def contact_omega(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
     """The contact's frequency (rad/s): ``contact_hz``, or more where the load (gravity and
     the forces per kg) resting on ``contact_share`` points would sink them further than
     ``contact_depth`` object sizes (small objects)."""
-    load = (
-        float(np.linalg.norm(conditions.gravity))
-        + sum(float(np.linalg.norm(f.vector)) for f in conditions.forces) / conditions.mass
-    )
-    need = np.sqrt(load / (settings.contact_depth * space.object_size))
+    need = np.sqrt(load_acceleration(conditions) / (settings.contact_depth * space.object_size))
     return max(TWO_PI * settings.contact_hz, float(need))
+
+
+def drag_omega(space: RigSpace, conditions: SimulationConditions) -> float:
+    """The drag handle's frequency (rad/s): ``DRAG_HZ``, or more where the load (gravity
+    and the forces per kg, against which friction holds the object too) would keep the
+    grabbed point further than ``DRAG_SAG`` object sizes off its path (small objects: a
+    1 cm drawer pulled out by its handle stayed in)."""
+    need = np.sqrt(load_acceleration(conditions) / (DRAG_SAG * space.object_size))
+    return max(TWO_PI * DRAG_HZ, float(need))
 
 
 def _submesh(space: RigSpace, faces: np.ndarray):
@@ -538,7 +552,7 @@ def simulate_rig(
     energies += _bending(space, TWO_PI * conditions.stiffness) or []
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
-    loads = _Loads(space, conditions, TWO_PI * DRAG_HZ)
+    loads = _Loads(space, conditions, drag_omega(space, conditions))
     integ = Integrator(
         space,
         energies,

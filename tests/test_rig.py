@@ -148,7 +148,7 @@ def test_rig_files_round_trip(plate, tmp_path):
 def test_a_separate_part_near_the_pins_keeps_its_own_bones():
     """The still bone holds the pins' own loose part near them, never another part (a drawer
     beside its pinned cabinet moves as its bones do)."""
-    from neurok_core.simulate import _VertexClamp
+    from neurok_core.vertexclamp import VertexClamp
 
     a = trimesh.creation.box((0.2, 0.2, 0.2)).subdivide()
     b = trimesh.creation.box((0.2, 0.2, 0.2)).subdivide()
@@ -161,7 +161,7 @@ def test_a_separate_part_near_the_pins_keeps_its_own_bones():
     space = build_space(skinned_model(dtype=D, randomize=True), vertices, faces, settings=settings)
     near = vertices[:, 0] >= vertices[: len(a.vertices), 0].max() - 1e-9  # a's face at x = 0.1
     pins = tuple(int(i) for i in np.flatnonzero(near[: len(a.vertices)]))
-    clamp = _VertexClamp(space, SimulationConditions(frames=2, pins=pins))
+    clamp = VertexClamp(space, SimulationConditions(frames=2, pins=pins))
     share = clamp.vertex_weights[:, -1].numpy()
     assert bool((share[list(pins)] == 1.0).all())
     assert (

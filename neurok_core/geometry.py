@@ -546,5 +546,11 @@ def farthest_point_subsample(points: Any, count: int, rng: np.random.Generator) 
 def unique_edges(faces: Any) -> np.ndarray:
     """Undirected edges of triangles (F, 3) -> (E, 2) int64, each once, smaller index first."""
     f = np.asarray(faces, dtype=np.int64)
-    e = np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]])  # (3F, 2)
-    return np.unique(np.sort(e, axis=1), axis=0)
+    e = np.sort(np.concatenate([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]]), axis=1)  # (3F, 2)
+    if not len(e):
+        return e.reshape(0, 2)
+    # one integer per edge (np.unique along rows sorts structured records, 10x slower); the
+    # same order: by the first index, then the second
+    n = int(e.max()) + 1
+    key = np.unique(e[:, 0] * n + e[:, 1])
+    return np.stack([key // n, key % n], 1)

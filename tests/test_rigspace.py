@@ -457,3 +457,31 @@ def test_a_drag_moves_a_small_box_against_its_friction():
     result = simulate_rig(v, f, cond)
     assert np.linalg.norm(result.positions[12, corner] - target) < 0.05 * 0.01
     assert result.positions[:, :, 2].min() > -0.01 * 0.01  # on the ground, not into it
+
+
+def test_the_skinning_rows_and_the_edges_against_plain_loops():
+    """The sparse skinning rows u_i = (w_b (X_i - h_b), w_b) (repeated bones summed) and the
+    mesh's unique edges, against element-by-element references."""
+    from neurok_core.geometry import unique_edges
+    from neurok_core.rigspace.space import _sparse_rows
+
+    rng = np.random.default_rng(0)
+    n, k, nb = 200, 5, 7
+    v, bones = rng.normal(size=(n, 3)), rng.integers(0, nb, (n, k))
+    w, heads = rng.random((n, k)), rng.normal(size=(nb, 3))
+    want = np.zeros((n, 4 * nb))
+    for i in range(n):
+        for j in range(k):
+            b = bones[i, j]
+            want[i, 4 * b : 4 * b + 3] += w[i, j] * (v[i] - heads[b])
+            want[i, 4 * b + 3] += w[i, j]
+    np.testing.assert_allclose(_sparse_rows(v, bones, w, heads).toarray(), want, atol=1e-14)
+    faces = trimesh.creation.icosphere(2).faces
+    edges = sorted(
+        {
+            tuple(sorted((int(a), int(b))))
+            for f in faces
+            for a, b in zip(f, np.roll(f, -1), strict=True)
+        }
+    )
+    np.testing.assert_array_equal(unique_edges(faces), np.asarray(edges))

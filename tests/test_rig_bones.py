@@ -105,7 +105,7 @@ def _revolved(profile, edge=0.01):
 def _without_bends(monkeypatch, vertices, faces, elastic):
     """The bones ``geometric_bones`` gives when no part is searched for a bend."""
     with monkeypatch.context() as m:
-        m.setattr(bones, "bend_segments", lambda v, f: np.zeros(len(f), dtype=np.int64))
+        m.setattr(bones, "bend_segments", lambda v, f, c=None: np.zeros(len(f), dtype=np.int64))
         return geometric_bones(vertices, faces, elastic=elastic)
 
 

@@ -33,7 +33,7 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components, dijk
 from scipy.sparse.linalg import eigsh
 from scipy.spatial import cKDTree
 
-from ..geometry import farthest_point_subsample, vertex_areas
+from ..geometry import edge_keys, farthest_point_subsample, vertex_areas
 
 ROPE_SLENDERNESS = 15.0  # longest / second side of a closed part from which it bends like a rope
 MAX_CHAIN_BONES = 16  # bones along a rope or an elastic beam
@@ -147,14 +147,14 @@ def loose_parts(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
 
 def _edge_counts(faces: np.ndarray) -> np.ndarray:
     """How many of ``faces`` (F, 3) share each of their edges (E,)."""
-    e = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), 1)
-    # one integer per edge: np.unique along rows sorts structured records, 10x slower
-    return np.unique(e[:, 0] * (int(e.max()) + 1) + e[:, 1], return_counts=True)[1]
+    return np.unique(edge_keys(faces)[0], return_counts=True)[1]
 
 
-def _is_closed(faces: np.ndarray) -> bool:
-    """Whether every edge of ``faces`` is shared by exactly two faces (watertight)."""
-    return bool(len(faces)) and bool((_edge_counts(faces) == 2).all())
+def _is_closed(faces: np.ndarray, counts: np.ndarray | None = None) -> bool:
+    """Whether every edge of ``faces`` is shared by exactly two faces (watertight); ``counts``:
+    their :func:`_edge_counts`, when known."""
+    counts = _edge_counts(faces) if counts is None else counts
+    return bool(len(faces)) and bool((counts == 2).all())
 
 
 def _principal(points: np.ndarray, weights: np.ndarray) -> tuple:
@@ -278,10 +278,7 @@ def _dual(vertices: np.ndarray, faces: np.ndarray) -> _Dual:
     corner = np.stack([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]], 1).reshape(-1, 2)
     opposite = faces[:, [2, 0, 1]].reshape(-1)  # (3F,) the corner facing each face edge
     owner = np.repeat(np.arange(nf), 3)
-    key = np.sort(corner, 1)
-    _, edge, count = np.unique(
-        key[:, 0] * (int(faces.max()) + 1) + key[:, 1], return_inverse=True, return_counts=True
-    )
+    _, edge, count = np.unique(edge_keys(faces)[0], return_inverse=True, return_counts=True)
     edge = edge.reshape(-1)
     per = count[edge]  # (3F,) faces on each incidence's edge
     order = np.argsort(edge, kind="stable")
@@ -490,7 +487,9 @@ class _Segments:
         return _section(vertices[self.rim(s, n)]) > THIN * float(volume.min()) ** (2.0 / 3.0)
 
 
-def bend_segments(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+def bend_segments(
+    vertices: np.ndarray, faces: np.ndarray, counts: np.ndarray | None = None
+) -> np.ndarray:
     """Segment labels (F,) int64 of the faces (F, 3) of one closed loose part (0 everywhere:
     it does not bend).
 
@@ -507,10 +506,13 @@ def bend_segments(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
     when the solid is not thin where they meet (its section there, :func:`_section`, over
     ``THIN`` x the smaller one's volume^(2/3): a groove round a cylinder, a thick L-shaped
     block). A convex part, a ball, a box, a flat sheet have no crease and no seam: they are one
-    segment, at the cost of one pass over their edges."""
+    segment, at the cost of one pass over their edges (``counts``: their :func:`_edge_counts`,
+    when known; an open part is one segment before any other work)."""
     faces = np.asarray(faces, dtype=np.int64)
     labels = np.zeros(len(faces), dtype=np.int64)
-    if len(faces) < 8 or (_edge_counts(faces) == 1).any():  # too small, or open
+    if len(faces) < 8:
+        return labels
+    if ((_edge_counts(faces) if counts is None else counts) == 1).any():  # open
         return labels
     dual = _dual(vertices, faces)
     creases = float((dual.length * dual.crease).sum()) + dual.seam_length
@@ -602,13 +604,16 @@ def _merge_weak(vertices, faces, labels, areas) -> np.ndarray:
 def _segment_parts(vertices, faces, parts, face_part) -> tuple:
     """Loose parts split where they bend (:func:`bend_segments`): (face segment (F,), vertex
     segment (N,): the segment holding most of a vertex's faces' area, the loose part of each
-    segment (S,)). Open parts and parts that do not bend are one segment, numbered as their
-    loose part would be when nothing bends."""
+    segment (S,), whether each loose part is watertight (P,)). Open parts and parts that do
+    not bend are one segment, numbered as their loose part would be when nothing bends."""
     face_seg = np.zeros(len(faces), dtype=np.int64)
     loose_of = []
+    closed = []
     for p in range(int(parts.max()) + 1 if len(parts) else 0):
         mine = np.flatnonzero(face_part == p)
-        local = bend_segments(vertices, faces[mine]) if len(mine) else np.zeros(0, np.int64)
+        counts = _edge_counts(faces[mine]) if len(mine) else np.zeros(0, np.int64)
+        closed.append(_is_closed(faces[mine], counts))
+        local = bend_segments(vertices, faces[mine], counts) if len(mine) else np.zeros(0, np.int64)
         face_seg[mine] = len(loose_of) + local
         loose_of += [p] * (int(local.max()) + 1 if len(local) else 1)
     vertex_seg = parts.copy()
@@ -620,7 +625,7 @@ def _segment_parts(vertices, faces, parts, face_part) -> tuple:
         vertex_seg[faces.reshape(-1)] = np.repeat(face_seg, 3)
         several = np.flatnonzero(np.diff(share.indptr) > 1)
         vertex_seg[several] = share[several].toarray().argmax(1)
-    return face_seg, vertex_seg.astype(np.int64), loose_of
+    return face_seg, vertex_seg.astype(np.int64), loose_of, np.asarray(closed, dtype=bool)
 
 
 def _area_shares(vertices, faces, face_seg, count):
@@ -643,9 +648,10 @@ def geometric_bones(vertices: np.ndarray, faces: np.ndarray, *, elastic: bool) -
     loose_face = loose[faces[:, 0]] if len(faces) else np.zeros(0, dtype=np.int64)
     n = len(vertices)
     if len(faces):
-        face_part, parts, loose_of = _segment_parts(vertices, faces, loose, loose_face)
+        face_part, parts, loose_of, closed = _segment_parts(vertices, faces, loose, loose_face)
     else:
         face_part, parts, loose_of = loose_face, loose, np.unique(loose)
+        closed = np.zeros(len(loose_of), dtype=bool)
     infos, heads, bone_parts = [], [], []
     vertex_bones = np.zeros((n, MAX_INFLUENCES), dtype=np.int64)
     vertex_weights = np.zeros((n, MAX_INFLUENCES))
@@ -654,8 +660,9 @@ def geometric_bones(vertices: np.ndarray, faces: np.ndarray, *, elastic: bool) -
     bent = np.bincount(loose_of, minlength=int(loose.max()) + 1 if n else 0)[loose_of] > 1
     for p in range(count):
         index = np.flatnonzero(parts == p)
-        closed = True if bent[p] else None  # a segment of a closed part is a solid's piece
-        info = classify_part(vertices, faces[face_part == p], index, elastic, closed)
+        # a segment of a closed part is a solid's piece; an unbent part is its loose part
+        whole = True if bent[p] else bool(closed[loose_of[p]])
+        info = classify_part(vertices, faces[face_part == p], index, elastic, whole)
         infos.append(info)
         h = _heads_of(info, vertices)
         offset = sum(len(x) for x in heads)

@@ -456,3 +456,22 @@ def test_reach_probe_measures_the_lid_turn_of_its_fits(tiny_checkpoint):
     assert [f["space"].split()[0] for f in report["fits"]] == ["full", "subspace"]
     for f in report["fits"]:
         assert f["angle"] == 30.0 and np.isfinite([f["rms"], f["lid_turn_deg"]]).all()
+
+
+def test_a_scene_scaled_to_another_size_scales_its_positions_and_pushes():
+    """``--size``: every position and push scaled by s = size / L, gravity and mass kept."""
+    from training.eval.scene_scaling import scaled_conditions, scaled_mesh
+
+    mesh = BUILDERS["drawer"]()
+    cond = scene_conditions("drawer", mesh, 8)
+    s = 0.01 / mesh.size
+    small, scond = scaled_mesh(mesh, s), scaled_conditions(cond, s)
+    assert small.size == pytest.approx(0.01)
+    np.testing.assert_allclose(small.vertices, mesh.vertices * s)
+    for before, after in zip(cond.drags, scond.drags, strict=True):
+        np.testing.assert_allclose(after.target, np.asarray(before.target) * s)
+    for before, after in zip(cond.forces, scond.forces, strict=True):
+        assert after.strength == pytest.approx(before.strength * s)
+    assert scond.gravity == cond.gravity and scond.mass == cond.mass
+    record, scaled, _ = run_scene(None, "drawer", 4, undamped=False, size=0.01)
+    assert scaled.size == pytest.approx(0.01) and record["run"]["complete"]

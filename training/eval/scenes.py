@@ -39,6 +39,7 @@ from neurok_core.dynamics import SimulationConditions
 from ..options import add_setting_option
 from .scene_meshes import BUILDERS, SceneMesh
 from .scene_metrics import score_motion
+from .scene_scaling import scaled_conditions, scaled_mesh
 from .scene_specs import (
     FPS,
     SCENES,
@@ -107,16 +108,22 @@ def run_scene(
     dynamics=None,
     space_settings=None,
     method: str = "rig",
+    size: float | None = None,
 ) -> tuple[dict, SceneMesh, Any]:
     """Build, simulate and score scene ``name``: ``method`` "rig" (the default) in the rig
     space (no engine needed: None; ``dynamics`` a ``RigSettings`` or None), "latent" with a
     loaded ``engine`` (``NeuROK``) and optional ``DynamicsSettings`` / ``SpaceSettings``.
+    ``size`` (metres): the scene scaled to that size (``scene_scaling``; None: as built).
     Returns (JSON record, the scene's mesh, SimulationResult of the main run or None)."""
-    mesh = BUILDERS[name]()
+    built = BUILDERS[name]()
+    scale = 1.0 if size is None else float(size) / built.size
+    mesh = scaled_mesh(built, scale) if size is not None else built
     record: dict[str, Any] = {"mesh": _describe(mesh)}
     started = time.perf_counter()
     try:
-        cond = scene_conditions(name, mesh, frames)
+        cond = scene_conditions(name, built, frames)
+        if size is not None:
+            cond = scaled_conditions(cond, scale)
         record["conditions"] = cond.to_dict()
         if method == "rig":
             space = MeshOnly(mesh.vertices, mesh.faces)
@@ -140,7 +147,9 @@ def run_scene(
         scores = {"error": f"{type(exc).__name__}: {exc}"}
     record["scores"] = scores
     if undamped:
-        ucond = undamped_conditions(name, mesh, undamped_fps)
+        ucond = undamped_conditions(name, built, undamped_fps)
+        if size is not None:
+            ucond = scaled_conditions(ucond, scale)
         uresult, uinfo = _run(space, ucond, timeout, dynamics, method)
         if uresult is not None:
             uinfo["energy_drift"] = score_motion(
@@ -216,6 +225,7 @@ def run_scenes(
     dynamics=None,
     space_settings=None,
     method: str = "rig",
+    size: float | None = None,
 ) -> dict:
     """Run the scenes ``names`` (None: all, in ``SCENES`` order) in the rig space, or with
     ``method`` "latent" with ``checkpoint`` (None: the bundled model), and return the report
@@ -253,6 +263,7 @@ def run_scenes(
             "threads": torch.get_num_threads(),
             "dynamics": None if dynamics is None else dataclasses.asdict(dynamics),
             "space": None if space_settings is None else dataclasses.asdict(space_settings),
+            "size_m": size,
         },
         "scenes": {},
     }
@@ -268,6 +279,7 @@ def run_scenes(
             dynamics=dynamics,
             space_settings=space_settings,
             method=method,
+            size=size,
         )
         report["scenes"][name] = record
         log(f"{name}: {'pass' if record['pass'] else 'FAIL'} ({record.get('seconds', 0):.1f} s)")
@@ -391,6 +403,12 @@ def main(argv=None) -> int:
     parser.add_argument("--undamped-fps", type=float, default=12.0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    parser.add_argument(
+        "--size",
+        type=float,
+        default=None,
+        help="metres: every scene scaled to this size (gravity kept; training.eval.scene_scaling)",
+    )
     add_setting_option(parser)
     parser.add_argument(
         "--dynamics",
@@ -408,6 +426,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.frames < 2 or args.timeout <= 0 or args.undamped_fps <= 0:
         parser.error("--frames must be >= 2, --timeout and --undamped-fps > 0")
+    if args.size is not None and not args.size > 0:
+        parser.error("--size must be > 0 (metres)")
     names = [n for n in args.scenes.split(",") if n] or None
     from neurok_core.dynamics.settings import DEFAULT_SETTINGS
     from neurok_core.errors import NeuROKError
@@ -434,6 +454,7 @@ def main(argv=None) -> int:
             dynamics=dynamics,
             space_settings=space_settings,
             method=args.dynamics,
+            size=args.size,
         )
     except (ValueError, NeuROKError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -66,6 +66,27 @@ def test_mesh_distances_are_signed_and_the_grid_follows_them(sphere):
     assert np.abs(fd - grad).max() < 1e-5  # the gradient is that of the interpolant
 
 
+@pytest.mark.parametrize("sphere", [False, True])
+def test_distances_within_a_band_match_the_reference_and_leave_the_rest_out(sphere):
+    mesh = trimesh.creation.icosphere(3, 0.5) if sphere else trimesh.creation.box((1, 0.6, 0.4))
+    if sphere:
+        reference = lambda p: np.linalg.norm(p, axis=1) - 0.5  # noqa: E731
+        tol = 0.01  # facets
+    else:
+        reference, tol = (lambda p: box_sdf(p, np.array([0.5, 0.3, 0.2]))), 1e-12
+    md = MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.1)
+    p = np.random.default_rng(2).uniform(-0.7, 0.7, (3000, 3))
+    band = 0.05
+    d = md.within(p, band)
+    ref = reference(p)
+    inside_band = np.abs(ref) < band - tol
+    assert np.abs(d[inside_band] - ref[inside_band]).max() < tol  # signed and exact
+    far = np.abs(ref) > band + tol
+    assert np.isinf(d[far]).all() and (d[far] > 0).all()  # farther than the band: +inf
+    both = np.isfinite(d)
+    assert np.array_equal(d[both], md.exact(p[both]))  # the same value as the brute force
+
+
 def test_an_open_plane_is_solid_below_its_normals():
     v = np.array([[-1, -1, 0], [1, -1, 0], [1, 1, 0], [-1, 1, 0]], dtype=float)
     md = MeshDistance(v, [[0, 1, 2], [0, 2, 3]], cell=0.05, band=0.2)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from ..errors import ConditionError
 
@@ -159,15 +160,54 @@ class MeshDistance:
         d2 = ((pp - closest) ** 2).sum(1).reshape(n, t)
         best = d2.argmin(1)  # (n,)
         pick = np.arange(n) * t + best
-        tri, feat = tris[best], feature[pick]
+        return self._signed(p, closest[pick], tris[best], feature[pick])
+
+    def _signed(self, p, closest, tri, feat) -> np.ndarray:
+        """Signed distances (n,) of points p (n, 3) whose closest point ``closest`` lies on
+        triangle ``tri`` (n,) at feature ``feat`` (n,) (``closest_on_triangles``)."""
         normal = self.face_normals[tri].copy()
         for k in range(3):
             on_vertex = feat == k + 1
             normal[on_vertex] = self.vertex_normals[self.faces[tri[on_vertex], k]]
             on_edge = feat == k + 4
             normal[on_edge] = self.edge_normals[self.face_edges[tri[on_edge], k]]
-        side = _dot(p - closest[pick], normal)
-        return np.where(side < 0, -1.0, 1.0) * np.sqrt(d2[np.arange(n), best])
+        side = _dot(p - closest, normal)
+        return np.where(side < 0, -1.0, 1.0) * np.sqrt(((p - closest) ** 2).sum(1))
+
+    def within(self, points: np.ndarray, band: float) -> np.ndarray:
+        """Signed distances (P,) of ``points`` (P, 3) that lie within ``band`` (m) of the mesh,
+        exact; +inf for the others. Only the triangles whose boxes come within ``band`` of a
+        point are tried (a k-d tree of the points), so the cost grows with the pairs near each
+        other rather than with points x triangles, as ``exact``'s does."""
+        p = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+        out = np.full(len(p), np.inf)
+        if not len(p):
+            return out
+        centre = 0.5 * (self.tri_lo + self.tri_hi)  # (F, 3)
+        radius = 0.5 * np.linalg.norm(self.tri_hi - self.tri_lo, axis=1) + band  # (F,)
+        lists = cKDTree(p).query_ball_point(centre, radius)
+        counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+        if not counts.sum():
+            return out
+        rows = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if x])  # (K,)
+        tris = np.repeat(np.arange(len(self.faces)), counts)  # (K,)
+        best_d2 = np.full(len(p), np.inf)
+        best = np.zeros((len(p), 3))
+        best_tri = np.zeros(len(p), dtype=np.int64)
+        best_feat = np.zeros(len(p), dtype=np.int64)
+        v, f = self.vertices, self.faces
+        for s in range(0, len(rows), _PAIRS):
+            r, t = rows[s : s + _PAIRS], tris[s : s + _PAIRS]
+            closest, feature = closest_on_triangles(p[r], v[f[t, 0]], v[f[t, 1]], v[f[t, 2]])
+            d2 = ((p[r] - closest) ** 2).sum(1)
+            order = np.lexsort((d2, r))  # per point, its nearest pair first
+            first = order[np.r_[True, r[order][1:] != r[order][:-1]]]
+            win = first[d2[first] < best_d2[r[first]]]
+            best_d2[r[win]], best[r[win]] = d2[win], closest[win]
+            best_tri[r[win]], best_feat[r[win]] = t[win], feature[win]
+        hit = np.flatnonzero(best_d2 <= band * band)
+        out[hit] = self._signed(p[hit], best[hit], best_tri[hit], best_feat[hit])
+        return out
 
     # -- the lazy grid -----------------------------------------------------------------------
     def _block(self, key: int) -> int:

@@ -233,7 +233,7 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
                 # only the samples within the other body's box (padded) can be near it
                 box = ((samples > v.min(0) - tol) & (samples < v.max(0) + tol)).all(1)
                 samples = samples[box]
-                d = dist.exact(samples) if len(samples) else np.zeros(0)
+                d = dist.within(samples, tol) if len(samples) else np.zeros(0)
                 near_pts.append(samples[np.abs(d) < tol])
                 inside = inside or bool((d < -OVERLAP * size).sum() >= 3)
             near = np.concatenate(near_pts)
@@ -243,7 +243,7 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
                 out = []
                 for (v, _, _, _), (_, _, dist, _) in ((a, b), (b, a)):
                     v = v[((v > lo) & (v < hi)).all(1)]
-                    out.append(v[np.abs(dist.exact(v)) < tol] if len(v) else v)
+                    out.append(v[np.abs(dist.within(v, tol)) < tol] if len(v) else v)
                 return np.concatenate(out)
 
             joint = _interface_joint(pa, pb, near, inside, (a[3], b[3]), on_mesh)

@@ -243,7 +243,8 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "articulated (2)" in printed and "cloth (2)" in printed and "all (4)" in printed
     report = json.loads(out.read_text())
-    methods = ["neurok", "no_reduction", "other", "unchanged", "rigid", "per_vertex_arap"]
+    methods = ["neurok", "no_reduction", "rig", "rig_no_prior", "other", "unchanged", "rigid"]
+    methods.append("per_vertex_arap")
     assert report["settings"]["methods"] == methods
     assert report["command"] == "python -m training.eval.evaluate " + shlex.join(argv)
     ckpt = report["checkpoints"]["neurok"]
@@ -255,6 +256,7 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
         assert set(record["methods"]) == set(methods)
         for score in record["methods"].values():
             assert np.isfinite([score["chamfer_l1"], score["chamfer_l2"], score["fit_loss"]]).all()
+            assert score["seconds"] >= 0
             assert (score["iou"] is not None) == (record["category"] == "articulated")
         # The unchanged row is M0 itself, scored by the metric of design section 6.
         seq = load_sequence(data / record["family"] / f"{record['sequence']}.npz")
@@ -267,6 +269,13 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     summary = section["summary"]["unchanged"]["all"]
     mean = np.mean([r["methods"]["unchanged"]["chamfer_l1"] for r in section["targets"]])
     assert summary["chamfer_l1"] == pytest.approx(mean)
+    seconds = np.mean([r["methods"]["rig"]["seconds"] for r in section["targets"]])
+    assert section["summary"]["rig"]["all"]["seconds"] == pytest.approx(seconds)
+    # The bones' rigid motions hold the bent slab's shape: closer than leaving it unchanged.
+    for record in section["targets"]:
+        assert record["methods"]["rig_no_prior"]["chamfer_l1"] < (
+            record["methods"]["unchanged"]["chamfer_l1"]
+        )
     motion = {m["category"]: m for m in section["motion"]}
     assert set(motion) == {"articulated", "cloth"}
     hinge = motion["articulated"]["methods"]["neurok"]

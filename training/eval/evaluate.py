@@ -31,6 +31,7 @@ from typing import Any
 from neurok_core.errors import NeuROKError
 from neurok_core.ik import IKSettings
 from neurok_core.metrics import DEFAULT_SAMPLES
+from neurok_core.rigspace.ik import RigIKSettings
 from neurok_core.sequence import load_sequence
 from neurok_core.space import SpaceSettings
 
@@ -38,6 +39,7 @@ from .baselines import BASELINES, BaselineSettings
 from .ik import (
     FULL_LATENT,
     MAIN,
+    RIG_METHODS,
     IKTask,
     Models,
     SequenceSpaces,
@@ -77,7 +79,7 @@ def simulate_sequence(seq, family, methods, spaces: SequenceSpaces, settings, *,
     }
     sims = {}
     for method in settings.motion_methods:
-        if method not in methods or method in BASELINES or method == FULL_LATENT:
+        if method not in methods or method in (*BASELINES, *RIG_METHODS, FULL_LATENT):
             continue  # only checkpoints with a reduced space are simulated
         scores, results = evaluate_motion(
             spaces.get(method),
@@ -111,7 +113,7 @@ def run_dataset(root, methods, models, settings: EvalSettings, *, figures: bool,
         t0 = time.perf_counter()
         seq = load_sequence(path)
         cat = seq.category
-        spaces = SequenceSpaces(models, seq, settings.task.space)
+        spaces = SequenceSpaces(models, seq, settings.task.space, settings.task.rig)
         records, last_fits = fit_targets(seq, family, methods, spaces, settings.task, timing)
         targets.extend(records)
         keep = figures and shown.get(cat, 0) < settings.figure_examples
@@ -191,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ik-steps", type=int, default=150, help="Adam steps per start (every method)")
     add("--ik-restarts", type=int, default=8, help="starts per target (every method)")
     add("--ik-points", type=int, default=512, help="samples of M0 in the loss (every method)")
+    add("--rig-prior-weight", type=float, default=RigIKSettings.prior_weight,
+        help="weight of the learned prior's energy in the 'rig' row")  # fmt: skip
     add("--arap-weight", type=float, default=BaselineSettings.arap_weight,
         help="weight of the ARAP energy in the per_vertex_arap baseline")  # fmt: skip
     add("--motion", action=argparse.BooleanOptionalAction, default=True,
@@ -227,6 +231,7 @@ def settings_from_args(args) -> EvalSettings:
         target_points=args.target_points,
         samples=args.samples,
         ik=IKSettings(**budget, seed=args.seed),
+        rig=RigIKSettings(**budget, seed=args.seed, prior_weight=args.rig_prior_weight),
         baseline=BaselineSettings(**budget, seed=args.seed, arap_weight=args.arap_weight),
         space=replace(SpaceSettings(), seed=args.seed),
         seed=args.seed,
@@ -254,7 +259,7 @@ def evaluate(args, command: str | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     settings = settings_from_args(args)
     ablations = dict(args.ablation)
-    clash = set(ablations) & {MAIN, FULL_LATENT, *BASELINES}
+    clash = set(ablations) & {MAIN, FULL_LATENT, *RIG_METHODS, *BASELINES}
     if clash:
         raise NeuROKError(f"--ablation name(s) {', '.join(sorted(clash))} are taken by other rows")
     methods = resolve_methods(args.methods.split(",") if args.methods else None, ablations)
@@ -262,7 +267,7 @@ def evaluate(args, command: str | None = None) -> dict[str, Any]:
     for root in args.data:  # fail early, before loading anything
         find_sequences(root)
     checkpoints = {MAIN: args.checkpoint, **ablations}
-    needed = {Models.checkpoint_of(m) for m in methods if m not in BASELINES}
+    needed = {Models.checkpoint_of(m) for m in methods} - {None}
     cache = False if args.no_cache else args.cache_dir
     models = Models({k: v for k, v in checkpoints.items() if k in needed}, args.device, cache)
     figures = Path(args.figures) if args.figures else None

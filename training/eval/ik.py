@@ -8,9 +8,12 @@ target mesh by :func:`neurok_core.metrics.compare_meshes` (Chamfer-L1/L2 on ``sa
 area-uniform points per mesh, IoU for closed sequences only, in the normalised frame of M0).
 
 Rows: ``neurok`` (inverse kinematics in the reduced space of the main checkpoint),
-``no_reduction`` (the same checkpoint searched in the full latent), one row per extra checkpoint
-(reduced space, e.g. ``displacement``, ``no_augmentation``) and the baselines of
-:mod:`training.eval.baselines`.
+``no_reduction`` (the same checkpoint searched in the full latent), ``rig`` (the bones' rigid
+motions of the rig space, :mod:`neurok_core.rigspace.fit`, with the main checkpoint's prior
+draws as starts and its prior as an energy), ``rig_no_prior`` (the same fit without any model),
+one row per extra checkpoint (reduced space, e.g. ``displacement``, ``no_augmentation``) and the
+baselines of :mod:`training.eval.baselines`. The rig rows take the shared budget as their
+solver's iterations per start (``steps``), ``restarts`` and ``points``.
 """
 
 from __future__ import annotations
@@ -29,24 +32,30 @@ from neurok_core.errors import MeshError, NeuROKError, SequenceError
 from neurok_core.geometry import sample_surface_points
 from neurok_core.ik import IKSettings, inverse_kinematics
 from neurok_core.metrics import DEFAULT_SAMPLES, compare_meshes
+from neurok_core.rigspace.fit import RigProblem
+from neurok_core.rigspace.ik import RigIKSettings
 from neurok_core.space import SpaceSettings
 
 from .baselines import BASELINES, BaselineSettings, fit_baseline
 
 MAIN = "neurok"
 FULL_LATENT = "no_reduction"
+RIG = "rig"
+RIG_NO_PRIOR = "rig_no_prior"
+RIG_METHODS = (RIG, RIG_NO_PRIOR)
 
 
 @dataclass(frozen=True)
 class IKTask:
     """What fixes the IK numbers: targets per sequence, points on each target, metric samples,
-    the shared budget (``ik`` for the models, ``baseline`` for the baselines: the same steps,
-    restarts and points) and the kinematic-space settings."""
+    the shared budget (``ik`` for the models, ``rig`` for the rig-space fits, ``baseline`` for
+    the baselines: the same steps, restarts and points) and the kinematic-space settings."""
 
     targets: int = 4
     target_points: int = 2048
     samples: int = DEFAULT_SAMPLES
     ik: IKSettings = field(default_factory=IKSettings)
+    rig: RigIKSettings = field(default_factory=RigIKSettings)
     baseline: BaselineSettings = field(default_factory=BaselineSettings)
     space: SpaceSettings = field(default_factory=SpaceSettings)
     seed: int = 0
@@ -148,8 +157,11 @@ class Models:
         return out
 
     @staticmethod
-    def checkpoint_of(method: str) -> str:
-        return MAIN if method in (MAIN, FULL_LATENT) else method
+    def checkpoint_of(method: str) -> str | None:
+        """The checkpoint a row uses (None: none)."""
+        if method in BASELINES or method == RIG_NO_PRIOR:
+            return None
+        return MAIN if method in (MAIN, FULL_LATENT, RIG) else method
 
     def space(self, method: str, vertices, faces, settings: SpaceSettings):
         engine = self.engines[self.checkpoint_of(method)]
@@ -158,7 +170,7 @@ class Models:
 
 def resolve_methods(requested: list[str] | None, ablations: dict[str, str]) -> list[str]:
     """The table rows in order; unknown names raise a clear error."""
-    known = [MAIN, FULL_LATENT, *ablations, *BASELINES]
+    known = [MAIN, FULL_LATENT, *RIG_METHODS, *ablations, *BASELINES]
     if not requested:
         return known
     unknown = [m for m in requested if m not in known]
@@ -177,9 +189,10 @@ def resolve_methods(requested: list[str] | None, ablations: dict[str, str]) -> l
 class SequenceSpaces:
     """The kinematic spaces of one rest mesh, built on first use, once per checkpoint."""
 
-    def __init__(self, models: Models, seq, settings: SpaceSettings):
-        self.models, self.seq, self.settings = models, seq, settings
+    def __init__(self, models: Models, seq, settings: SpaceSettings, rig: RigIKSettings):
+        self.models, self.seq, self.settings, self.rig_settings = models, seq, settings, rig
         self.spaces: dict = {}
+        self.rigs: dict = {}
         self.seconds = 0.0  # spent building them
 
     def get(self, method: str):
@@ -191,9 +204,23 @@ class SequenceSpaces:
             self.seconds += time.perf_counter() - started
         return self.spaces[key]
 
+    def rig(self, method: str) -> RigProblem:
+        """The rig-space problem of the rest mesh for ``method`` (``RIG_METHODS``)."""
+        if method not in self.rigs:
+            kspace = self.get(RIG) if method == RIG else None
+            started = time.perf_counter()
+            v, f = self.seq.vertices[0], self.seq.faces
+            self.rigs[method] = RigProblem(v, f, self.rig_settings, kspace)
+            self.seconds += time.perf_counter() - started
+        return self.rigs[method]
+
 
 def fit_method(method: str, space, seq, points, task: IKTask) -> tuple[np.ndarray, float]:
-    """(fitted vertices (N, 3), final chamfer loss) of ``method`` for one target."""
+    """(fitted vertices (N, 3), final chamfer loss) of ``method`` for one target; ``space``:
+    the method's kinematic space or rig-space problem (None for a baseline)."""
+    if method in RIG_METHODS:
+        fit = space.solve(points)
+        return fit.vertices, fit.loss
     if method in BASELINES:
         fit = fit_baseline(method, seq.vertices[0], seq.faces, points, task.baseline)
         return fit.vertices, fit.loss
@@ -228,7 +255,10 @@ def fit_targets(seq, family: str, methods, spaces: SequenceSpaces, task: IKTask,
         points = target_points(seq.vertices[t], faces, task.target_points, task.seed, seq.name, t)
         scores = {}
         for method in methods:
-            space = None if method in BASELINES else spaces.get(method)
+            if method in RIG_METHODS:
+                space = spaces.rig(method)
+            else:
+                space = None if method in BASELINES else spaces.get(method)
             started = time.perf_counter()
             verts, loss = fit_method(method, space, seq, points, task)
             fitted = time.perf_counter()

@@ -41,6 +41,7 @@ def summarize(records: list[dict], methods: list[str]) -> dict[str, dict]:
         for category, scores in groups.items():
             row: dict[str, Any] = {"targets": len(scores)}
             row.update({m: _mean(s.get(m) for s in scores) for m in METRICS})
+            row["seconds"] = _mean(s.get("seconds") for s in scores)  # fit time per target
             row["iou_targets"] = sum(s.get("iou") is not None for s in scores)
             rows[category] = row
         out[method] = rows
@@ -90,11 +91,13 @@ def _categories(rows) -> list[str]:
 
 
 def format_table(summary: dict[str, dict], methods: list[str], title: str) -> str:
-    """Rows = methods, columns = per category CD-L1 / CD-L2 / IoU, then "all"."""
+    """Rows = methods, columns = per category CD-L1 / CD-L2 / IoU, then "all" and the mean fit
+    time per target (seconds)."""
     cats = _categories(summary.values())
     counts = {c: max(summary[m].get(c, {}).get("targets", 0) for m in methods) for c in cats}
     head1 = f"{'':18}" + "".join(f"| {f'{c} ({counts[c]})':<25}" for c in cats)
     head2 = f"{'method':18}" + "".join(f"| {'CD-L1':>7} {'CD-L2':>8} {'IoU':>6}   " for _ in cats)
+    head1, head2 = head1 + "| time", head2 + f"| {'s':>5}"
     lines = [title, head1, head2, "-" * len(head2)]
     for m in methods:
         cells = []
@@ -104,6 +107,7 @@ def format_table(summary: dict[str, dict], methods: list[str], title: str) -> st
                 f"| {_cell(row.get('chamfer_l1'), '7.4f')} {_cell(row.get('chamfer_l2'), '8.2e')}"
                 f" {_cell(row.get('iou'), '6.3f')}   "
             )
+        cells.append(f"| {_cell(summary[m].get('all', {}).get('seconds'), '5.2f')}")
         lines.append(f"{m:18}" + "".join(cells))
     return "\n".join(lines)
 

@@ -1,0 +1,225 @@
+"""Fit a mesh's rig space to a target shape: starts, the search, the solver, the winner.
+
+    fit_rig(vertices, faces, target_points) -> RigIKResult
+
+1. The rest mesh M0 goes to the normalised frame of design section 6 (box side 1) and gets
+   its rig space there (:func:`~neurok_core.rigspace.space.build_rig_space`; a one-part solid
+   gets bones through it, as an elastic object, so that it can bend).
+2. **Starts** (``restarts`` of them, in this order while there are slots): the rest; the rest
+   after the part search (:mod:`.ik_search`); with the learned model, the posterior of a
+   target that shares M0's topology and the prior's draws nearest the target (both fitted by
+   the bones, :mod:`.ik_prior`), each after the search; then the whole object turned by
+   r / (R - 1) x 90 degrees about seeded axes, after the search. A start that the search
+   moved releases the joints it pulled apart (``RELEASE``).
+3. **Solver** (:func:`~.ik.solve_start`): every start gets ``FIRST_STEPS`` iterations, the
+   ``KEEP`` best continue to the budget's ``steps`` (successive halving); the best is ranked by
+   its data term plus the stretch and prior energies (the glue differs between starts).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from ..errors import MeshError
+from ..geometry import Normalization, as_points, locate, sample_surface, validate_mesh
+from ..rig import BoneRig, quat_from_matrix
+from .ik import RigFit, RigIKSettings, Start, Target, pose_of, solve_start
+from .ik_prior import ShapePrior, bone_fit, posterior_shape, prior_draws
+from .ik_search import search_parts
+from .space import RigSpace, build_rig_space
+
+RELEASE = 0.02  # object sizes: joints whose glue points a search move pulled this far apart
+FIRST_STEPS = 15
+KEEP = 2
+PRIOR_STARTS = 2
+
+
+@dataclass(frozen=True)
+class RigIKResult:
+    """vertices (N, 3): the fitted mesh in the caller's frame; pose (B, 4, 3): the bones' state
+    Q in the normalised frame of M0 (``space``, ``normalization``); rotations (B, 3, 3) and
+    translations (B, 3): each bone's rigid motion x -> R x + t in the caller's frame; loss: the
+    winner's data term (chamfer, normalised units^2); energy: its E; start: its name; starts:
+    every start's (name, ranking value, data term, iterations); seconds: the fit's parts."""
+
+    vertices: np.ndarray
+    pose: np.ndarray
+    rotations: np.ndarray
+    translations: np.ndarray
+    loss: float
+    energy: float
+    start: str
+    space: RigSpace
+    normalization: Normalization
+    starts: tuple
+    seconds: dict = field(default_factory=dict)
+
+    def rig(self) -> BoneRig:
+        """The fitted pose as a one-frame rig (the rig bake's format, linear blend skinning):
+        ``rig().skin(rest_vertices, 0)`` is ``vertices``."""
+        norm = self.normalization
+        quats = np.stack([quat_from_matrix(r) for r in self.rotations])[None]  # (1, B, 4)
+        return BoneRig(
+            norm.invert(self.space.heads),
+            quats,
+            self.translations[None],
+            self.space.vertex_bones.astype(np.int32),
+            self.space.vertex_weights.astype(np.float32),
+            blend="lbs",
+        )
+
+
+class RigProblem:
+    """M0 in its normalised frame with its rig space and the fit's fixed data (reusable for
+    several targets of one rest mesh). ``kspace``: the object's learned KinematicSpace, or
+    None (no prior, no learned starts)."""
+
+    def __init__(self, vertices, faces, settings: RigIKSettings | None = None, kspace=None):
+        started = time.perf_counter()
+        self.settings = settings or RigIKSettings()
+        self.vertices, self.faces = validate_mesh(vertices, faces)
+        if not len(self.faces):
+            raise MeshError("a rig-space fit needs a mesh with faces")
+        self.normalization = Normalization.from_vertices(self.vertices)
+        rest = self.normalization.apply(self.vertices)
+        self.space = build_rig_space(rest, self.faces, mass=1.0, elastic=True)
+        rng = np.random.default_rng(self.settings.seed)
+        drawn = sample_surface(rest, self.faces, self.settings.points, rng)
+        self.kspace = kspace
+        self.draws = None
+        prior = None
+        if kspace is not None:
+            self.draws = prior_draws(kspace, seed=self.settings.seed)  # (D, N, 3)
+            if self.settings.prior_weight > 0:
+                prior = ShapePrior(np.stack([locate(d, self.faces, drawn) for d in self.draws]))
+        self.fit = RigFit(self.space, self.settings, drawn, prior)
+        self.seconds = time.perf_counter() - started
+
+    def starts(
+        self, target: Target, target_vertices=None
+    ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """[(name, rot, centre)] of the module docstring's starts, before the search."""
+        s, space = self.settings, self.space
+        nb = space.num_bones
+        rest = (np.repeat(np.eye(3)[None], nb, 0), space.heads.copy())
+        out = [("rest", *rest), ("search", *rest)]
+        if self.kspace is not None and target_vertices is not None:
+            shape = posterior_shape(self.kspace, target_vertices, seed=s.seed)
+            out.append(("posterior", *bone_fit(space, shape)))
+        if self.draws is not None:
+            fits = [bone_fit(space, d) for d in self.draws]
+            scores = [self.fit.data(self.fit.samples.positions(*f), target)[0] for f in fits]
+            for k in np.argsort(scores)[:PRIOR_STARTS]:
+                out.append((f"prior {int(k)}", *fits[k]))
+        rng = np.random.default_rng(s.seed)
+        turned = max(s.restarts - len(out), 0)
+        centre = space.vertices.mean(0)
+        for r in range(1, turned + 1):
+            axis = rng.normal(size=3)
+            angle = r / max(turned, 1) * np.pi / 2
+            turn = Rotation.from_rotvec(angle * axis / np.linalg.norm(axis)).as_matrix()
+            out.append((f"turned {r}", turn @ rest[0], (rest[1] - centre) @ turn.T + centre))
+        return out[: s.restarts]
+
+    def solve(self, target_points, target_vertices=None) -> RigIKResult:
+        """Fit the target (points (Q, 3) on its surface in the caller's frame; its vertices
+        (N, 3) too when it shares M0's topology)."""
+        s = self.settings
+        timer = {"space": round(self.seconds, 3)}
+        started = time.perf_counter()
+        points = as_points(target_points, "target points")
+        if len(points) < 3:
+            raise MeshError("the target needs at least 3 surface points")
+        matched = None
+        if target_vertices is not None:
+            tv = as_points(target_vertices, "target vertices")
+            if tv.shape != self.vertices.shape:
+                raise MeshError(
+                    f"the target's vertices ({len(tv)}) do not match the rest mesh's "
+                    f"({len(self.vertices)}): fit by its points only"
+                )
+            matched = locate(self.normalization.apply(tv), self.faces, self.fit.drawn)
+        target = Target.of(self.normalization.apply(points), matched)
+        candidates = self.starts(target, target_vertices)
+        timer["starts"] = round(time.perf_counter() - started, 3)
+        full = np.asarray(self.fit.glue_scale)
+        runs = []
+        t_search = time.perf_counter()
+        for name, rot, centre in candidates:
+            glue = full
+            if name != "rest" and matched is None:
+                rot, centre, moves = search_parts(
+                    self.fit,
+                    rot,
+                    centre,
+                    target.points,
+                    target.tree,
+                    seed=s.seed,
+                    whole=name.startswith("turned"),
+                )
+                if moves:
+                    glue = self.fit.held_joints(rot, centre, RELEASE)
+            runs.append(Start(name, rot, centre, glue))
+        timer["search"] = round(time.perf_counter() - t_search, 3)
+        t_solve = time.perf_counter()
+        for run in runs:
+            solve_start(self.fit, run, target, min(FIRST_STEPS, s.steps))
+        ranked = sorted(runs, key=self._rank)
+        for run in ranked[:KEEP]:
+            solve_start(self.fit, run, target, s.steps - run.steps)
+        best = min(ranked[:KEEP], key=self._rank)
+        timer["solve"] = round(time.perf_counter() - t_solve, 3)
+        return self._result(best, runs, timer)
+
+    def _rank(self, run: Start) -> float:
+        s = self.settings
+        x = self.fit.samples.positions(run.rot, run.centre)
+        value = run.data + s.stretch_weight * self.fit.stretch(run.rot, run.centre)
+        if self.fit.prior is not None and s.prior_weight > 0:
+            value += s.prior_weight * float((self.fit.prior.residuals(x) ** 2).sum())
+        return value
+
+    def _result(self, best: Start, runs, timer) -> RigIKResult:
+        pose = pose_of(best.rot, best.centre)
+        rest_verts = self.space.rows @ pose.reshape(-1, 3)  # (N, 3) normalised
+        norm = self.normalization
+        vertices = norm.invert(rest_verts)
+        # x' = R (s (x - c0) - h) + c  ->  x = R x + c0 - R c0 + (c - R h) / s in metres
+        rot = best.rot
+        heads = self.space.heads
+        trans = (
+            norm.center
+            - rot @ norm.center
+            + (best.centre - np.einsum("bij,bj->bi", rot, heads)) / norm.scale
+        )
+        return RigIKResult(
+            vertices=vertices,
+            pose=pose,
+            rotations=rot.copy(),
+            translations=trans,
+            loss=float(best.data),
+            energy=float(best.energy),
+            start=best.name,
+            space=self.space,
+            normalization=norm,
+            starts=tuple((r.name, self._rank(r), r.data, r.steps) for r in runs),
+            seconds=timer,
+        )
+
+
+def fit_rig(
+    vertices,
+    faces,
+    target_points,
+    *,
+    settings: RigIKSettings | None = None,
+    target_vertices=None,
+    kspace=None,
+) -> RigIKResult:
+    """Fit the rig space of the mesh (vertices (N, 3), faces (F, 3)) to ``target_points``
+    (Q, 3), both in the caller's frame (module docstring)."""
+    return RigProblem(vertices, faces, settings, kspace).solve(target_points, target_vertices)

@@ -1,0 +1,365 @@
+"""Inverse kinematics in the rig space: the bones' rigid motions that best match a target shape.
+
+Given the rest mesh M0, its rig space (bones, skinning rows, joints: :mod:`.space`) and points T
+sampled on a target surface (no correspondences), find the bones' rigid motions
+Q = {(R_b, c_b)} (``Q[b, :3, :] = R_b^T``, ``Q[b, 3, :] = c_b``, as everywhere in the rig space)
+minimising, in the normalised frame of M0 (design section 6: M0's box has side 1),
+
+    E(Q) = CD(x(Q), T) + glue_weight E_glue(Q) + stretch_weight E_stretch(Q)
+           + prior_weight E_prior(Q)
+
+- x_p(Q) = sum_b w_pb (R_b (X_p - h_b) + c_b): ``points`` area-uniform samples of M0 moved by
+  linear blend skinning (the rows of their triangles' corners blended barycentrically, so they
+  stay on the fitted mesh); CD the symmetric squared chamfer of :func:`neurok_core.ik.
+  chamfer_loss`, 1/2 (mean_p min_t |x_p - t|^2 + mean_t min_p |x_p - t|^2);
+- E_glue = sum_joints mean_g |x_a(g) - x_b(g)|^2: the joints' glue points moved with each of
+  their two parts (zero while a hinge turns about its axis);
+- E_stretch = mean_e (|x_i - x_j| / l_e - 1)^2 over a sample of the edges of the parts that bend
+  (sheets, chains, soft solids): zero for bending, so cloth folds and does not stretch;
+- E_prior: a Gaussian over the bones' motions relative to the object's own rigid motion (see
+  :class:`BonePrior`), fitted to shapes decoded from the learned model's prior.
+
+A rigid part has one bone, so it stays rigid by construction. The solver is Levenberg-Marquardt
+on the linearised residuals with the nearest-point pairs found again at every iteration
+(iterative closest points, Besl and McKay 1992, here for a skinned, jointed body); each iteration
+is one of the budget's ``steps``. The pairs of both chamfer directions of a sample are folded
+into one residual per sample, so a step costs one k-d tree query each way, a sparse Jacobian
+product and a dense solve of size 6B. The rotation update is R_b <- exp([dw_b]x) R_b.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
+
+from ..geometry import unique_edges
+from .space import RigSpace
+
+
+@dataclass(frozen=True)
+class RigIKSettings:
+    """steps: Levenberg-Marquardt iterations per start (each finds the nearest points once);
+    restarts: starts; points: samples of M0 in the chamfer; seed; glue_weight,
+    stretch_weight, prior_weight: weights of the energies (normalised frame); stretch_edges:
+    edges sampled for E_stretch; tolerance: a start stops once ``patience`` accepted steps in a
+    row lower E by less than this share."""
+
+    steps: int = 150
+    restarts: int = 8
+    points: int = 512
+    seed: int = 0
+    glue_weight: float = 1.0
+    stretch_weight: float = 0.1
+    prior_weight: float = 0.0
+    stretch_edges: int = 1000
+    tolerance: float = 1e-5
+    patience: int = 3
+
+
+# --------------------------------------------------------------------------------------------
+# Linear blend skinning rows in a padded per-point form
+
+
+class SkinnedPoints:
+    """Points moved by the bones: x_m = sum_k (R_{b_mk} l_mk + w_mk c_{b_mk}).
+
+    bones (M, K) int64, local (M, K, 3) = w (X - h_b), weight (M, K) w (zero where padded);
+    built from dense homogeneous rows (M, 4B) (``RigSpace`` rows: (w (X - h), w) per bone),
+    whose non-zero pattern is fixed.
+    """
+
+    def __init__(self, rows: np.ndarray):
+        rows = np.asarray(rows, dtype=np.float64)
+        m = rows.shape[0]
+        nb = rows.shape[1] // 4
+        blocks = rows.reshape(m, nb, 4)
+        used = np.abs(blocks).sum(2) > 0  # (M, B)
+        k = max(int(used.sum(1).max()) if m else 1, 1)
+        order = np.argsort(~used, axis=1, kind="stable")[:, :k]  # used bones first
+        self.bones = order  # (M, K)
+        picked = np.take_along_axis(blocks, order[:, :, None], 1)  # (M, K, 4)
+        live = np.take_along_axis(used, order, 1)
+        picked[~live] = 0.0
+        self.local = picked[:, :, :3]  # (M, K, 3)
+        self.weight = picked[:, :, 3]  # (M, K)
+        self.num_bones = nb
+
+    def __len__(self) -> int:
+        return len(self.bones)
+
+    @classmethod
+    def subset(cls, points: SkinnedPoints, index: np.ndarray) -> SkinnedPoints:
+        """The points ``index`` of ``points``."""
+        out = cls.__new__(cls)
+        out.bones, out.local = points.bones[index], points.local[index]
+        out.weight, out.num_bones = points.weight[index], points.num_bones
+        return out
+
+    def arms(self, rot: np.ndarray) -> np.ndarray:
+        """(M, K, 3) R_b l: the turned offsets."""
+        return np.einsum("mkij,mkj->mki", rot[self.bones], self.local)
+
+    def positions(self, rot: np.ndarray, centre: np.ndarray, arms=None) -> np.ndarray:
+        """(M, 3) for rotations (B, 3, 3) and centres (B, 3)."""
+        arms = self.arms(rot) if arms is None else arms
+        return (arms + self.weight[..., None] * centre[self.bones]).sum(1)
+
+    def jacobian(self, arms: np.ndarray) -> sparse.csr_matrix:
+        """(3M, 6B) d x / d(dw_b, dc_b): -[R_b l]x for the turn, w I for the centre."""
+        m, k = self.bones.shape
+        blocks = np.zeros((m, 3, k, 6))
+        ax, ay, az = arms[..., 0], arms[..., 1], arms[..., 2]  # (M, K)
+        # -[a]x = [[0, az, -ay], [-az, 0, ax], [ay, -ax, 0]]
+        blocks[:, 0, :, 1], blocks[:, 0, :, 2] = az, -ay
+        blocks[:, 1, :, 0], blocks[:, 1, :, 2] = -az, ax
+        blocks[:, 2, :, 0], blocks[:, 2, :, 1] = ay, -ax
+        for i in range(3):
+            blocks[:, i, :, 3 + i] = self.weight
+        cols = (6 * self.bones[:, :, None] + np.arange(6)).reshape(m, 1, k * 6)
+        cols = np.broadcast_to(cols, (m, 3, k * 6)).reshape(-1)
+        indptr = np.arange(0, 3 * m * k * 6 + 1, k * 6)
+        out = sparse.csr_matrix(
+            (blocks.reshape(-1), cols, indptr), shape=(3 * m, 6 * self.num_bones)
+        )
+        out.sum_duplicates()
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# The problem of one rest mesh
+
+
+def _part_rows(space: RigSpace, part: int, points: np.ndarray) -> np.ndarray:
+    """Rows (G, 4B) of points moved with ``part`` (its nearest vertex's weights)."""
+    own = np.flatnonzero(space.layout.parts == part)
+    _, near = cKDTree(space.vertices[own]).query(points)
+    return space.point_rows(points, own[near])
+
+
+@dataclass
+class Target:
+    """The target in the normalised frame of M0: points (Q, 3) on its surface and their k-d
+    tree; ``matched`` (P, 3): where the fit's samples belong on it, when the target shares
+    M0's topology (then the data term is sum_p |x_p - matched_p|^2 / P, no nearest points)."""
+
+    points: np.ndarray
+    tree: cKDTree
+    matched: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, points: np.ndarray, matched: np.ndarray | None = None) -> Target:
+        points = np.asarray(points, dtype=np.float64)
+        return cls(points, cKDTree(points), matched)
+
+
+class RigFit:
+    """The fixed data of fitting one rig space to targets: the samples of M0 and their rows,
+    the glue points of the joints, the stretch edges, and the learned prior (or None). The
+    ``space`` is built on the mesh in the normalised frame (object size 1), as :func:`fit_rig`
+    does; ``samples`` (P,) the surface samples (:func:`~neurok_core.geometry.sample_surface`)."""
+
+    def __init__(self, space: RigSpace, settings: RigIKSettings, samples, prior=None):
+        self.space, self.settings, self.prior = space, settings, prior
+        rng = np.random.default_rng(settings.seed)
+        f = space.faces
+        self.drawn = samples
+        corners = f[samples.face_ids]  # (P, 3)
+        rows = sum(
+            samples.barycentrics[:, c, None] * space.vertex_rows(corners[:, c]) for c in range(3)
+        )
+        self.samples = SkinnedPoints(rows)
+        self.sample_parts = space.layout.part_of_faces(f)[samples.face_ids]  # (P,)
+        self.glue, self.glue_scale, self.glue_joint = self._glue()
+        self.edges, self.edge_lengths = self._edges(rng)
+        self.prior_matrix = prior.matrix() if prior is not None else None
+
+    def _glue(self):
+        rows, scale, owner = [], [], []
+        for i, joint in enumerate(self.space.joints):
+            if joint.part_b < 0:
+                continue  # nothing is pinned in a fit: no joint to the world
+            ra = _part_rows(self.space, joint.part_a, joint.points)
+            rb = _part_rows(self.space, joint.part_b, joint.points)
+            rows.append(ra - rb)
+            scale.append(np.full(len(ra), 1.0 / len(ra)))
+            owner.append(np.full(len(ra), i))
+        if not rows:
+            return None, np.zeros(0), np.zeros(0, dtype=np.int64)
+        return SkinnedPoints(np.concatenate(rows)), np.concatenate(scale), np.concatenate(owner)
+
+    def _edges(self, rng):
+        space = self.space
+        parts = space.layout.parts
+        bendy = [p for p, info in enumerate(space.layout.part_info) if info.kind != "rigid"]
+        if not bendy or not len(space.faces):
+            return None, np.zeros(0)
+        edges = unique_edges(space.faces)
+        edges = edges[np.isin(parts[edges[:, 0]], bendy)]
+        if len(edges) > self.settings.stretch_edges:
+            pick = rng.choice(len(edges), self.settings.stretch_edges, replace=False)
+            edges = edges[np.sort(pick)]
+        x = space.vertices
+        lengths = np.linalg.norm(x[edges[:, 1]] - x[edges[:, 0]], axis=1)
+        keep = lengths > 1e-9
+        edges, lengths = edges[keep], lengths[keep]
+        if not len(edges):
+            return None, np.zeros(0)
+        rows = space.vertex_rows(edges[:, 1]) - space.vertex_rows(edges[:, 0])
+        return SkinnedPoints(rows), lengths
+
+    def held_joints(self, rot, centre, gap: float) -> np.ndarray:
+        """(G,) glue weights of the glue points: none for the joints whose points lie more than
+        ``gap`` apart in the state (the search moved their parts apart there: the target says
+        the joint is not one), the joint's share otherwise."""
+        if self.glue is None:
+            return self.glue_scale
+        d = np.linalg.norm(self.glue.positions(rot, centre), axis=1)  # (G,)
+        far = np.unique(self.glue_joint[d > gap])
+        return np.where(np.isin(self.glue_joint, far), 0.0, self.glue_scale)
+
+    # -- energies --------------------------------------------------------------------------
+    def data(self, x: np.ndarray, target: Target):
+        """(data term, pairs): the chamfer of samples x (P, 3) against the target and its pairs
+        (each sample's nearest target point (P,), each target point's nearest sample (Q,)), or
+        the mean squared distance to the matched points (pairs None)."""
+        if target.matched is not None:
+            return float(np.mean(((x - target.matched) ** 2).sum(1))), None
+        d1, near_t = target.tree.query(x)
+        d2, near_x = cKDTree(x).query(target.points)
+        return 0.5 * (float(np.mean(d1**2)) + float(np.mean(d2**2))), (near_t, near_x)
+
+    def stretch(self, rot, centre) -> float:
+        """E_stretch (unweighted)."""
+        if self.edges is None:
+            return 0.0
+        d = self.edges.positions(rot, centre)
+        return float(np.mean((np.linalg.norm(d, axis=1) / self.edge_lengths - 1.0) ** 2))
+
+    def regularisers(self, rot, centre, x, glue) -> float:
+        s = self.settings
+        e = s.stretch_weight * self.stretch(rot, centre) if s.stretch_weight > 0 else 0.0
+        if self.glue is not None and s.glue_weight > 0:
+            gap = self.glue.positions(rot, centre)  # (G, 3)
+            e += s.glue_weight * float((glue * (gap**2).sum(1)).sum())
+        if self.prior is not None and s.prior_weight > 0:
+            e += s.prior_weight * float((self.prior.residuals(x) ** 2).sum())
+        return e
+
+    def linearise(self, rot, centre, x, target: Target, pairs, glue) -> tuple:
+        """(J (R, 6B) sparse, r (R,)) with E = |r|^2 to first order at the state, the pairs
+        held (module docstring)."""
+        s = self.settings
+        p = len(x)
+        if pairs is None:  # matched points
+            root = np.full(p, np.sqrt(1.0 / p))
+            r_data = (root[:, None] * (x - target.matched)).reshape(-1)
+        else:  # both chamfer directions folded per sample: a_p |x_p - b_p / a_p|^2 + const
+            near_t, near_x = pairs
+            q = len(target.points)
+            count = np.bincount(near_x, minlength=p).astype(np.float64)
+            summed = np.zeros((p, 3))
+            np.add.at(summed, near_x, target.points)
+            a = 0.5 / p + 0.5 * count / q  # (P,)
+            b = (0.5 / p) * target.points[near_t] + (0.5 / q) * summed  # (P, 3)
+            root = np.sqrt(a)
+            r_data = (root[:, None] * x - b / root[:, None]).reshape(-1)
+        j_x = self.samples.jacobian(self.samples.arms(rot))  # (3P, 6B)
+        blocks, res = [sparse.diags(np.repeat(root, 3)) @ j_x], [r_data]
+        if self.glue is not None and s.glue_weight > 0:
+            arms = self.glue.arms(rot)
+            gap = self.glue.positions(rot, centre, arms)
+            w = np.repeat(np.sqrt(s.glue_weight * glue), 3)
+            blocks.append(sparse.diags(w) @ self.glue.jacobian(arms))
+            res.append(w * gap.reshape(-1))
+        if self.edges is not None and s.stretch_weight > 0:
+            arms = self.edges.arms(rot)
+            d = self.edges.positions(rot, centre, arms)  # (E, 3)
+            length = np.maximum(np.linalg.norm(d, axis=1), 1e-12)
+            n = len(d)
+            scale = np.sqrt(s.stretch_weight / n)
+            w = (d / length[:, None]) * (scale / self.edge_lengths)[:, None]  # (E, 3)
+            pick = sparse.csr_matrix(
+                (w.reshape(-1), np.arange(3 * n), np.arange(0, 3 * n + 1, 3)), shape=(n, 3 * n)
+            )
+            blocks.append(pick @ self.edges.jacobian(arms))
+            res.append(scale * (length / self.edge_lengths - 1.0))
+        if self.prior is not None and s.prior_weight > 0:
+            w = np.sqrt(s.prior_weight)
+            blocks.append(sparse.csr_matrix(w * (j_x.T @ self.prior_matrix.T).T))
+            res.append(w * self.prior.residuals(x))
+        return sparse.vstack(blocks).tocsr(), np.concatenate(res)
+
+
+def retract(rot: np.ndarray, centre: np.ndarray, step: np.ndarray):
+    """The state moved by ``step`` (6B,) = (dw_b, dc_b) per bone: R_b <- exp([dw_b]x) R_b."""
+    step = step.reshape(-1, 6)
+    turn = Rotation.from_rotvec(step[:, :3]).as_matrix()  # (B, 3, 3)
+    return turn @ rot, centre + step[:, 3:]
+
+
+@dataclass
+class Start:
+    """One start of the fit and where its solver stands: rotations (B, 3, 3), centres (B, 3),
+    the glue weights it fits with, its energy E, data term, damping and iterations so far."""
+
+    name: str
+    rot: np.ndarray
+    centre: np.ndarray
+    glue: np.ndarray
+    energy: float = np.inf
+    data: float = np.inf
+    mu: float = 1e-4
+    steps: int = 0
+    done: bool = False
+    calm: int = 0
+
+
+def solve_start(fit: RigFit, start: Start, target: Target, steps: int) -> Start:
+    """``steps`` more Levenberg-Marquardt iterations of ``start`` (module docstring); stops
+    early once ``patience`` accepted steps in a row lower E by less than ``tolerance``."""
+    s = fit.settings
+    rot, centre = start.rot, start.centre
+    x = fit.samples.positions(rot, centre)
+    data, pairs = fit.data(x, target)
+    energy = data + fit.regularisers(rot, centre, x, start.glue)
+    for _ in range(steps):
+        if start.done:
+            break
+        start.steps += 1
+        jac, res = fit.linearise(rot, centre, x, target, pairs, start.glue)
+        h = (jac.T @ jac).toarray()
+        g = jac.T @ res
+        diag = np.diag(h).copy()
+        floor = 1e-9 * max(float(diag.max()), 1e-30)
+        try:
+            step = -np.linalg.solve(h + np.diag(start.mu * diag + floor), g)
+        except np.linalg.LinAlgError:
+            start.mu *= 10.0
+            continue
+        rot_n, centre_n = retract(rot, centre, step)
+        x_n = fit.samples.positions(rot_n, centre_n)
+        data_n, pairs_n = fit.data(x_n, target)
+        energy_n = data_n + fit.regularisers(rot_n, centre_n, x_n, start.glue)
+        if energy_n < energy:
+            gain = (energy - energy_n) / max(energy, 1e-300)
+            rot, centre, x, data, pairs, energy = rot_n, centre_n, x_n, data_n, pairs_n, energy_n
+            start.mu = max(start.mu / 3.0, 1e-7)
+            start.calm = start.calm + 1 if gain < s.tolerance else 0
+            start.done = start.calm >= s.patience
+        else:
+            start.mu *= 5.0
+            start.done = start.mu > 1e8
+    start.rot, start.centre, start.energy, start.data = rot, centre, energy, data
+    return start
+
+
+def pose_of(rot: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """Q (B, 4, 3) of rotations (B, 3, 3) and centres (B, 3)."""
+    q = np.empty((len(rot), 4, 3))
+    q[:, :3, :] = np.transpose(rot, (0, 2, 1))
+    q[:, 3, :] = centre
+    return q

@@ -1,0 +1,278 @@
+"""The large part motions of a rig-space fit: a search over turns and slides of the parts.
+
+The local solver of :mod:`.ik` follows nearest-point pairs, so it finds a door turned by 20
+degrees but not one turned by 90, a drawer pulled out by half its depth or a lamp whose arm
+swung round: the pairs lead elsewhere. This search proposes those motions directly.
+
+**Moves.** The parts are linked into one tree (:func:`joint_tree`): by their joints, and groups
+that no joint links by where they come closest. For every part two sets of samples can move:
+the part alone, and the part with everything hanging from it (a lamp's arm carries its head).
+A move turns the set about the part's joint with its parent (about the joint's axis, the
+frame's three axes and the part's principal axes, by multiples of 30 degrees) or slides it
+(along those axes, up to 0.6 object sizes); the whole object also turns and slides about its
+centre.
+
+**Best first.** Every candidate set gets the move of lowest chamfer (its samples moved, the
+others kept), and the move of largest gain over all candidates is applied; the gains are
+kept in a queue and re-evaluated only when they reach its top after a move was applied
+(lazy greedy). The search stops when no move lowers the chamfer by ``GAIN`` of its value, or
+after ``max_moves``. Sets that already lie on the target (``SETTLED`` of their samples within
+the target's point spacing) are not moved, and sets of under ``MIN_SHARE`` of the samples are
+left to the local solver.
+
+Costs: the search's chamfer is that of ``SAMPLE_SUBSET`` of the samples against
+``TARGET_SUBSET`` of the target points (a seeded subset of each), its target-to-samples half
+by brute force over all of a candidate's moves at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
+
+from .ik import SkinnedPoints
+from .joints import Joint
+from .space import RigSpace
+
+GAIN = 0.03  # a move is applied when it lowers the chamfer by this share at least
+SETTLED = 0.8  # share of a set's samples within the target's spacing: it is not moved
+MIN_SHARE = 0.01  # sets with fewer samples are left to the local solver
+TARGET_SUBSET = 256
+TURNS = np.radians(np.concatenate([np.arange(30, 181, 30), -np.arange(30, 151, 30)]))
+SLIDES = np.concatenate(
+    [[0.05, 0.1, 0.2, 0.3, 0.45, 0.6], -np.array([0.05, 0.1, 0.2, 0.3, 0.45, 0.6])]
+)
+SAMPLE_SUBSET = 192
+CHUNK = 1_000_000  # distances per brute-force block
+
+
+def joint_tree(space: RigSpace, weight: np.ndarray):
+    """The parts as one tree: [(part, parent, joint)] in breadth-first order from the part of
+    largest ``weight`` (parts,), with the parent part and the joint to it (root: -1, None).
+
+    Parts are linked by their joints; groups of parts that no joint links are linked where
+    they come closest (a :class:`Joint` of kind "near" at the middle of the closest pair of
+    vertices), nearest groups first, so that every part hangs from the root."""
+    num = len(space.layout.part_info)
+    links: dict[int, list] = {p: [] for p in range(num)}
+    label = np.arange(num)
+
+    def find(p):
+        while label[p] != p:
+            label[p] = label[label[p]]
+            p = label[p]
+        return p
+
+    def link(a, b, joint):
+        links[a].append((b, joint))
+        links[b].append((a, joint))
+        label[find(a)] = find(b)
+
+    for joint in space.joints:
+        if joint.part_b >= 0:
+            link(joint.part_a, joint.part_b, joint)
+    parts, x = space.layout.parts, space.vertices
+    groups: dict[int, list] = {}
+    for p in range(num):
+        groups.setdefault(find(p), []).append(p)
+    if len(groups) > 1:
+        trees = {g: cKDTree(x[np.isin(parts, members)]) for g, members in groups.items()}
+        pairs = []
+        keys = sorted(groups)
+        for i, a in enumerate(keys):
+            pa = np.isin(parts, groups[a])
+            for b in keys[i + 1 :]:
+                d, k = trees[b].query(x[pa])
+                j = int(np.argmin(d))
+                va, vb = x[pa][j], trees[b].data[k[j]]
+                pairs.append((float(d[j]), va, vb))
+        for _, va, vb in sorted(pairs, key=lambda item: item[0]):
+            a = int(parts[np.argmin(((x - va) ** 2).sum(1))])
+            b = int(parts[np.argmin(((x - vb) ** 2).sum(1))])
+            if find(a) != find(b):
+                link(a, b, Joint(a, b, (0.5 * (va + vb))[None], "near"))
+    root = int(np.argmax(weight))
+    seen = np.zeros(num, dtype=bool)
+    seen[root] = True
+    order, queue = [], [(root, -1, None)]
+    while queue:
+        part, parent, joint = queue.pop(0)
+        order.append((part, parent, joint))
+        for other, j in sorted(links[part], key=lambda item: -weight[item[0]]):
+            if not seen[other]:
+                seen[other] = True
+                queue.append((other, part, j))
+    return order
+
+
+class _Candidate:
+    """A set of parts moved together about ``pivot`` along ``axes`` (in the rest frame of the
+    ``anchor`` bone, which carries them to the state)."""
+
+    def __init__(self, parts, anchor, pivot, axes, name, slides=3):
+        self.parts, self.anchor, self.pivot, self.axes, self.name = parts, anchor, pivot, axes, name
+        self.slides = slides  # the first axes, along which it also slides
+
+
+def _principal_axes(points: np.ndarray) -> np.ndarray:
+    d = points - points.mean(0)
+    if len(d) < 3:
+        return np.eye(3)
+    return np.linalg.svd(d, full_matrices=False)[2]
+
+
+def _candidates(fit, order) -> list[_Candidate]:
+    space = fit.space
+    children: dict[int, list] = {}
+    for part, parent, _ in order:
+        children.setdefault(parent, []).append(part)
+
+    def subtree(p):
+        out, stack = [], [p]
+        while stack:
+            q = stack.pop()
+            out.append(q)
+            stack.extend(children.get(q, []))
+        return out
+
+    frame = np.eye(3)
+    x = space.vertices
+    out = []
+    every = list(range(len(space.layout.part_info)))
+    out.append(_Candidate(every, 0, x.mean(0), list(frame) + list(_principal_axes(x)), "all"))
+    for part, parent, joint in order:
+        own = space.layout.parts == part
+        if parent < 0:  # the root alone, about its centre (unless it is all there is)
+            if len(order) == 1:
+                continue
+            axes = list(frame) + list(_principal_axes(x[own]))
+            anchor = int(np.flatnonzero(space.bone_parts == part)[0])
+            out.append(_Candidate([part], anchor, x[own].mean(0), axes, f"part {part}"))
+            continue
+        axes = list(frame) + list(_principal_axes(x[own]))
+        slides = 3
+        if joint is not None and joint.axis is not None:
+            axes.insert(0, np.asarray(joint.axis, dtype=np.float64))
+            slides = 4
+        pivot = joint.points.mean(0) if joint is not None else x[own].mean(0)
+        anchor = int(np.flatnonzero(space.bone_parts == parent)[0])
+        out.append(_Candidate([part], anchor, pivot, axes, f"part {part}", slides))
+        below = subtree(part)
+        if len(below) > 1:
+            out.append(_Candidate(below, anchor, pivot, axes, f"parts from {part}", slides))
+    return out
+
+
+def _moves(axes: list[np.ndarray], slides: int) -> tuple[np.ndarray, np.ndarray]:
+    """(turns (H, 3, 3), shifts (H, 3)) of the moves: turns about every one of ``axes`` (unit
+    vectors), slides along the first ``slides`` of them; the identity first."""
+    turns = [np.eye(3)]
+    shifts = [np.zeros(3)]
+    for i, axis in enumerate(axes):
+        axis = axis / max(np.linalg.norm(axis), 1e-12)
+        turns.extend(Rotation.from_rotvec(TURNS[:, None] * axis).as_matrix())
+        shifts.extend(np.zeros((len(TURNS), 3)))
+        if i < slides:
+            turns.extend(np.repeat(np.eye(3)[None], len(SLIDES), 0))
+            shifts.extend(SLIDES[:, None] * axis)
+    return np.asarray(turns), np.asarray(shifts)
+
+
+def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whole=False):
+    """The state (rot (B, 3, 3), centre (B, 3)) after the best-first search of the module
+    docstring, from the given one, against ``target`` (Q, 3) with its k-d tree ``tree``;
+    ``whole``: only moves of the whole object. Returns (rot, centre, the moves applied
+    [(name, chamfer before, chamfer after)])."""
+    space = fit.space
+    rot, centre = rot.copy(), centre.copy()
+    rng = np.random.default_rng(seed)
+    p_all = len(fit.sample_parts)
+    pick = np.sort(rng.choice(p_all, min(SAMPLE_SUBSET, p_all), replace=False))
+    points = SkinnedPoints.subset(fit.samples, pick)
+    sample_parts = fit.sample_parts[pick]
+    subset = target[rng.choice(len(target), min(TARGET_SUBSET, len(target)), replace=False)]
+    x = points.positions(rot, centre)
+    spacing = float(np.median(tree.query(target, 2)[0][:, 1]))
+    num_parts = len(space.layout.part_info)
+    on = tree.query(fit.samples.positions(rot, centre))[0] < spacing
+    weight = np.bincount(fit.sample_parts[on], minlength=num_parts) + 1e-3 * np.bincount(
+        fit.sample_parts, minlength=num_parts
+    )
+    candidates = _candidates(fit, joint_tree(space, weight))
+    if whole:
+        candidates = candidates[:1]
+    p_count = len(x)
+    moves = {c.name: _moves(c.axes, c.slides) for c in candidates}
+    max_moves = 2 * len(candidates) if max_moves is None else max_moves
+
+    def chamfer(x):
+        return 0.5 * (
+            float(np.mean(tree.query(x)[0] ** 2)) + float(np.mean(cKDTree(x).query(subset)[0] ** 2))
+        )
+
+    def best_move(cand: _Candidate, x: np.ndarray):
+        mine = np.isin(sample_parts, cand.parts)
+        if mine.sum() < max(MIN_SHARE * p_count, 1) or mine.all() and cand.name != "all":
+            return None
+        d1 = tree.query(x)[0]
+        if (d1[mine] < spacing).mean() >= SETTLED:
+            return None
+        still = ~mine
+        d_still = float((d1[still] ** 2).sum())
+        to_still = (
+            cKDTree(x[still]).query(subset)[0] if still.any() else np.full(len(subset), np.inf)
+        )
+        a = cand.anchor
+        pivot = (cand.pivot - space.heads[a]) @ rot[a].T + centre[a]
+        turns, shifts = moves[cand.name]
+        turns = rot[a] @ turns @ rot[a].T  # the axes as turned with the anchor bone
+        shifts = shifts @ rot[a].T
+        y0 = x[mine] - pivot  # (S, 3)
+        ys = np.einsum("hij,sj->hsi", turns, y0) + pivot + shifts[:, None]  # (H, S, 3)
+        h, s = ys.shape[:2]
+        d1y = tree.query(ys.reshape(-1, 3))[0].reshape(h, s)
+        near = np.empty((h, len(subset)))
+        block = max(1, CHUNK // max(s * len(subset), 1))
+        sub2 = (subset**2).sum(1)  # (Q,)
+        for i in range(0, h, block):
+            y = ys[i : i + block].reshape(-1, 3)  # (b S, 3)
+            d = (y**2).sum(1)[:, None] + sub2[None] - 2.0 * (y @ subset.T)  # (b S, Q)
+            near[i : i + block] = d.reshape(-1, s, len(subset)).min(1)
+        near = np.sqrt(np.maximum(near, 0.0))
+        d2 = np.minimum(to_still[None], near)
+        cds = 0.5 * ((d_still + (d1y**2).sum(1)) / p_count + (d2**2).mean(1))
+        k = int(np.argmin(cds))
+        return cds[0] - cds[k], k, turns[k], shifts[k], pivot
+
+    applied = []
+    current = chamfer(x)
+    version = 0
+    queue = []
+    for i, cand in enumerate(candidates):
+        found = best_move(cand, x)
+        if found is not None and found[1] > 0:
+            heapq.heappush(queue, (-found[0], i, version, found))
+    while queue and len(applied) < max_moves:
+        gain, i, seen, found = heapq.heappop(queue)
+        if seen != version:
+            found = best_move(candidates[i], x)
+            if found is not None and found[1] > 0:
+                heapq.heappush(queue, (-found[0], i, version, found))
+            continue
+        if -gain < GAIN * current:
+            break
+        _, _, turn, shift, pivot = found
+        bones = np.flatnonzero(np.isin(space.bone_parts, candidates[i].parts))
+        rot[bones] = turn @ rot[bones]
+        centre[bones] = (centre[bones] - pivot) @ turn.T + pivot + shift
+        x = points.positions(rot, centre)
+        before, current = current, chamfer(x)
+        applied.append((candidates[i].name, before, current))
+        version += 1
+        found = best_move(candidates[i], x)
+        if found is not None and found[1] > 0:
+            heapq.heappush(queue, (-found[0], i, version, found))
+    return rot, centre, applied

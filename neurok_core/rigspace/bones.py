@@ -199,8 +199,9 @@ def classify_part(
     return PartInfo(index, kind, closed, extents, axes, centre)
 
 
-def _heads_of(info: PartInfo, vertices: np.ndarray) -> np.ndarray:
-    """Bone heads (n, 3) of one part by its kind."""
+def _heads_of(info: PartInfo, vertices: np.ndarray, density: float = 1.0) -> np.ndarray:
+    """Bone heads (n, 3) of one part by its kind; ``density`` multiplies the bones along each
+    side of a part that bends (still at most one per ``MIN_BONE_VERTICES`` vertices)."""
     pts = vertices[info.vertices]
     e = info.extents
     if info.kind == "rigid":
@@ -211,17 +212,18 @@ def _heads_of(info: PartInfo, vertices: np.ndarray) -> np.ndarray:
     most = max(1, len(pts) // MIN_BONE_VERTICES)
     if info.kind == "chain":
         ratio = e[0] / max(e[1], 1e-12)
-        n = min(int(np.clip(round(ratio), 2, MAX_CHAIN_BONES)), most)
+        n = int(np.clip(round(ratio * density), 2, round(MAX_CHAIN_BONES * density)))
+        n = min(n, most)
         s = (pts - info.centre) @ info.axes[0]
         lo, hi = s.min(), s.max()
         ts = lo + (np.arange(n) + 0.5) * (hi - lo) / n
         return info.centre + ts[:, None] * info.axes[0]
     if info.kind == "sheet":
-        n1 = SHEET_BONES_PER_SIDE
+        n1 = max(1, round(SHEET_BONES_PER_SIDE * density))
         n2 = int(np.clip(round(n1 * e[1] / max(e[0], 1e-12)), 1, n1))
-        count = min(n1 * n2, MAX_SHEET_BONES, most)
+        count = min(n1 * n2, round(MAX_SHEET_BONES * density**2), most)
     else:
-        count = min(ELASTIC_BONES, most)
+        count = min(round(ELASTIC_BONES * density**3), most)
     chosen = farthest_point_subsample(pts, count, np.random.default_rng(0))
     # bone heads away from the rim: each head is the mean of the vertices nearest it
     heads = pts[chosen]
@@ -640,8 +642,11 @@ def _area_shares(vertices, faces, face_seg, count):
     return out
 
 
-def geometric_bones(vertices: np.ndarray, faces: np.ndarray, *, elastic: bool) -> BoneLayout:
-    """Bones and weights of a mesh from its geometry (module docstring)."""
+def geometric_bones(
+    vertices: np.ndarray, faces: np.ndarray, *, elastic: bool, density: float = 1.0
+) -> BoneLayout:
+    """Bones and weights of a mesh from its geometry (module docstring); ``density``: see
+    ``_heads_of`` (more bones where a part bends, for a fit to a target's folds)."""
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     loose = loose_parts(vertices, faces)
@@ -664,7 +669,7 @@ def geometric_bones(vertices: np.ndarray, faces: np.ndarray, *, elastic: bool) -
         whole = True if bent[p] else bool(closed[loose_of[p]])
         info = classify_part(vertices, faces[face_part == p], index, elastic, whole)
         infos.append(info)
-        h = _heads_of(info, vertices)
+        h = _heads_of(info, vertices, density)
         offset = sum(len(x) for x in heads)
         idx, w = part_weights(vertices[index], h)
         vertex_bones[index, : idx.shape[1]] = idx + offset

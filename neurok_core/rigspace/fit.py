@@ -86,7 +86,9 @@ class RigProblem:
             raise MeshError("a rig-space fit needs a mesh with faces")
         self.normalization = Normalization.from_vertices(self.vertices)
         rest = self.normalization.apply(self.vertices)
-        self.space = build_rig_space(rest, self.faces, mass=1.0, elastic=True)
+        self.space = build_rig_space(
+            rest, self.faces, mass=1.0, elastic=True, bone_density=self.settings.bone_density
+        )
         rng = np.random.default_rng(self.settings.seed)
         drawn = sample_surface(rest, self.faces, self.settings.points, rng)
         self.kspace = kspace

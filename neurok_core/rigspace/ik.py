@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import cho_factor, cho_solve
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 
@@ -45,7 +46,9 @@ class RigIKSettings:
     """steps: Levenberg-Marquardt iterations per start (each finds the nearest points once);
     restarts: starts; points: samples of M0 in the chamfer; seed; glue_weight,
     stretch_weight, prior_weight: weights of the energies (normalised frame); stretch_edges:
-    edges sampled for E_stretch; tolerance: a start stops once ``patience`` accepted steps in a
+    edges sampled for E_stretch; bone_density: bones along each side of a part that bends, as
+    a multiple of the dynamics' (``geometric_bones``: a fit follows folds the dynamics need not
+    resolve); tolerance: a start stops once ``patience`` accepted steps in a
     row lower E by less than this share."""
 
     steps: int = 150
@@ -56,6 +59,7 @@ class RigIKSettings:
     stretch_weight: float = 0.1
     prior_weight: float = 0.0
     stretch_edges: int = 1000
+    bone_density: float = 2.0
     tolerance: float = 1e-5
     patience: int = 3
 
@@ -335,8 +339,8 @@ def solve_start(fit: RigFit, start: Start, target: Target, steps: int) -> Start:
         g = jac.T @ res
         diag = np.diag(h).copy()
         floor = 1e-9 * max(float(diag.max()), 1e-30)
-        try:
-            step = -np.linalg.solve(h + np.diag(start.mu * diag + floor), g)
+        try:  # (Cholesky: the damped normal matrix is positive definite)
+            step = -cho_solve(cho_factor(h + np.diag(start.mu * diag + floor)), g)
         except np.linalg.LinAlgError:
             start.mu *= 10.0
             continue

@@ -46,6 +46,7 @@ SLIDES = np.concatenate(
     [[0.05, 0.1, 0.2, 0.3, 0.45, 0.6], -np.array([0.05, 0.1, 0.2, 0.3, 0.45, 0.6])]
 )
 SAMPLE_SUBSET = 192
+MOVED_SUBSET = 96  # of them, moved samples of a candidate at most
 CHUNK = 1_000_000  # distances per brute-force block
 
 
@@ -198,9 +199,10 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
     spacing = float(np.median(tree.query(target, 2)[0][:, 1]))
     num_parts = len(space.layout.part_info)
     on = tree.query(fit.samples.positions(rot, centre))[0] < spacing
-    weight = np.bincount(fit.sample_parts[on], minlength=num_parts) + 1e-3 * np.bincount(
-        fit.sample_parts, minlength=num_parts
-    )
+    # the root: the part lying best on the target (its samples there, times their share)
+    count = np.bincount(fit.sample_parts, minlength=num_parts).astype(np.float64)
+    lying = np.bincount(fit.sample_parts[on], minlength=num_parts)
+    weight = lying**2 / np.maximum(count, 1.0) + 1e-3 * count
     candidates = _candidates(fit, joint_tree(space, weight))
     if whole:
         candidates = candidates[:1]
@@ -230,10 +232,11 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
         turns, shifts = moves[cand.name]
         turns = rot[a] @ turns @ rot[a].T  # the axes as turned with the anchor bone
         shifts = shifts @ rot[a].T
-        y0 = x[mine] - pivot  # (S, 3)
+        y0 = x[mine][:MOVED_SUBSET] - pivot  # (S, 3) (the subset is seeded, so any S are)
         ys = np.einsum("hij,sj->hsi", turns, y0) + pivot + shifts[:, None]  # (H, S, 3)
         h, s = ys.shape[:2]
         d1y = tree.query(ys.reshape(-1, 3))[0].reshape(h, s)
+        share = mine.sum() / s  # the moved samples' share of the chamfer
         near = np.empty((h, len(subset)))
         block = max(1, CHUNK // max(s * len(subset), 1))
         sub2 = (subset**2).sum(1)  # (Q,)
@@ -243,7 +246,7 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
             near[i : i + block] = d.reshape(-1, s, len(subset)).min(1)
         near = np.sqrt(np.maximum(near, 0.0))
         d2 = np.minimum(to_still[None], near)
-        cds = 0.5 * ((d_still + (d1y**2).sum(1)) / p_count + (d2**2).mean(1))
+        cds = 0.5 * ((d_still + share * (d1y**2).sum(1)) / p_count + (d2**2).mean(1))
         k = int(np.argmin(cds))
         return cds[0] - cds[k], k, turns[k], shifts[k], pivot
 

@@ -257,15 +257,17 @@ def build_rig_space(
     pins=(),
     elastic: bool = False,
     settings: RigSettings | None = None,
+    bone_density: float = 1.0,
 ) -> RigSpace:
-    """The rig space of the mesh with ``mass`` kg spread by area and ``pins`` held."""
+    """The rig space of the mesh with ``mass`` kg spread by area and ``pins`` held;
+    ``bone_density``: ``geometric_bones``' density."""
     settings = settings or RigSettings()
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     n = len(vertices)
     size = float(np.ptp(vertices, axis=0).max()) if n else 1.0
     size = size if size > 0 else 1.0
-    layout = geometric_bones(vertices, faces, elastic=elastic)
+    layout = geometric_bones(vertices, faces, elastic=elastic, density=bone_density)
     heads = layout.heads.copy()
     bone_parts = layout.bone_parts.copy()
     nb = len(heads)

@@ -3,7 +3,7 @@
     >>> engine = NeuROK.load()                          # the bundled default model
     >>> space = engine.space(vertices, faces)           # the object's kinematic space (cached)
     >>> result = engine.simulate(space, SimulationConditions(forces=(...), frames=120))
-    >>> fit = engine.inverse_kinematics(space, target_points)
+    >>> fit = engine.ik(vertices, faces, target_points)  # the rig space (or space="latent")
 
 Everything is in the caller's frame and units (metres, seconds, kg); vertices map 1:1 onto the
 input's vertices.
@@ -27,6 +27,7 @@ from .ik import IKResult, IKSettings, inverse_kinematics
 from .space import KinematicSpace, SpaceSettings, build_space
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+SPACES = ("rig", "latent")  # the coordinates inverse kinematics fits in
 
 
 def default_checkpoint() -> Path:
@@ -106,6 +107,44 @@ class NeuROK:
         )
 
     # ------------------------------------------------------------------ inverse kinematics
+    def ik(
+        self,
+        vertices: np.ndarray,
+        faces: np.ndarray,
+        target_points: np.ndarray,
+        *,
+        space: str = "rig",
+        target_vertices: np.ndarray | None = None,
+        settings=None,
+        prior: bool = True,
+        cache_dir: str | os.PathLike | None | bool = None,
+    ):
+        """Fit the mesh (vertices (N, 3), faces (F, 3)) to a target's surface points (M, 3).
+
+        space="rig" (the default): the bones' rigid motions of the mesh's rig space
+        (:func:`neurok_core.rigspace.fit.fit_rig` -> ``RigIKResult``, with ``.rig()``), with
+        this model's prior draws (and posterior, given ``target_vertices`` (N, 3) of a target
+        that shares the mesh's topology) among the starts when ``prior``; ``settings`` a
+        ``RigIKSettings``. space="latent": the model's learned latent space
+        (:meth:`inverse_kinematics` -> ``IKResult``), ``settings`` an ``IKSettings``.
+        """
+        if space not in SPACES:
+            raise ValueError(f"space must be one of {SPACES}, got {space!r}")
+        if space == "latent":
+            kspace = self.space(vertices, faces, cache_dir=cache_dir)
+            return self.inverse_kinematics(kspace, target_points, settings=settings)
+        from .rigspace.fit import fit_rig
+
+        kspace = self.space(vertices, faces, cache_dir=cache_dir) if prior else None
+        return fit_rig(
+            vertices,
+            faces,
+            target_points,
+            settings=settings,
+            target_vertices=target_vertices,
+            kspace=kspace,
+        )
+
     def inverse_kinematics(
         self,
         space: KinematicSpace,

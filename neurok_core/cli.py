@@ -2,7 +2,7 @@
 
     neurok simulate MESH --force VERTEX:DX,DY,DZ:STRENGTH[:START-END] --frames 120 --out anim.pc2
     neurok simulate MESH --drag VERTEX:X,Y,Z:FRAME --pin-below 0.01 --out anim.npz
-    neurok ik REST_MESH TARGET_MESH --out fitted.obj
+    neurok ik REST_MESH TARGET_MESH --out fitted.obj [--space rig|latent] [--rig pose.json]
     neurok info [--checkpoint DIR]
 
 Meshes (OBJ, PLY, STL, GLB, OFF, ...) are read with every vertex in the file's order
@@ -369,22 +369,73 @@ def _space_words(info: dict) -> str:
 def cmd_ik(args) -> int:
     import trimesh
 
-    from .api import NeuROK
     from .geometry import sample_surface_points
-    from .ik import IKSettings
 
+    started = time.perf_counter()
     out = check_output(args.out, MESH_SUFFIXES, "the fitted mesh")
+    rig_out = check_output(args.rig, (".json",), "the rig pose") if args.rig else None
+    report_out = check_output(args.report, (".json",), "the fit's report") if args.report else None
+    for name in ("points", "steps", "restarts"):
+        if getattr(args, name) < 1:
+            raise ConditionError(f"--{name} must be at least 1")
+    if rig_out is not None and args.space != "rig":
+        raise ConditionError("--rig needs --space rig (the latent space has no bones to pose)")
     vertices, faces = read_mesh(args.rest)
     target_v, target_f = read_mesh(args.target)
-    engine = NeuROK.load(args.checkpoint, device=args.device)
-    space = engine.space(vertices, faces, cache_dir=args.cache_dir)
+    if len(target_f) == 0:
+        raise MeshError(f"{args.target}: the target has no faces to sample its surface from")
+    shared = target_v.shape == vertices.shape and np.array_equal(target_f, faces)
     rng = np.random.default_rng(args.seed)
     target = sample_surface_points(target_v, target_f, args.points, rng)
-    fit = engine.inverse_kinematics(
-        space, target, settings=IKSettings(steps=args.steps, restarts=args.restarts)
-    )
+    budget = dict(steps=args.steps, restarts=args.restarts, seed=args.seed)
+    engine = None
+    if args.space == "latent" or args.prior:
+        from .api import NeuROK
+
+        engine = NeuROK.load(args.checkpoint, device=args.device)
+    if args.space == "latent":
+        from .ik import IKSettings
+
+        fit = engine.ik(
+            vertices, faces, target, space="latent", settings=IKSettings(**budget),
+            cache_dir=args.cache_dir,
+        )  # fmt: skip
+        figures = {"space": "latent", "chamfer": fit.loss}
+    else:
+        from .rigspace.fit import fit_rig
+        from .rigspace.ik import RigIKSettings
+
+        kspace = engine.space(vertices, faces, cache_dir=args.cache_dir) if engine else None
+        fit = fit_rig(
+            vertices, faces, target, settings=RigIKSettings(**budget),
+            target_vertices=target_v if shared else None, kspace=kspace,
+        )  # fmt: skip
+        figures = {
+            "space": "rig",
+            "chamfer": fit.loss,
+            "bones": fit.space.num_bones,
+            "start": fit.start,
+            "correspondences": shared,
+            "starts": [
+                {"name": n, "energy": e, "chamfer": c, "iterations": k} for n, e, c, k in fit.starts
+            ],
+            "seconds": fit.seconds,
+        }
+        if rig_out is not None:
+            fit.rig().save_json(rig_out)
     trimesh.Trimesh(fit.vertices, faces, process=False).export(out)
-    print(f"wrote {args.out}: chamfer (normalised, squared) {fit.loss:.3g}")
+    figures["total_seconds"] = round(time.perf_counter() - started, 3)
+    if report_out is not None:
+        report_out.write_text(json.dumps(figures, indent=1, default=float) + "\n")
+    words = (
+        f"{figures.get('bones')} bones, start {figures.get('start')}"
+        if args.space == "rig"
+        else "latent"
+    )
+    print(
+        f"wrote {args.out}: chamfer (normalised, squared) {fit.loss:.3g} ({words}; "
+        f"{figures['total_seconds']:.1f} s)"
+    )
     return 0
 
 
@@ -487,13 +538,28 @@ def make_parser() -> argparse.ArgumentParser:
     common(sim)
     sim.set_defaults(run=cmd_simulate)
 
-    ik = sub.add_parser("ik", help="fit the kinematic state of REST to TARGET's shape")
+    ik = sub.add_parser("ik", help="fit REST to TARGET's shape (its surface; any topology)")
     ik.add_argument("rest")
     ik.add_argument("target")
     ik.add_argument("--out", required=True, help="fitted mesh (REST's topology)")
-    ik.add_argument("--points", type=int, default=2048)
-    ik.add_argument("--steps", type=int, default=150)
-    ik.add_argument("--restarts", type=int, default=8)
+    ik.add_argument(
+        "--space",
+        choices=("rig", "latent"),
+        default="rig",
+        help="fit the rig space's bones (the default; needs no model) or the model's latent state",
+    )
+    ik.add_argument("--rig", default=None, help="the fitted pose as a one-frame rig (.json)")
+    ik.add_argument("--report", default=None, help="the fit's figures (.json)")
+    ik.add_argument(
+        "--prior",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="with --space rig: the model's prior draws (and the posterior of a target of the"
+        " same topology) among the starts (default: off; see the docs' IK table)",
+    )
+    ik.add_argument("--points", type=int, default=2048, help="points sampled on the target")
+    ik.add_argument("--steps", type=int, default=150, help="solver iterations per start")
+    ik.add_argument("--restarts", type=int, default=8, help="starts")
     ik.add_argument("--seed", type=int, default=0)
     common(ik)
     ik.set_defaults(run=cmd_ik)

@@ -32,6 +32,24 @@ Protocol (version 1)
                                               #   arrays; with "rig" alone (frames null) the
                                               #   vertices are not decoded
 
+    An inverse-kinematics request fits the mesh to a target shape instead (``neurok ik``)::
+
+        {"protocol": 1, "task": "ik",
+         "mesh": "mesh.npz",             # the object, as above
+         "target": "target.npz",         # vertices (M, 3), faces (G, 3) in the mesh's frame;
+                                         #   any topology (the same as the mesh's: its vertices
+                                         #   are used as correspondences)
+         "space": "rig",                 # rig (the default: the rig space's bones) | latent
+         "prior": false,                 # rig: the model's prior draws among the starts
+         "settings": {"steps": 150, "restarts": 8, "points": 2048, "seed": 0},  # optional
+         "checkpoint": null, "device": "auto", "cache_dir": null,
+         "output": {"frames": "fit.npy",      # the fitted vertices, (1, N, 3) float32 .npy
+                    "rig": "rig.npz"}}        # optional (rig space): the pose as a one-frame
+                                              #   rig (neurok_core.rig arrays)
+
+    and ends with ``{"type": "done", "frames": ..., "rig": ..., "count": 1, "seconds": float,
+    "info": {"space": ..., "chamfer": float, "bones": int, "start": str, ...}}``.
+
     Relative paths are relative to the request file's folder. Progress comes back on stdout, one
     JSON object per line, flushed at once:
 
@@ -77,6 +95,7 @@ from typing import Any
 from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
+TASKS = ("simulate", "ik")
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
 
 
@@ -125,9 +144,17 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
             f"request protocol {request.get('protocol')!r} is not supported (this engine speaks"
             f" {PROTOCOL}); update the add-on and the engine together"
         )
-    for key in ("mesh", "conditions", "output"):
+    task = request.setdefault("task", "simulate")
+    if task not in TASKS:
+        raise RequestError(f"'task' must be one of {', '.join(TASKS)}, got {task!r}")
+    needed = (
+        ("mesh", "conditions", "output") if task == "simulate" else ("mesh", "target", "output")
+    )
+    for key in needed:
         if key not in request:
             raise RequestError(f"the request has no {key!r}")
+    if task == "ik":
+        return _read_ik_request(request, path.parent)
     if not isinstance(request["conditions"], dict):
         raise RequestError("'conditions' must be a JSON object")
     output = request["output"]
@@ -150,6 +177,40 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
             f"'dynamics' must be one of {', '.join(DYNAMICS)}, got {request['dynamics']!r}"
         )
     request["output"] = {k: resolve(output.get(k)) for k in ("frames", "result", "pc2", "rig")}
+    return request
+
+
+def _resolver(base: Path):
+    def resolve(value):
+        return None if value in (None, "") else str((base / str(value)).resolve())
+
+    return resolve
+
+
+def _read_ik_request(request: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The checks and paths of an inverse-kinematics request (module docstring)."""
+    resolve = _resolver(base)
+    output = request["output"]
+    if not isinstance(output, dict) or not output.get("frames"):
+        raise RequestError("an 'ik' request's 'output' must name a 'frames' file")
+    request["space"] = request.get("space") or "rig"
+    if request["space"] not in ("rig", "latent"):
+        raise RequestError(f"'space' must be rig or latent, got {request['space']!r}")
+    if output.get("rig") and request["space"] != "rig":
+        raise RequestError("a 'rig' output needs the rig space (the latent space has no bones)")
+    settings = request.get("settings") or {}
+    if not isinstance(settings, dict) or set(settings) - {"steps", "restarts", "points", "seed"}:
+        raise RequestError("'settings' may hold steps, restarts, points and seed only")
+    for key in ("steps", "restarts", "points"):
+        value = settings.get(key, 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise RequestError(f"'settings.{key}' must be a whole number of at least 1")
+    request["settings"] = settings
+    request["prior"] = bool(request.get("prior", False))
+    for key in ("mesh", "target", "checkpoint", "cache_dir"):
+        request[key] = resolve(request.get(key))
+    request["device"] = request.get("device") or "auto"
+    request["output"] = {k: resolve(output.get(k)) for k in ("frames", "rig")}
     return request
 
 
@@ -296,6 +357,78 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
     }
 
 
+def run_ik_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]:
+    """Run one inverse-kinematics request (module docstring); returns the ``done`` message."""
+    import numpy as np
+
+    from .errors import MeshError
+    from .geometry import sample_surface_points, validate_mesh
+
+    start = time.perf_counter()
+    vertices, faces = load_mesh(request["mesh"])
+    target_v, target_f = load_mesh(request["target"])
+    vertices, faces = validate_mesh(vertices, faces)
+    try:
+        target_v, target_f = validate_mesh(target_v, target_f)
+    except MeshError as exc:
+        raise MeshError(f"the target: {exc}") from None
+    s = request["settings"]
+    budget = {k: s[k] for k in ("steps", "restarts", "seed") if k in s}
+    shared = target_v.shape == vertices.shape and np.array_equal(target_f, faces)
+    rng = np.random.default_rng(s.get("seed", 0))
+    points = sample_surface_points(target_v, target_f, s.get("points", 2048), rng)
+    engine = kspace = None
+    if request["space"] == "latent" or request["prior"]:
+        emit({"type": "status", "stage": "load", "message": "loading the model"})
+        engine = _engine(request, warm)
+        kspace = _space(engine, request, vertices, faces, warm, _status, _progress)
+    emit({"type": "status", "stage": "fit", "message": f"fitting in the {request['space']} space"})
+    info: dict[str, Any] = {"space": request["space"], "correspondences": bool(shared)}
+    if request["space"] == "latent":
+        from .ik import IKSettings
+
+        fit = engine.inverse_kinematics(kspace, points, settings=IKSettings(**budget))
+    else:
+        from .rigspace.fit import fit_rig
+        from .rigspace.ik import RigIKSettings
+
+        fit = fit_rig(
+            vertices,
+            faces,
+            points,
+            settings=RigIKSettings(**budget),
+            target_vertices=target_v if shared else None,
+            kspace=kspace,
+        )
+        info.update(bones=fit.space.num_bones, start=fit.start, seconds=fit.seconds)
+    info["chamfer"] = float(fit.loss)
+    emit({"type": "status", "stage": "write", "message": "writing the fit"})
+    out = request["output"]
+    Path(out["frames"]).parent.mkdir(parents=True, exist_ok=True)
+    tmp = out["frames"] + ".tmp.npy"
+    np.save(tmp, np.asarray(fit.vertices, dtype=np.float32)[None])
+    os.replace(tmp, out["frames"])
+    if out["rig"]:
+        write_rig_arrays(fit.rig(), out["rig"])
+    emit({"type": "frame", "index": 0, "count": 1, "energy": 0.0})
+    return {
+        "type": "done",
+        "frames": out["frames"],
+        "rig": out["rig"],
+        "count": 1,
+        "seconds": round(time.perf_counter() - start, 3),
+        "info": info,
+    }
+
+
+def _status(stage: str, message: str) -> None:
+    emit({"type": "status", "stage": stage, "message": message})
+
+
+def _progress(stage: str, fraction: float) -> None:
+    emit({"type": "progress", "stage": stage, "fraction": round(float(fraction), 4)})
+
+
 def _engine(request: dict[str, Any], warm: Warm | None):
     """The request's model (``NeuROK``), loaded now or kept by a serving worker."""
     from .api import NeuROK
@@ -363,7 +496,14 @@ def probe(checkpoint: str | None, device: str) -> dict[str, Any]:
 
 def answer(request_path: str, warm: Warm | None = None) -> int:
     """Run one request file and emit its ``done`` or ``error`` line; the exit status."""
-    return respond(lambda: run_request(read_request(request_path), warm))
+    return respond(lambda: run_any(read_request(request_path), warm))
+
+
+def run_any(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]:
+    """Run a checked request of either task."""
+    if request["task"] == "ik":
+        return run_ik_request(request, warm)
+    return run_request(request, warm)
 
 
 def respond(make) -> int:

@@ -254,8 +254,8 @@ class RigFit:
         return e
 
     def linearise(self, rot, centre, x, target: Target, pairs, glue) -> tuple:
-        """(J (R, 6B) sparse, r (R,)) with E = |r|^2 to first order at the state, the pairs
-        held (module docstring)."""
+        """(J (R, 6B) sparse, r (R,)): E = |r|^2 + c to first order at the state, c constant
+        while the pairs are held (the folded chamfer drops the targets' own squares)."""
         s = self.settings
         p = len(x)
         if pairs is None:  # matched points

@@ -113,9 +113,10 @@ class _Candidate:
     """A set of parts moved together about ``pivot`` along ``axes`` (in the rest frame of the
     ``anchor`` bone, which carries them to the state)."""
 
-    def __init__(self, parts, anchor, pivot, axes, name, slides=3):
+    def __init__(self, parts, anchor, pivot, axes, name, slides=3, ends=()):
         self.parts, self.anchor, self.pivot, self.axes, self.name = parts, anchor, pivot, axes, name
         self.slides = slides  # the first axes, along which it also slides
+        self.ends = ends  # [(offset from the pivot (3,), axes)]: other pivots to turn about
 
 
 def _principal_axes(points: np.ndarray) -> np.ndarray:
@@ -123,6 +124,21 @@ def _principal_axes(points: np.ndarray) -> np.ndarray:
     if len(d) < 3:
         return np.eye(3)
     return np.linalg.svd(d, full_matrices=False)[2]
+
+
+def _ends(points: np.ndarray, pivot: np.ndarray) -> list:
+    """Pivots at the middles of the faces of the points' principal box, as offsets from
+    ``pivot``, each with the box's axes: a part that no joint places (it rests on another, or
+    only comes near it) may turn about any of its edges, as a lid about its hinge."""
+    axes = _principal_axes(points)
+    centre = points.mean(0)
+    local = (points - centre) @ axes.T  # (n, 3)
+    out = []
+    for k in range(3):
+        for end in (local[:, k].min(), local[:, k].max()):
+            if abs(end) > 1e-9:
+                out.append((centre + end * axes[k] - pivot, list(axes)))
+    return out
 
 
 def _candidates(fit, order) -> list[_Candidate]:
@@ -151,34 +167,47 @@ def _candidates(fit, order) -> list[_Candidate]:
                 continue
             axes = list(frame) + list(_principal_axes(x[own]))
             anchor = int(np.flatnonzero(space.bone_parts == part)[0])
-            out.append(_Candidate([part], anchor, x[own].mean(0), axes, f"part {part}"))
+            pivot = x[own].mean(0)
+            ends = _ends(x[own], pivot)
+            out.append(_Candidate([part], anchor, pivot, axes, f"part {part}", 3, ends))
             continue
         axes = list(frame) + list(_principal_axes(x[own]))
         slides = 3
         if joint is not None and joint.axis is not None:
             axes.insert(0, np.asarray(joint.axis, dtype=np.float64))
             slides = 4
-        pivot = joint.points.mean(0) if joint is not None else x[own].mean(0)
+        placed = joint is not None and joint.kind != "near"
+        pivot = joint.points.mean(0) if placed else x[own].mean(0)
+        ends = () if placed else _ends(x[own], pivot)
         anchor = int(np.flatnonzero(space.bone_parts == parent)[0])
-        out.append(_Candidate([part], anchor, pivot, axes, f"part {part}", slides))
+        out.append(_Candidate([part], anchor, pivot, axes, f"part {part}", slides, ends))
         below = subtree(part)
         if len(below) > 1:
-            out.append(_Candidate(below, anchor, pivot, axes, f"parts from {part}", slides))
+            out.append(
+                _Candidate(below, anchor, pivot, axes, f"parts from {part}", slides, ends)
+            )
     return out
 
 
-def _moves(axes: list[np.ndarray], slides: int) -> tuple[np.ndarray, np.ndarray]:
-    """(turns (H, 3, 3), shifts (H, 3)) of the moves: turns about every one of ``axes`` (unit
-    vectors), slides along the first ``slides`` of them; the identity first."""
+def _moves(cand: _Candidate) -> tuple[np.ndarray, np.ndarray]:
+    """(turns (H, 3, 3), shifts (H, 3)) of a candidate's moves about its pivot: turns about
+    each of its axes, slides along the first ``slides`` of them, and turns about its other
+    pivots (a turn T about pivot + d is T about the pivot, shifted by (I - T) d); the
+    identity first."""
     turns = [np.eye(3)]
     shifts = [np.zeros(3)]
-    for i, axis in enumerate(axes):
+    for i, axis in enumerate(cand.axes):
         axis = axis / max(np.linalg.norm(axis), 1e-12)
         turns.extend(Rotation.from_rotvec(TURNS[:, None] * axis).as_matrix())
         shifts.extend(np.zeros((len(TURNS), 3)))
-        if i < slides:
+        if i < cand.slides:
             turns.extend(np.repeat(np.eye(3)[None], len(SLIDES), 0))
             shifts.extend(SLIDES[:, None] * axis)
+    for offset, axes in cand.ends:
+        for axis in axes:
+            turn = Rotation.from_rotvec(TURNS[:, None] * axis).as_matrix()  # (n, 3, 3)
+            turns.extend(turn)
+            shifts.extend(offset - turn @ offset)
     return np.asarray(turns), np.asarray(shifts)
 
 
@@ -207,7 +236,7 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
     if whole:
         candidates = candidates[:1]
     p_count = len(x)
-    moves = {c.name: _moves(c.axes, c.slides) for c in candidates}
+    moves = {c.name: _moves(c) for c in candidates}
     max_moves = 2 * len(candidates) if max_moves is None else max_moves
 
     def chamfer(x):

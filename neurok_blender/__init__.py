@@ -2,8 +2,9 @@
 """NeuROK add-on: everything that imports bpy. Never imports torch (Blender's Python has none).
 
 Layout: ``properties/`` (PropertyGroups), ``operators/``, ``ui/`` (panels), ``gizmos.py``,
-``gather.py`` (scene -> request), ``bake.py`` (frames -> shape keys / point cache) and
-``engine/`` (the worker's client: child processes and jobs, no bpy). ``request.py`` and
+``gather.py`` (scene -> request), ``bake.py`` (frames -> shape keys / point cache),
+``fit_gather.py`` and ``fit_bake.py`` (Fit to Target's request and keys) and ``engine/`` (the
+worker's client: child processes and jobs, no bpy). ``request.py`` and
 ``engine/`` import without Blender, so they can be tested in plain Python.
 """
 

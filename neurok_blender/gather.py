@@ -133,6 +133,18 @@ def mesh_arrays(obj) -> tuple[np.ndarray, np.ndarray]:
     return co.reshape(-1, 3).astype(np.float64), tris.reshape(-1, 3)
 
 
+def check_finite(obj, points: np.ndarray, before: str) -> None:
+    """Refuse vertices (N, 3) of ``obj`` at NaN or infinite positions (``before``: what the
+    user is about to do, e.g. "simulating")."""
+    bad = int((~np.isfinite(points).all(axis=1)).sum())
+    if bad:
+        raise GatherError(
+            f"'{obj.name}' has {bad} of {len(points)} vertices at NaN or infinite positions (or"
+            " a transform that is not finite); fix them (e.g. Mesh > Clean Up, or re-import the"
+            f" mesh) before {before}"
+        )
+
+
 def collider_objects(obj, scene) -> list:
     """The static obstacles of ``obj``'s simulation (its Collision settings): the other meshes
     with Blender's Collision physics, or the meshes of a collection (never ``obj`` itself)."""
@@ -311,13 +323,7 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
     if len(faces) == 0:
         raise GatherError(f"'{obj.name}' has no faces; NeuROK needs a surface")
     world = transform(matrix, local)  # (N, 3)
-    bad = int((~np.isfinite(world).all(axis=1)).sum())
-    if bad:
-        raise GatherError(
-            f"'{obj.name}' has {bad} of {len(world)} vertices at NaN or infinite positions (or"
-            " a transform that is not finite); fix them (e.g. Mesh > Clean Up, or re-import the"
-            " mesh) before simulating"
-        )
+    check_finite(obj, world, "simulating")
     physics = obj.neurok.physics
     reader = _ConditionReader(obj, world, matrix, first, last)
     forces, drags, velocities = [], [], []

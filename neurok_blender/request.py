@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The simulation request the add-on sends to the engine worker.
+"""The requests the add-on sends to the engine worker: a simulation, or a fit to a target.
 
 Its conditions are the engine's own ``SimulationConditions`` (plain Python, imported through
 ``core``; the add-on runs in Blender's Python, which has numpy but no torch). Everything is in
@@ -12,6 +12,14 @@ Files written for the worker (design section 4)::
     <folder>/request.json  protocol 1 (see neurok_core/worker.py)
     <folder>/frames.npy    written by the worker: float32 (T, N, 3), world space
     <folder>/rig.npz       written by the worker when a rig is asked for (neurok_core.rig)
+
+A fit (``FitRequest``, the worker's ``"task": "ik"``) works in the object's own (local) frame::
+
+    <folder>/mesh.npz      the object's vertices (N, 3) and faces, local coordinates
+    <folder>/target.npz    the target's surface (M, 3), (G, 3) in the same frame, any topology
+    <folder>/request.json  protocol 1, task "ik", space "rig"
+    <folder>/fit.npy       written by the worker: float32 (1, N, 3), the fitted vertices
+    <folder>/rig.npz       written by the worker when asked: the pose as a one-frame rig
 """
 
 from __future__ import annotations
@@ -53,11 +61,7 @@ class SimulationRequest:
         """Write ``mesh.npz`` and ``request.json`` into ``folder``; returns the request path."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        np.savez(
-            folder / "mesh.npz",
-            vertices=np.ascontiguousarray(self.vertices, dtype=np.float32),
-            faces=np.ascontiguousarray(self.faces, dtype=np.int32),
-        )
+        write_mesh(folder / "mesh.npz", self.vertices, self.faces)
         payload = {
             "protocol": PROTOCOL,
             "mesh": "mesh.npz",
@@ -76,6 +80,54 @@ class SimulationRequest:
         path = folder / "request.json"
         path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
         return path
+
+
+@dataclass(frozen=True, eq=False)
+class FitRequest:
+    """One fit of an object to a target shape (inverse kinematics in the rig space).
+
+    vertices: (N, 3) float32 metres, the object's local coordinates; faces: (F, 3) int32.
+    target_vertices: (M, 3), target_faces: (G, 3): the target's surface in the same frame, of
+    any topology (the engine uses the same topology's vertices as correspondences).
+    want_rig: also return the pose as a one-frame rig (Key As Rig Pose).
+    """
+
+    vertices: np.ndarray = field(repr=False)
+    faces: np.ndarray = field(repr=False)
+    target_vertices: np.ndarray = field(repr=False)
+    target_faces: np.ndarray = field(repr=False)
+    device: str = "auto"
+    cache_dir: str | None = None
+    want_rig: bool = False
+
+    def write(self, folder: str | Path) -> Path:
+        """Write ``mesh.npz``, ``target.npz`` and ``request.json``; returns the request path."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_mesh(folder / "mesh.npz", self.vertices, self.faces)
+        write_mesh(folder / "target.npz", self.target_vertices, self.target_faces)
+        payload = {
+            "protocol": PROTOCOL,
+            "task": "ik",
+            "mesh": "mesh.npz",
+            "target": "target.npz",
+            "space": "rig",
+            "device": self.device,
+            "cache_dir": self.cache_dir,
+            "output": {"frames": "fit.npy", "rig": "rig.npz" if self.want_rig else None},
+        }
+        path = folder / "request.json"
+        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        return path
+
+
+def write_mesh(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:
+    """A mesh file as the worker reads it: vertices float32 (N, 3), faces int32 (F, 3)."""
+    np.savez(
+        path,
+        vertices=np.ascontiguousarray(vertices, dtype=np.float32),
+        faces=np.ascontiguousarray(faces, dtype=np.int32),
+    )
 
 
 def load_frames(path: str | Path, count: int, num_vertices: int) -> np.ndarray:
@@ -101,3 +153,17 @@ def simulate_report(name: str, frames: int, seconds: float, baked: str, info) ->
     if doubt:
         return "WARNING", f"{text}. {doubt}"
     return "INFO", text
+
+
+def fit_report(name: str, target: str, seconds: float, info, keyed: str) -> str:
+    """The INFO line of a finished fit: the engine's figures (``done`` info: the chamfer of
+    its surface samples in the normalised frame, squared, which includes the sampling's own
+    spacing; the bones) and what was keyed."""
+    info = info if isinstance(info, dict) else {}
+    figures = [f"{seconds:.1f} s"]
+    chamfer = info.get("chamfer")
+    if isinstance(chamfer, int | float) and chamfer >= 0:
+        figures.append(f"chamfer {chamfer:.2g} (normalised)")
+    if isinstance(info.get("bones"), int):
+        figures.append(f"{info['bones']} bones")
+    return f"Fitted '{name}' to '{target}' ({'; '.join(figures)}); keyed {keyed}"

@@ -21,7 +21,8 @@ Rb^T R_L Rb and the location Rb^T (R_L h + t_L - h).
 Everything added is recorded in ``obj.neurok.results`` (the armature, the modifier, the vertex
 groups); Clear removes exactly that. Names never take over the user's: when a vertex group of
 the mesh, or a bone of an armature already deforming it, is named like ours, the bones get the
-next free prefix ("NeuROK_2.000", ...).
+next free prefix ("NeuROK_2.000", ...). Fit to Target (``fit_bake``) makes its rig with the
+same ``add_rig`` and keys single poses into it through ``pose_channels``.
 """
 
 from __future__ import annotations
@@ -84,20 +85,29 @@ def check_rig_transform(obj, matrix_world: np.ndarray) -> None:
 def bake_rig(obj, rig: BoneRig, frame_start: int, matrix_world: np.ndarray) -> int:
     """Add the armature, its action, the vertex groups and the modifier; returns the bones."""
     check_rig_transform(obj, matrix_world)
+    arm, names = add_rig(obj, rig, matrix_world, matrix_world)
+    quats, locations = pose_channels(arm, names, rig, matrix_world)  # (T, B, 4), (T, B, 3)
+    _keyframes(arm, names, quats, locations, frame_start)
+    results = obj.neurok.results
+    results.frame_start = frame_start
+    results.frame_count = len(quats)
+    return rig.num_bones
+
+
+def add_rig(obj, rig: BoneRig, engine_from_rig: np.ndarray, placement: np.ndarray):
+    """The armature object at ``placement`` (4, 4) with one bone per engine bone, the vertex
+    groups and the Armature modifier, all recorded in ``obj.neurok.results`` (mode "RIG");
+    (armature, bone names). ``engine_from_rig`` (4, 4), a rotation, uniform scale and
+    translation: from the armature's space to the frame of the engine's rig (for Simulate the
+    object's world transform at simulation time, which is also the placement)."""
     results = obj.neurok.results
     nb = rig.num_bones
     prefix = _free_prefix(obj, nb)
     names = [f"{prefix}.{b:03d}" for b in range(nb)]
-    w = np.asarray(matrix_world, dtype=np.float64)
-    scale = float(np.linalg.norm(w[:3, 0]))
-    rw = w[:3, :3] / scale  # (3, 3) rotation
-    heads = (rig.heads - w[:3, 3]) @ rw / scale  # (B, 3) in the mesh's space
-    arm = _armature(obj, names, heads, w)
+    rw, tw, scale = _similarity(engine_from_rig)
+    heads = (rig.heads - tw) @ rw / scale  # (B, 3) in the armature's (the mesh's) space
+    arm = _armature(obj, names, heads, np.asarray(placement, dtype=np.float64))
     results.rig_object = arm
-    rest = [np.array(arm.data.bones[n].matrix_local, dtype=np.float64) for n in names]
-    rest = np.stack(rest)  # (B, 4, 4)
-    quats, locations = _pose_channels(rig, rw, w[:3, 3], scale, rest)  # (T, B, 4), (T, B, 3)
-    _keyframes(arm, names, quats, locations, frame_start)
     used = _vertex_groups(obj, names, rig.vertex_bones, rig.vertex_weights)
     for name in used:
         results.rig_groups.add().name = name
@@ -110,9 +120,16 @@ def bake_rig(obj, rig: BoneRig, frame_start: int, matrix_world: np.ndarray) -> i
     obj.modifiers.move(len(obj.modifiers) - 1, 0)  # the rest mesh moves first, then the stack
     results.mode = "RIG"
     results.modifier_name = modifier.name
-    results.frame_start = frame_start
-    results.frame_count = len(quats)
-    return nb
+    return arm, names
+
+
+def pose_channels(arm, names: list[str], rig: BoneRig, engine_from_rig: np.ndarray):
+    """The pose bones' rotation_quaternion (T, B, 4) and location (T, B, 3) that play the
+    rig's motion on the armature ``arm`` (bones ``names``, in the rig's order);
+    ``engine_from_rig`` as in :func:`add_rig`."""
+    rw, tw, scale = _similarity(engine_from_rig)
+    rest = [np.array(arm.data.bones[n].matrix_local, dtype=np.float64) for n in names]
+    return _pose_channels(rig, rw, tw, scale, np.stack(rest))  # rest: (B, 4, 4)
 
 
 def clear_rig(obj) -> int:
@@ -207,6 +224,13 @@ def _armature(obj, names: list[str], heads: np.ndarray, matrix_world: np.ndarray
     for pose_bone in arm.pose.bones:
         pose_bone.rotation_mode = "QUATERNION"
     return arm
+
+
+def _similarity(matrix: np.ndarray):
+    """(rotation (3, 3), translation (3,), scale) of a (4, 4) rotation-scale-translation."""
+    w = np.asarray(matrix, dtype=np.float64)
+    scale = float(np.linalg.norm(w[:3, 0]))
+    return w[:3, :3] / scale, w[:3, 3], scale
 
 
 def _pose_channels(rig, rw, tw, scale, rest):

@@ -273,8 +273,9 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     assert section["summary"]["rig"]["all"]["seconds"] == pytest.approx(seconds)
     # The bones' rigid motions hold the bent slab's shape: closer than leaving it unchanged.
     for record in section["targets"]:
-        assert record["methods"]["rig_no_prior"]["chamfer_l1"] < (
-            record["methods"]["unchanged"]["chamfer_l1"]
+        assert (
+            record["methods"]["rig_no_prior"]["chamfer_l1"]
+            < (record["methods"]["unchanged"]["chamfer_l1"])
         )
     motion = {m["category"]: m for m in section["motion"]}
     assert set(motion) == {"articulated", "cloth"}

@@ -224,6 +224,7 @@ class SimulationJob(Job):
     """``python -m neurok_core.worker --request REQUEST.json``; result = the ``done`` message."""
 
     title = "Simulating"
+    stages, stage_end = STAGES, STAGE_END  # where each of the engine's stages starts and ends
 
     def __init__(self, folder: str | Path, frame_count: int):
         super().__init__(folder)
@@ -233,8 +234,8 @@ class SimulationJob(Job):
         self.error_kind: str | None = None
 
     def _stage_fraction(self, stage: str, within: float) -> float:
-        begin = STAGES.get(stage, self.fraction)
-        end = STAGE_END.get(stage, 1.0)
+        begin = self.stages.get(stage, self.fraction)
+        end = self.stage_end.get(stage, 1.0)
         return begin + (end - begin) * min(max(within, 0.0), 1.0)
 
     def handle(self, message: dict) -> None:
@@ -270,3 +271,32 @@ class SimulationJob(Job):
         if self.result is None and self.error is None and code == 0:
             self.error = "the engine finished without a result"
         super().finish(code)
+
+
+# The stages of an inverse-kinematics request: the model's (load to subspace) only with the
+# learned prior or space; a rig-space fit goes straight to "fit".
+FIT_STAGES = {
+    "load": 0.0,
+    "encode": 0.02,
+    "rest": 0.04,
+    "subspace": 0.06,
+    "fit": 0.08,
+    "write": 0.95,
+}
+FIT_STAGE_END = {"load": 0.02, "encode": 0.04, "rest": 0.06, "subspace": 0.08, "fit": 0.95}
+
+
+class FitJob(SimulationJob):
+    """An inverse-kinematics request (``"task": "ik"``); result = the ``done`` message, whose
+    ``info`` holds the fit's figures (chamfer, bones, seconds)."""
+
+    title = "Fitting"
+    stages, stage_end = FIT_STAGES, FIT_STAGE_END
+
+    def __init__(self, folder: str | Path):
+        super().__init__(folder, 1)
+
+    def handle(self, message: dict) -> None:
+        if message.get("type") == "frame":
+            return  # the fitted shape is written: not a frame of a motion
+        super().handle(message)

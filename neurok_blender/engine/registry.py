@@ -14,7 +14,8 @@ from .command import EngineCommand
 from .job import Job
 from .server import EngineServer
 
-SIMULATE, PROBE, INSTALL = "simulate", "probe", "install"
+SIMULATE, FIT, PROBE, INSTALL = "simulate", "fit", "probe", "install"
+ENGINE_JOBS = (SIMULATE, FIT)  # the kinds that run on the warm engine, one at a time
 
 _jobs: dict[str, Job] = {}
 _server: EngineServer | None = None  # the warm engine (``server``), at most one
@@ -27,6 +28,11 @@ def start(kind: str, job: Job) -> None:
 def get(kind: str) -> Job | None:
     job = _jobs.get(kind)
     return job if job is not None and not job.finished else None
+
+
+def engine_job() -> Job | None:
+    """The running job of the warm engine (a simulation or a fit), if any."""
+    return next((job for job in map(get, ENGINE_JOBS) if job is not None), None)
 
 
 def end(kind: str, job: Job) -> None:

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Operators: conditions, simulate/cancel/clear, engine check, start and dependency install."""
+"""Operators: conditions, simulate/cancel/clear, fit to target, engine check, start and
+dependency install."""
 
 from .conditions import (
     NEUROK_OT_add_drag,
@@ -13,6 +14,7 @@ from .engine import (
     NEUROK_OT_install_dependencies,
     NEUROK_OT_start_engine,
 )
+from .fit import NEUROK_OT_fit_to_target
 from .simulate import NEUROK_OT_cancel, NEUROK_OT_clear_results, NEUROK_OT_simulate
 
 CLASSES = (
@@ -24,6 +26,7 @@ CLASSES = (
     NEUROK_OT_simulate,
     NEUROK_OT_cancel,
     NEUROK_OT_clear_results,
+    NEUROK_OT_fit_to_target,
     NEUROK_OT_check_engine,
     NEUROK_OT_start_engine,
     NEUROK_OT_install_dependencies,

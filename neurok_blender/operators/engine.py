@@ -50,9 +50,9 @@ class NEUROK_OT_check_engine(JobOperator, bpy.types.Operator):
 
 def warm_up(context=None) -> str | None:
     """Start the warm engine (``engine.server``) for the current preferences unless one is
-    running or a simulation is; returns why it could not, or None. The engine imports torch in
-    the background; nothing waits for it."""
-    if registry.warm_server() is not None or registry.get(registry.SIMULATE) is not None:
+    running or a simulation or a fit is; returns why it could not, or None. The engine imports
+    torch in the background; nothing waits for it."""
+    if registry.warm_server() is not None or registry.engine_job() is not None:
         return None
     try:
         command = engine_command(engine_settings(context).python, deps_root())
@@ -71,7 +71,7 @@ def warm_up_once() -> None:
     once per interpreter setting per session, so an engine that cannot start is reported by
     Simulate and Check Engine rather than retried at every redraw. Cheap when nothing is due."""
     global _timer
-    if registry.warm_server() is not None or registry.get(registry.SIMULATE) is not None:
+    if registry.warm_server() is not None or registry.engine_job() is not None:
         return
     key = engine_settings().python
     if key in _warmed:

@@ -14,6 +14,7 @@ import bpy
 
 from ..engine import registry
 from ..engine.job import Job
+from ..paths import engine_dir
 
 TIMER_SECONDS = 0.1
 
@@ -40,6 +41,12 @@ class JobFlow:
     def _begin(self, context) -> Job | None:
         if registry.get(self.job_kind) is not None:
             self.report({"ERROR"}, f"{self.bl_label}: already running; wait or cancel it")
+            return None
+        other = registry.engine_job() if self.job_kind in registry.ENGINE_JOBS else None
+        if other is not None:  # the warm engine answers one request at a time
+            self.report(
+                {"ERROR"}, f"{self.bl_label}: the engine is busy ({other.title}); wait or cancel it"
+            )
             return None
         job = self.start_job(context)
         if job is None:
@@ -71,6 +78,37 @@ class JobFlow:
         finally:
             job.cleanup()
             _redraw(context)
+
+
+class EngineJobFlow(JobFlow):
+    """A flow whose job is one request of the warm engine (Simulate, Fit to Target)."""
+
+    def run_on_engine(self, job, command, request_path) -> Job:
+        """Send the request to the warm engine (``engine.server``), started now if none can
+        take it; a failed start ends ``job`` with its reason. Returns ``job``."""
+        try:
+            server = registry.engine_server(command, engine_dir())
+        except OSError as exc:
+            job.start_failed(f"cannot start {command.python!r}: {exc.strerror or exc}")
+            return job
+        job.attach(server, request_path)
+        return job
+
+    def live_mesh(self, name: str, uid: int, nothing: str):
+        """The mesh object a finished job was started for, or None once reported why not (it
+        is gone, or in Edit Mode); ``nothing``: what was then not done ("nothing baked")."""
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.session_uid != uid or obj.type != "MESH":
+            self.report({"ERROR"}, f"{self.bl_label}: '{name}' is gone; {nothing}")
+            return None
+        if obj.mode == "EDIT":
+            self.report({"ERROR"}, f"{self.bl_label}: '{obj.name}' is in Edit Mode; {nothing}")
+            return None
+        return obj
+
+    def job_failed(self, context, job):
+        if job.error and getattr(job, "error_kind", None) == "MissingDependency":
+            registry.set_engine_status("error", job.error)
 
 
 class JobOperator(JobFlow):

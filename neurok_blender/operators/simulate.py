@@ -15,17 +15,17 @@ from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command
 from ..engine.job import SimulationJob
 from ..gather import Gathered, GatherError, gather
-from ..paths import deps_root, engine_dir, new_job_dir
+from ..paths import deps_root, new_job_dir
 from ..preferences import engine_settings
 from ..request import load_frames, simulate_report
 from ..rig_bake import load_rig
 from ..scene_query import simulated_object
-from .job_runner import JobFlow, JobOperator
+from .job_runner import EngineJobFlow, JobOperator
 
 RIG_TOLERANCE = 0.005  # of the object's size: a rig playing back farther than this is reported
 
 
-class SimulateFlow(JobFlow):
+class SimulateFlow(EngineJobFlow):
     """Gather, run the engine, bake and report: the Simulate operator's steps, shared with the
     scripting API (``api.simulate``). ``figures`` holds a finished run's numbers."""
 
@@ -58,22 +58,12 @@ class SimulateFlow(JobFlow):
         job = SimulationJob(folder, gathered.frame_count)
         self._gathered = gathered
         self._bake_mode = mode
-        try:  # the warm engine (engine.server), started now if none can take the request
-            server = registry.engine_server(command, engine_dir())
-        except OSError as exc:
-            job.start_failed(f"cannot start {command.python!r}: {exc.strerror or exc}")
-            return job
-        job.attach(server, request_path)
-        return job
+        return self.run_on_engine(job, command, request_path)
 
     def job_done(self, context, job):
         gathered: Gathered = self._gathered
-        obj = bpy.data.objects.get(gathered.object_name)
-        if obj is None or obj.session_uid != gathered.object_uid or obj.type != "MESH":
-            self.report({"ERROR"}, f"Simulate: '{gathered.object_name}' is gone; nothing baked")
-            return {"CANCELLED"}
-        if obj.mode == "EDIT":
-            self.report({"ERROR"}, f"Simulate: '{obj.name}' is in Edit Mode; nothing baked")
+        obj = self.live_mesh(gathered.object_name, gathered.object_uid, "nothing baked")
+        if obj is None:
             return {"CANCELLED"}
         try:
             frames = rig = None
@@ -127,9 +117,16 @@ class SimulateFlow(JobFlow):
         self.report({kind}, message)
         return {"FINISHED"}
 
-    def job_failed(self, context, job):
-        if job.error and getattr(job, "error_kind", None) == "MissingDependency":
-            registry.set_engine_status("error", job.error)
+
+def engine_free(operator) -> bool:
+    """An operator's poll: False, with the reason, while the engine runs a simulation or a fit."""
+    if registry.get(registry.SIMULATE) is not None:
+        operator.poll_message_set("a simulation is running")
+        return False
+    if registry.get(registry.FIT) is not None:
+        operator.poll_message_set("a fit is running")
+        return False
+    return True
 
 
 class NEUROK_OT_simulate(SimulateFlow, JobOperator, bpy.types.Operator):
@@ -141,10 +138,7 @@ class NEUROK_OT_simulate(SimulateFlow, JobOperator, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        if registry.get(registry.SIMULATE) is not None:
-            cls.poll_message_set("a simulation is running")
-            return False
-        return True
+        return engine_free(cls)
 
 
 class NEUROK_OT_cancel(bpy.types.Operator):
@@ -158,6 +152,7 @@ class NEUROK_OT_cancel(bpy.types.Operator):
         items=(
             ("ALL", "All", ""),
             (registry.SIMULATE, "Simulation", ""),
+            (registry.FIT, "Fit", ""),
             (registry.PROBE, "Engine Check", ""),
             (registry.INSTALL, "Install", ""),
         ),

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The per-object root (``Object.neurok``): physics and output of a simulated mesh, the record
-of what a bake added (so re-simulating and Clear touch nothing else), and, on an Empty, the
-settings of the condition it stands for."""
+of what a bake added (so re-simulating and Clear touch nothing else), the target of Fit to
+Target and how its result is keyed, and, on an Empty, the settings of the condition it stands
+for."""
 
 import bpy
 from bpy.props import (
@@ -218,8 +219,43 @@ class NeuROKResults(bpy.types.PropertyGroup):
     dynamics: StringProperty(default="", description="The dynamics of the last simulation")
 
 
+def _other_mesh(settings, obj) -> bool:
+    """Fit to Target's choices: a mesh object other than the one fitted."""
+    return obj.type == "MESH" and obj != settings.id_data
+
+
 class NeuROKObjectSettings(bpy.types.PropertyGroup):
     condition: PointerProperty(type=NeuROKConditionSettings)
     physics: PointerProperty(type=NeuROKPhysicsSettings)
     output: PointerProperty(type=NeuROKOutputSettings)
     results: PointerProperty(type=NeuROKResults)
+    fit_target: PointerProperty(
+        type=bpy.types.Object,
+        name="Target",
+        description="The mesh whose shape Fit to Target poses this object into (its shape as"
+        " shown, modifiers applied; any topology)",
+        poll=_other_mesh,
+    )
+    fit_key_as: EnumProperty(
+        name="Key As",
+        description="How the fitted shape is keyed at the current frame",
+        items=(
+            (
+                "RIG",
+                "Rig Pose",
+                "The pose of the object's NeuROK rig (its parts' rigid motions), keyed at the"
+                " current frame: editable and light for any mesh size",
+                "ARMATURE_DATA",
+                0,
+            ),
+            (
+                "SHAPE_KEY",
+                "Shape Key",
+                "A shape key 'NeuROK Fit' holding the fitted shape, its value keyed to 1 at the"
+                " current frame",
+                "SHAPEKEY_DATA",
+                1,
+            ),
+        ),
+        default="RIG",
+    )

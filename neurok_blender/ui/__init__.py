@@ -4,6 +4,7 @@
 from .panels import (
     NEUROK_PT_collision,
     NEUROK_PT_conditions,
+    NEUROK_PT_fit,
     NEUROK_PT_main,
     NEUROK_PT_output,
     NEUROK_PT_physics,
@@ -16,4 +17,5 @@ CLASSES = (
     NEUROK_PT_physics,
     NEUROK_PT_collision,
     NEUROK_PT_output,
+    NEUROK_PT_fit,
 )

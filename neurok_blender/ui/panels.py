@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The "NeuROK" sidebar tab: engine status, conditions, physics, output and Simulate."""
+"""The "NeuROK" sidebar tab: engine status, conditions, physics, output and Simulate, and Fit
+to Target."""
 
 from __future__ import annotations
 
@@ -209,7 +210,8 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         results = owner.neurok.results
         row = layout.row(align=True)
         what = {"SHAPE_KEYS": "shape keys", "RIG": "a rig"}.get(results.mode, "point cache")
-        row.label(text=f"Baked {results.frame_count} frames as {what}", icon="CHECKMARK")
+        frames = f"{results.frame_count} frame{'' if results.frame_count == 1 else 's'}"
+        row.label(text=f"Baked {frames} as {what}", icon="CHECKMARK")
         row.operator("neurok.clear_results", text="Clear", icon="TRASH")
         doubt = short_warning(
             results.dynamics == "rig",
@@ -220,3 +222,16 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
         )
         if doubt:
             layout.label(text=doubt, icon="ERROR")
+
+
+class NEUROK_PT_fit(_ObjectPanel, bpy.types.Panel):
+    bl_label = "Fit to Target"
+
+    def draw(self, context):
+        layout = self.layout
+        layout.use_property_split = True
+        settings = _target(context).neurok
+        layout.prop(settings, "fit_target")
+        layout.prop(settings, "fit_key_as", expand=True)
+        if not draw_job(layout, registry.FIT):
+            layout.operator("neurok.fit_to_target", icon="MOD_SHRINKWRAP")

@@ -4,7 +4,8 @@
 
 1. The rest mesh M0 goes to the normalised frame of design section 6 (box side 1) and gets
    its rig space there (:func:`~neurok_core.rigspace.space.build_rig_space`; a one-part solid
-   gets bones through it, as an elastic object, so that it can bend).
+   gets bones through it, as an elastic object, so that it can bend; the parts that bend get
+   ``bone_density`` times the dynamics' bones, halved while there are more than ``max_bones``).
 2. **Starts** (``restarts`` of them, in this order while there are slots): the rest; the rest
    after the part search (:mod:`.ik_search`); with the learned model, the posterior of a
    target that shares M0's topology and the prior's draws nearest the target (both fitted by
@@ -27,6 +28,7 @@ from scipy.spatial.transform import Rotation
 from ..errors import MeshError
 from ..geometry import Normalization, as_points, locate, sample_surface, validate_mesh
 from ..rig import BoneRig, quat_from_matrix
+from .bones import geometric_bones
 from .ik import RigFit, RigIKSettings, Start, Target, pose_of, solve_start
 from .ik_prior import ShapePrior, bone_fit, posterior_shape, prior_draws
 from .ik_search import search_parts
@@ -36,6 +38,7 @@ RELEASE = 0.02  # object sizes: joints whose glue points a search move pulled th
 FIRST_STEPS = 15
 KEEP = 2
 PRIOR_STARTS = 2
+MIN_DENSITY = 0.25
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,14 @@ class RigProblem:
             raise MeshError("a rig-space fit needs a mesh with faces")
         self.normalization = Normalization.from_vertices(self.vertices)
         rest = self.normalization.apply(self.vertices)
-        self.space = build_rig_space(
-            rest, self.faces, mass=1.0, elastic=True, bone_density=self.settings.bone_density
-        )
+        density = self.settings.bone_density  # halved while the bones are too many
+        while density > MIN_DENSITY:
+            layout = geometric_bones(rest, self.faces, elastic=True, density=density)
+            if len(layout.heads) <= self.settings.max_bones:
+                break
+            density /= 2.0
+        self.density = density
+        self.space = build_rig_space(rest, self.faces, mass=1.0, elastic=True, bone_density=density)
         rng = np.random.default_rng(self.settings.seed)
         drawn = sample_surface(rest, self.faces, self.settings.points, rng)
         self.kspace = kspace

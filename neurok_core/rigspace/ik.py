@@ -46,10 +46,12 @@ class RigIKSettings:
     """steps: Levenberg-Marquardt iterations per start (each finds the nearest points once);
     restarts: starts; points: samples of M0 in the chamfer; seed; glue_weight,
     stretch_weight, prior_weight: weights of the energies (normalised frame); stretch_edges:
-    edges sampled for E_stretch; bone_density: bones along each side of a part that bends, as
-    a multiple of the dynamics' (``geometric_bones``: a fit follows folds the dynamics need not
-    resolve); tolerance: a start stops once ``patience`` accepted steps in a
-    row lower E by less than this share."""
+    edges sampled for E_stretch;
+    bone_density: bones along each side of a part that bends, as a multiple of the dynamics'
+    (``geometric_bones``: a fit follows folds the dynamics need not resolve); max_bones: the
+    density is halved (down to a quarter) while there are more bones than this (a robot whose
+    open link meshes each count as a sheet); tolerance: a start stops once ``patience``
+    accepted steps in a row lower E by less than this share."""
 
     steps: int = 150
     restarts: int = 8
@@ -60,6 +62,7 @@ class RigIKSettings:
     prior_weight: float = 0.0
     stretch_edges: int = 1000
     bone_density: float = 2.0
+    max_bones: int = 96
     tolerance: float = 1e-5
     patience: int = 3
 

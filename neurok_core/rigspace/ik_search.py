@@ -183,9 +183,7 @@ def _candidates(fit, order) -> list[_Candidate]:
         out.append(_Candidate([part], anchor, pivot, axes, f"part {part}", slides, ends))
         below = subtree(part)
         if len(below) > 1:
-            out.append(
-                _Candidate(below, anchor, pivot, axes, f"parts from {part}", slides, ends)
-            )
+            out.append(_Candidate(below, anchor, pivot, axes, f"parts from {part}", slides, ends))
     return out
 
 

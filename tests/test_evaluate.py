@@ -271,6 +271,13 @@ def test_end_to_end_on_tiny_data(checkpoint, data, tmp_path, capsys):
     assert summary["chamfer_l1"] == pytest.approx(mean)
     seconds = np.mean([r["methods"]["rig"]["seconds"] for r in section["targets"]])
     assert section["summary"]["rig"]["all"]["seconds"] == pytest.approx(seconds)
+    # The sampling floor (each target against itself) is below every method's score.
+    from training.eval.floor import floors
+
+    lines = floors(report)
+    assert len(lines) == 3 and lines[-1].startswith("data0 all (4): floor")
+    floor = float(lines[-1].split("floor ")[1].split()[0])
+    assert 0 < floor < section["summary"]["rig_no_prior"]["all"]["chamfer_l1"] + 1e-4
     # The bones' rigid motions hold the bent slab's shape: closer than leaving it unchanged.
     for record in section["targets"]:
         assert (

@@ -37,7 +37,6 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 
-from ..geometry import unique_edges
 from .space import RigSpace
 
 
@@ -140,13 +139,6 @@ class SkinnedPoints:
 # The problem of one rest mesh
 
 
-def _part_rows(space: RigSpace, part: int, points: np.ndarray) -> np.ndarray:
-    """Rows (G, 4B) of points moved with ``part`` (its nearest vertex's weights)."""
-    own = np.flatnonzero(space.layout.parts == part)
-    _, near = cKDTree(space.vertices[own]).query(points)
-    return space.point_rows(points, own[near])
-
-
 @dataclass
 class Target:
     """The target in the normalised frame of M0: points (Q, 3) on its surface and their k-d
@@ -189,8 +181,8 @@ class RigFit:
         for i, joint in enumerate(self.space.joints):
             if joint.part_b < 0:
                 continue  # nothing is pinned in a fit: no joint to the world
-            ra = _part_rows(self.space, joint.part_a, joint.points)
-            rb = _part_rows(self.space, joint.part_b, joint.points)
+            ra = self.space.part_rows(joint.part_a, joint.points)
+            rb = self.space.part_rows(joint.part_b, joint.points)
             rows.append(ra - rb)
             scale.append(np.full(len(ra), 1.0 / len(ra)))
             owner.append(np.full(len(ra), i))
@@ -199,22 +191,10 @@ class RigFit:
         return SkinnedPoints(np.concatenate(rows)), np.concatenate(scale), np.concatenate(owner)
 
     def _edges(self, rng):
-        space = self.space
-        parts = space.layout.parts
-        bendy = [p for p, info in enumerate(space.layout.part_info) if info.kind != "rigid"]
-        if not bendy or not len(space.faces):
-            return None, np.zeros(0)
-        edges = unique_edges(space.faces)
-        edges = edges[np.isin(parts[edges[:, 0]], bendy)]
-        if len(edges) > self.settings.stretch_edges:
-            pick = rng.choice(len(edges), self.settings.stretch_edges, replace=False)
-            edges = edges[np.sort(pick)]
-        x = space.vertices
-        lengths = np.linalg.norm(x[edges[:, 1]] - x[edges[:, 0]], axis=1)
-        keep = lengths > 1e-9
-        edges, lengths = edges[keep], lengths[keep]
+        edges, lengths = self.space.bending_edges(self.settings.stretch_edges, rng)
         if not len(edges):
             return None, np.zeros(0)
+        space = self.space
         rows = space.vertex_rows(edges[:, 1]) - space.vertex_rows(edges[:, 0])
         return SkinnedPoints(rows), lengths
 

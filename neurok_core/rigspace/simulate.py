@@ -19,7 +19,7 @@ from ..dynamics.limits import check_mesh_start
 from ..dynamics.obstacles import MeshDistance, Obstacles
 from ..dynamics.settings import DEFAULT_SETTINGS
 from ..errors import ConditionError
-from ..geometry import farthest_point_subsample, unique_edges
+from ..geometry import farthest_point_subsample
 from ..results import SimulationResult
 from ..rig import BoneRig, quat_from_matrix
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
@@ -81,22 +81,15 @@ def _projectors(space: RigSpace) -> np.ndarray | None:
     return np.einsum("bia,ba,bja->bij", space.axes, space.seen.astype(float), space.axes)
 
 
-def _part_rows(space: RigSpace, part: int, points: np.ndarray) -> np.ndarray:
-    """Rows (G, 4B) of points moved with part ``part`` (its nearest vertex's weights)."""
-    own = np.flatnonzero(space.layout.parts == part)
-    _, near = cKDTree(space.vertices[own]).query(points)
-    return space.point_rows(points, own[near])
-
-
 def _glue(space: RigSpace, omega: float) -> Quadratic | None:
     """Zero-length springs at the joints' points; each joint's stiffness moves its lighter
     moving part at ``omega`` against it."""
     rows, ks, targets = [], [], []
     for joint in space.joints:
-        a = _part_rows(space, joint.part_a, joint.points)
+        a = space.part_rows(joint.part_a, joint.points)
         mass = space.part_mass[joint.part_a]
         if joint.part_b >= 0:
-            a = a - _part_rows(space, joint.part_b, joint.points)
+            a = a - space.part_rows(joint.part_b, joint.points)
             mass = min(mass, space.part_mass[joint.part_b])
             target = np.zeros((len(joint.points), 3))
         else:
@@ -144,9 +137,9 @@ def _bending(space: RigSpace, omega: float) -> list:
         parts = [joint.part_a] + ([joint.part_b] if joint.part_b >= 0 else [])
         light = min(parts, key=lambda p: space.part_mass[p])
         own = np.flatnonzero(space.layout.parts == light)
-        ra = _part_rows(space, joint.part_a, x[own])
+        ra = space.part_rows(joint.part_a, x[own])
         if joint.part_b >= 0:
-            rb = _part_rows(space, joint.part_b, x[own])
+            rb = space.part_rows(joint.part_b, x[own])
             sparse_rows.append(sparse.csr_matrix(ra - rb))
             ks.append(m[own])
         else:  # a joint to the world pulls the part's own vertices back to rest
@@ -189,19 +182,10 @@ def _stretch(space: RigSpace, settings: RigSettings, omega: float, zeta: float) 
     all), each part's stiffness making its uniform stretch a mode at ``omega``, damped at the
     ratio ``zeta``."""
     parts = space.layout.parts
-    bendy = [p for p, info in enumerate(space.layout.part_info) if info.kind != "rigid"]
-    if not bendy or not len(space.faces):
-        return None
-    edges = unique_edges(space.faces)
-    edges = edges[np.isin(parts[edges[:, 0]], bendy)]
+    edges, lengths = space.bending_edges(settings.stretch_edges, np.random.default_rng(0))
     if not len(edges):
         return None
-    rng = np.random.default_rng(0)
-    if len(edges) > settings.stretch_edges:
-        edges = edges[np.sort(rng.choice(len(edges), settings.stretch_edges, replace=False))]
-    lengths = np.linalg.norm(space.vertices[edges[:, 1]] - space.vertices[edges[:, 0]], axis=1)
-    keep = lengths > 1e-9 * space.object_size
-    edges, lengths = edges[keep], lengths[keep]
+    bendy = np.unique(parts[edges[:, 0]])
     rows = space.vertex_rows(edges[:, 1]) - space.vertex_rows(edges[:, 0])
     k = np.zeros(len(edges))
     for p in bendy:

@@ -19,7 +19,7 @@ import numpy as np
 from scipy import sparse
 from scipy.spatial import cKDTree
 
-from ..geometry import vertex_areas
+from ..geometry import unique_edges, vertex_areas
 from .bones import MAX_INFLUENCES, BoneLayout, geometric_bones
 from .joints import Joint, find_joints
 
@@ -122,6 +122,27 @@ class RigSpace:
         return homogeneous_rows(
             points, self.vertex_bones[vertices], self.vertex_weights[vertices], self.heads
         )
+
+    def part_rows(self, part: int, points: np.ndarray) -> np.ndarray:
+        """Rows (G, 4B) of points moved with ``part`` (its nearest vertex's weights)."""
+        own = np.flatnonzero(self.layout.parts == part)
+        _, near = cKDTree(self.vertices[own]).query(points)
+        return self.point_rows(points, own[near])
+
+    def bending_edges(self, count: int, rng: np.random.Generator) -> tuple:
+        """(edges (E, 2), rest lengths (E,)): a seeded sample of at most ``count`` of the
+        edges of the parts that bend (not rigid), zero-length ones left out."""
+        parts = self.layout.parts
+        bendy = [p for p, info in enumerate(self.layout.part_info) if info.kind != "rigid"]
+        if not bendy or not len(self.faces):
+            return np.zeros((0, 2), dtype=np.int64), np.zeros(0)
+        edges = unique_edges(self.faces)
+        edges = edges[np.isin(parts[edges[:, 0]], bendy)]
+        if len(edges) > count:
+            edges = edges[np.sort(rng.choice(len(edges), count, replace=False))]
+        lengths = np.linalg.norm(self.vertices[edges[:, 1]] - self.vertices[edges[:, 0]], axis=1)
+        keep = lengths > 1e-9 * self.object_size
+        return edges[keep], lengths[keep]
 
     def coordinates(self) -> np.ndarray | None:
         """(12B, K) an orthonormal basis of the coordinates that move (in Q's flat order): every

@@ -152,17 +152,26 @@ def simulate_timed(obj, free, frames: int) -> dict:
     }
 
 
+def install_extension(zip_path: str):
+    """Install and enable the extension zip in this Blender; its preferences, the engine's
+    Python set to this interpreter."""
+    import bpy
+
+    result = bpy.ops.extensions.package_install_files(
+        filepath=zip_path, repo="user_default", enable_on_install=True
+    )
+    if result != {"FINISHED"} or PACKAGE not in bpy.context.preferences.addons:
+        raise RuntimeError(f"Blender did not install {zip_path}")
+    prefs = bpy.context.preferences.addons[PACKAGE].preferences
+    prefs.python_path = sys.executable
+    return prefs
+
+
 def run_one(args) -> dict:
     """One size in this process (a fresh Blender): cloth, then NeuROK."""
     import bpy
 
-    result = bpy.ops.extensions.package_install_files(
-        filepath=args.zip, repo="user_default", enable_on_install=True
-    )
-    if result != {"FINISHED"} or PACKAGE not in bpy.context.preferences.addons:
-        raise RuntimeError(f"Blender did not install {args.zip}")
-    prefs = bpy.context.preferences.addons[PACKAGE].preferences
-    prefs.python_path = sys.executable
+    prefs = install_extension(args.zip)
     prefs.checkpoint = args.checkpoint or ""
     prefs.device = "CPU"
     prefs.max_vertices = max(prefs.max_vertices, args.one)

@@ -36,7 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-PACKAGE = "bl_ext.user_default.neurok"
+from .bench_blender import PACKAGE, install_extension
+
 BASE = (0.32, 0.22, 0.015)  # the base's size (m); the lid is as wide and deep, 7 mm thick
 LID = 0.007
 GAP = 0.0005
@@ -164,13 +165,7 @@ def run_one(args) -> dict:
     """Every run in this process (a fresh Blender)."""
     import bpy
 
-    result = bpy.ops.extensions.package_install_files(
-        filepath=args.zip, repo="user_default", enable_on_install=True
-    )
-    if result != {"FINISHED"} or PACKAGE not in bpy.context.preferences.addons:
-        raise RuntimeError(f"Blender did not install {args.zip}")
-    prefs = bpy.context.preferences.addons[PACKAGE].preferences
-    prefs.python_path = sys.executable
+    prefs = install_extension(args.zip)
     prefs.device = "CPU"
     for obj in list(bpy.data.objects):
         bpy.data.objects.remove(obj, do_unlink=True)

@@ -39,15 +39,16 @@ def test_argument_errors_are_one_line(argv, says, capsys):
     assert captured.out == ""
 
 
-def test_the_readme_names_every_simulate_option():
+@pytest.mark.parametrize("command, least", [("simulate", 20), ("ik", 10)])
+def test_the_readme_names_every_option(command, least):
     sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
     options = {
         option
-        for action in sub.choices["simulate"]._actions
+        for action in sub.choices[command]._actions
         for option in action.option_strings
         if option.startswith("--") and option != "--help"
     }
-    assert len(options) > 20
+    assert len(options) > least
     text = README.read_text()
     missing = sorted(option for option in options if f"`{option}" not in text)
     assert not missing, f"README.md does not name {missing}"

@@ -289,11 +289,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
 
         validate_mesh(vertices, faces)
 
-    def on_status(stage: str, message: str) -> None:
-        emit({"type": "status", "stage": stage, "message": message})
-
-    def on_progress(stage: str, fraction: float) -> None:
-        emit({"type": "progress", "stage": stage, "fraction": round(float(fraction), 4)})
+    on_status, on_progress = _status, _progress
 
     if not rig_space:
         space = _space(engine, request, vertices, faces, warm, on_status, on_progress)

@@ -26,7 +26,7 @@ from fuzz_meshes import FuzzCase, fuzz_case
 from neurok_core.pc2 import read_pc2
 
 SEEDS = range(32)  # per dynamics: about a minute each on 2 busy cores
-TIME_LIMIT = 20.0  # --time-limit of every run, seconds (the README's bound)
+TIME_LIMIT = 20.0  # --time-limit of every run, seconds (docs/testing.md)
 STARTUP = 40.0  # more for the process: Python, torch and the model's load on a busy machine
 WORKERS = 2
 

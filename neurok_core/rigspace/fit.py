@@ -100,12 +100,13 @@ class RigProblem:
         rng = np.random.default_rng(self.settings.seed)
         drawn = sample_surface(rest, self.faces, self.settings.points, rng)
         self.kspace = kspace
-        self.draws = None
+        self.draw_poses = []  # the prior draws fitted by the bones: [(rot, centre)]
         prior = None
         if kspace is not None:
-            self.draws = prior_draws(kspace, seed=self.settings.seed)  # (D, N, 3)
+            draws = prior_draws(kspace, seed=self.settings.seed)  # (D, N, 3)
+            self.draw_poses = [bone_fit(self.space, d) for d in draws]
             if self.settings.prior_weight > 0:
-                prior = ShapePrior(np.stack([locate(d, self.faces, drawn) for d in self.draws]))
+                prior = ShapePrior(np.stack([locate(d, self.faces, drawn) for d in draws]))
         self.fit = RigFit(self.space, self.settings, drawn, prior)
         self.seconds = time.perf_counter() - started
 
@@ -120,8 +121,8 @@ class RigProblem:
         if self.kspace is not None and target_vertices is not None:
             shape = posterior_shape(self.kspace, target_vertices, seed=s.seed)
             out.append(("posterior", *bone_fit(space, shape)))
-        if self.draws is not None:
-            fits = [bone_fit(space, d) for d in self.draws]
+        if self.draw_poses:
+            fits = self.draw_poses
             scores = [self.fit.data(self.fit.samples.positions(*f), target)[0] for f in fits]
             for k in np.argsort(scores)[:PRIOR_STARTS]:
                 out.append((f"prior {int(k)}", *fits[k]))

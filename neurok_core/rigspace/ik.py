@@ -313,15 +313,17 @@ def solve_start(fit: RigFit, start: Start, target: Target, steps: int) -> Start:
     x = fit.samples.positions(rot, centre)
     data, pairs = fit.data(x, target)
     energy = data + fit.regularisers(rot, centre, x, start.glue)
+    h = None  # the normal equations at the state (kept while steps from it are refused)
     for _ in range(steps):
         if start.done:
             break
         start.steps += 1
-        jac, res = fit.linearise(rot, centre, x, target, pairs, start.glue)
-        h = (jac.T @ jac).toarray()
-        g = jac.T @ res
-        diag = np.diag(h).copy()
-        floor = 1e-9 * max(float(diag.max()), 1e-30)
+        if h is None:
+            jac, res = fit.linearise(rot, centre, x, target, pairs, start.glue)
+            h = (jac.T @ jac).toarray()
+            g = jac.T @ res
+            diag = np.diag(h).copy()
+            floor = 1e-9 * max(float(diag.max()), 1e-30)
         try:  # (Cholesky: the damped normal matrix is positive definite)
             step = -cho_solve(cho_factor(h + np.diag(start.mu * diag + floor)), g)
         except np.linalg.LinAlgError:
@@ -334,6 +336,7 @@ def solve_start(fit: RigFit, start: Start, target: Target, steps: int) -> Start:
         if energy_n < energy:
             gain = (energy - energy_n) / max(energy, 1e-300)
             rot, centre, x, data, pairs, energy = rot_n, centre_n, x_n, data_n, pairs_n, energy_n
+            h = None
             start.mu = max(start.mu / 3.0, 1e-7)
             start.calm = start.calm + 1 if gain < s.tolerance else 0
             start.done = start.calm >= s.patience

@@ -141,6 +141,13 @@ def _ends(points: np.ndarray, pivot: np.ndarray) -> list:
     return out
 
 
+def _whole(space: RigSpace) -> _Candidate:
+    """The whole object, turned about its centre (frame and principal axes) or slid."""
+    x = space.vertices
+    every = list(range(len(space.layout.part_info)))
+    return _Candidate(every, 0, x.mean(0), list(np.eye(3)) + list(_principal_axes(x)), "all")
+
+
 def _candidates(fit, order) -> list[_Candidate]:
     space = fit.space
     children: dict[int, list] = {}
@@ -157,9 +164,7 @@ def _candidates(fit, order) -> list[_Candidate]:
 
     frame = np.eye(3)
     x = space.vertices
-    out = []
-    every = list(range(len(space.layout.part_info)))
-    out.append(_Candidate(every, 0, x.mean(0), list(frame) + list(_principal_axes(x)), "all"))
+    out = [_whole(space)]
     for part, parent, joint in order:
         own = space.layout.parts == part
         if parent < 0:  # the root alone, about its centre (unless it is all there is)
@@ -224,29 +229,28 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
     subset = target[rng.choice(len(target), min(TARGET_SUBSET, len(target)), replace=False)]
     x = points.positions(rot, centre)
     spacing = float(np.median(tree.query(target, 2)[0][:, 1]))
-    num_parts = len(space.layout.part_info)
-    on = tree.query(fit.samples.positions(rot, centre))[0] < spacing
-    # the root: the part lying best on the target (its samples there, times their share)
-    count = np.bincount(fit.sample_parts, minlength=num_parts).astype(np.float64)
-    lying = np.bincount(fit.sample_parts[on], minlength=num_parts)
-    weight = lying**2 / np.maximum(count, 1.0) + 1e-3 * count
-    candidates = _candidates(fit, joint_tree(space, weight))
     if whole:
-        candidates = candidates[:1]
+        candidates = [_whole(space)]
+    else:  # the root: the part lying best on the target (its samples there, times their share)
+        num_parts = len(space.layout.part_info)
+        on = tree.query(fit.samples.positions(rot, centre))[0] < spacing
+        count = np.bincount(fit.sample_parts, minlength=num_parts).astype(np.float64)
+        lying = np.bincount(fit.sample_parts[on], minlength=num_parts)
+        weight = lying**2 / np.maximum(count, 1.0) + 1e-3 * count
+        candidates = _candidates(fit, joint_tree(space, weight))
     p_count = len(x)
     moves = {c.name: _moves(c) for c in candidates}
     max_moves = 2 * len(candidates) if max_moves is None else max_moves
 
-    def chamfer(x):
-        return 0.5 * (
-            float(np.mean(tree.query(x)[0] ** 2)) + float(np.mean(cKDTree(x).query(subset)[0] ** 2))
-        )
+    def chamfer(x, d1):  # d1: the samples' distances to the target
+        return 0.5 * (float(np.mean(d1**2)) + float(np.mean(cKDTree(x).query(subset)[0] ** 2)))
 
-    def best_move(cand: _Candidate, x: np.ndarray):
+    def best_move(cand: _Candidate, x: np.ndarray, d1: np.ndarray):
+        """(gain, move index, turn, shift, pivot) of the candidate's best move from the
+        samples x, d1 their distances to the target; None for a set not searched."""
         mine = np.isin(sample_parts, cand.parts)
         if mine.sum() < max(MIN_SHARE * p_count, 1) or mine.all() and cand.name != "all":
             return None
-        d1 = tree.query(x)[0]
         if (d1[mine] < spacing).mean() >= SETTLED:
             return None
         still = ~mine
@@ -278,17 +282,18 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
         return cds[0] - cds[k], k, turns[k], shifts[k], pivot
 
     applied = []
-    current = chamfer(x)
+    d1 = tree.query(x)[0]
+    current = chamfer(x, d1)
     version = 0
     queue = []
     for i, cand in enumerate(candidates):
-        found = best_move(cand, x)
+        found = best_move(cand, x, d1)
         if found is not None and found[1] > 0:
             heapq.heappush(queue, (-found[0], i, version, found))
     while queue and len(applied) < max_moves:
         gain, i, seen, found = heapq.heappop(queue)
         if seen != version:
-            found = best_move(candidates[i], x)
+            found = best_move(candidates[i], x, d1)
             if found is not None and found[1] > 0:
                 heapq.heappush(queue, (-found[0], i, version, found))
             continue
@@ -299,10 +304,11 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
         rot[bones] = turn @ rot[bones]
         centre[bones] = (centre[bones] - pivot) @ turn.T + pivot + shift
         x = points.positions(rot, centre)
-        before, current = current, chamfer(x)
+        d1 = tree.query(x)[0]
+        before, current = current, chamfer(x, d1)
         applied.append((candidates[i].name, before, current))
         version += 1
-        found = best_move(candidates[i], x)
+        found = best_move(candidates[i], x, d1)
         if found is not None and found[1] > 0:
             heapq.heappush(queue, (-found[0], i, version, found))
     return rot, centre, applied

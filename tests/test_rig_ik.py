@@ -12,6 +12,7 @@ import pytest
 import torch
 import trimesh
 from conftest import ROOT
+from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 
 from neurok_core.cli import main
@@ -76,41 +77,64 @@ def test_the_skinning_jacobian_matches_finite_differences():
         np.testing.assert_allclose((up - down).reshape(-1) / (2 * e), jac[:, k], atol=1e-6)
 
 
-def test_the_folded_chamfer_is_the_chamfer_and_its_gradient():
+@pytest.mark.parametrize("plane", [0.0, 0.8, 1.0])
+def test_the_data_term_is_the_mixed_chamfer_and_its_gradient(plane):
     v, f, top = hinged_lid()
     space = build_rig_space(v / 0.4, f, mass=1.0)
     rng = np.random.default_rng(1)
     from neurok_core.geometry import sample_surface
     from neurok_core.rigspace.ik import RigFit
 
-    fit = RigFit(space, RigIKSettings(stretch_weight=0, glue_weight=0), sample_surface(
-        space.vertices, f, 64, rng))  # fmt: skip
+    settings = RigIKSettings(stretch_weight=0, glue_weight=0, plane=plane)
+    fit = RigFit(space, settings, sample_surface(space.vertices, f, 64, rng))
     target = Target.of(opened(v, top, 40)[::3] / 0.4 + rng.normal(0, 0.01, (len(v[::3]), 3)))
     nb = space.num_bones
     rot = Rotation.from_rotvec(rng.normal(0, 0.1, (nb, 3))).as_matrix()
     centre = space.heads + rng.normal(0, 0.02, (nb, 3))
     x = fit.samples.positions(rot, centre)
     data, pairs = fit.data(x, target)
-    reference = chamfer_loss(torch.as_tensor(x)[None], torch.as_tensor(target.points)[None])
-    assert data == pytest.approx(float(reference[0]), rel=1e-12)
+    # the reference: the chamfer of the IK module, and the pairs by brute force
+    point = float(chamfer_loss(torch.as_tensor(x)[None], torch.as_tensor(target.points)[None])[0])
+    d = ((x[:, None] - target.points[None]) ** 2).sum(-1)  # (P, Q)
+    near_t, near_x = d.argmin(1), d.argmin(0)
+    n = target.normals
+    along = np.concatenate(
+        [((x - target.points[near_t]) * n[near_t]).sum(1), ((x[near_x] - target.points) * n).sum(1)]
+    )
+    a = (along[: len(x)] ** 2).mean() + (along[len(x) :] ** 2).mean()
+    assert data == pytest.approx((1 - plane) * point + plane * 0.5 * a, rel=1e-10)
     jac, res = fit.linearise(rot, centre, x, target, pairs, fit.glue_scale)
-    # E = |r|^2 + const while the pairs are held: the gradient 2 J^T r against finite
-    # differences of the chamfer with the pairs held
+    # E = |r|^2 + const while the pairs (and the normals) are held: the gradient 2 J^T r
+    # against finite differences of the data term with the pairs held
     grad = 2 * jac.T @ res
+
+    def held(y):
+        pt = ((y - target.points[near_t]) ** 2).sum(1).mean()
+        pt += ((y[near_x] - target.points) ** 2).sum(1).mean()
+        pl = (((y - target.points[near_t]) * n[near_t]).sum(1) ** 2).mean()
+        pl += (((y[near_x] - target.points) * n).sum(1) ** 2).mean()
+        return 0.5 * ((1 - plane) * pt + plane * pl)
+
     e = 1e-6
     for k in range(0, 6 * nb, 5):
         step = np.zeros(6 * nb)
         step[k] = e
         up = fit.samples.positions(*retract(rot, centre, step))
         down = fit.samples.positions(*retract(rot, centre, -step))
-
-        def held(y):
-            near_t, near_x = pairs
-            a = ((y - target.points[near_t]) ** 2).sum(1).mean()
-            b = ((y[near_x] - target.points) ** 2).sum(1).mean()
-            return 0.5 * (a + b)
-
         assert grad[k] == pytest.approx((held(up) - held(down)) / (2 * e), rel=1e-5, abs=1e-9)
+
+
+def test_point_normals_are_the_surfaces_normals():
+    from neurok_core.rigspace.ik import point_normals
+
+    rng = np.random.default_rng(0)
+    flat = np.c_[rng.uniform(-1, 1, (500, 2)), rng.normal(0, 1e-4, 500)]  # a sheet z = 0
+    sphere = rng.normal(size=(2000, 3))
+    sphere /= np.linalg.norm(sphere, axis=1, keepdims=True)
+    for points, expected in [(flat, np.tile([0.0, 0.0, 1.0], (500, 1))), (sphere, sphere)]:
+        normals = point_normals(points, cKDTree(points))
+        np.testing.assert_allclose(np.linalg.norm(normals, axis=1), 1.0, atol=1e-9)
+        assert np.abs((normals * expected).sum(1)).min() > 0.95  # unsigned: |cos| near 1
 
 
 @pytest.mark.parametrize("degrees", [35, 100])
@@ -161,7 +185,8 @@ def test_a_sheet_bends_onto_a_folded_target_without_stretching():
     fit = fit_rig(flat, faces, points)
 
     gap = surface_gap(fit.vertices, faces, folded)
-    assert gap < 2.0 * surface_gap(folded, faces, folded)
+    # within a few times the sampling's own floor (the blended bones round the fold's corner)
+    assert gap < 2.5 * surface_gap(folded, faces, folded)
     assert gap < 0.05 * surface_gap(flat, faces, folded)
     edges = trimesh.Trimesh(flat, faces, process=False).edges_unique
     l0 = np.linalg.norm(flat[edges[:, 0]] - flat[edges[:, 1]], axis=1)

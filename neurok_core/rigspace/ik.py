@@ -5,13 +5,18 @@ sampled on a target surface (no correspondences), find the bones' rigid motions
 Q = {(R_b, c_b)} (``Q[b, :3, :] = R_b^T``, ``Q[b, 3, :] = c_b``, as everywhere in the rig space)
 minimising, in the normalised frame of M0 (design section 6: M0's box has side 1),
 
-    E(Q) = CD(x(Q), T) + glue_weight E_glue(Q) + stretch_weight E_stretch(Q)
+    E(Q) = D(x(Q), T) + glue_weight E_glue(Q) + stretch_weight E_stretch(Q)
            + prior_weight E_prior(Q)
 
 - x_p(Q) = sum_b w_pb (R_b (X_p - h_b) + c_b): ``points`` area-uniform samples of M0 moved by
   linear blend skinning (the rows of their triangles' corners blended barycentrically, so they
-  stay on the fitted mesh); CD the symmetric squared chamfer of :func:`neurok_core.ik.
-  chamfer_loss`, 1/2 (mean_p min_t |x_p - t|^2 + mean_t min_p |x_p - t|^2);
+  stay on the fitted mesh); D = (1 - plane) CD + plane CD_n: CD the symmetric squared
+  chamfer of :func:`neurok_core.ik.chamfer_loss`, 1/2 (mean_p min_t |x_p - t|^2 + mean_t
+  min_p |x_p - t|^2), CD_n the same over the same pairs with each pair's distance taken along
+  the target point's normal n_t (estimated from the target points: :func:`point_normals`).
+  Point to plane, a surface fits a sampled surface without the samples' spacing as a floor
+  (Chen and Medioni 1992), so two parallel panels a little apart are told apart; the point
+  to point share keeps what slides within a plane anchored;
 - E_glue = sum_joints mean_g |x_a(g) - x_b(g)|^2: the joints' glue points moved with each of
   their two parts (zero while a hinge turns about its axis);
 - E_stretch = mean_e (|x_i - x_j| / l_e - 1)^2 over a sample of the edges of the parts that bend
@@ -22,9 +27,10 @@ minimising, in the normalised frame of M0 (design section 6: M0's box has side 1
 A rigid part has one bone, so it stays rigid by construction. The solver is Levenberg-Marquardt
 on the linearised residuals with the nearest-point pairs found again at every iteration
 (iterative closest points, Besl and McKay 1992, here for a skinned, jointed body); each iteration
-is one of the budget's ``steps``. The pairs of both chamfer directions of a sample are folded
-into one residual per sample, so a step costs one k-d tree query each way, a sparse Jacobian
-product and a dense solve of size 6B. The rotation update is R_b <- exp([dw_b]x) R_b.
+is one of the budget's ``steps``. The point-to-point pairs of both chamfer directions of a
+sample are folded into one residual per sample, the point-to-plane pairs are one row each, so
+a step costs one k-d tree query each way, a sparse Jacobian product and a dense solve of
+size 6B. The rotation update is R_b <- exp([dw_b]x) R_b.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from scipy.spatial.transform import Rotation
 
 from .space import RigSpace
 
+NORMAL_NEIGHBOURS = 12
+
 
 @dataclass(frozen=True)
 class RigIKSettings:
@@ -50,7 +58,8 @@ class RigIKSettings:
     (``geometric_bones``: a fit follows folds the dynamics need not resolve); max_bones: the
     density is halved (down to a quarter) while there are more bones than this (a robot whose
     open link meshes each count as a sheet); tolerance: a start stops once ``patience``
-    accepted steps in a row lower E by less than this share."""
+    accepted steps in a row lower E by less than this share; plane: the share of the pairs'
+    point-to-plane distance in the data term (the rest point-to-point)."""
 
     steps: int = 150
     restarts: int = 8
@@ -64,6 +73,7 @@ class RigIKSettings:
     max_bones: int = 96
     tolerance: float = 1e-5
     patience: int = 3
+    plane: float = 0.8
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,18 +151,34 @@ class SkinnedPoints:
 
 @dataclass
 class Target:
-    """The target in the normalised frame of M0: points (Q, 3) on its surface and their k-d
-    tree; ``matched`` (P, 3): where the fit's samples belong on it, when the target shares
-    M0's topology (then the data term is sum_p |x_p - matched_p|^2 / P, no nearest points)."""
+    """The target in the normalised frame of M0: points (Q, 3) on its surface, their k-d tree
+    and their normals (Q, 3) (:func:`point_normals`); ``matched`` (P, 3): where the fit's
+    samples belong on it, when the target shares M0's topology (then the data term is
+    sum_p |x_p - matched_p|^2 / P, no nearest points)."""
 
     points: np.ndarray
     tree: cKDTree
+    normals: np.ndarray
     matched: np.ndarray | None = None
 
     @classmethod
     def of(cls, points: np.ndarray, matched: np.ndarray | None = None) -> Target:
         points = np.asarray(points, dtype=np.float64)
-        return cls(points, cKDTree(points), matched)
+        tree = cKDTree(points)
+        return cls(points, tree, point_normals(points, tree), matched)
+
+
+def point_normals(points: np.ndarray, tree: cKDTree, k: int = NORMAL_NEIGHBOURS) -> np.ndarray:
+    """(Q, 3) unit normals of points (Q, 3) on a surface, unsigned: the direction of least
+    spread of each point's ``k`` nearest points (principal component analysis; Hoppe et al.
+    1992). Both sides of a thin sheet give the sheet's normal."""
+    k = min(k, len(points))
+    if k < 3:
+        return np.tile([0.0, 0.0, 1.0], (len(points), 1))
+    near = points[tree.query(points, k)[1]]  # (Q, k, 3)
+    d = near - near.mean(1, keepdims=True)
+    cov = np.einsum("qki,qkj->qij", d, d)  # (Q, 3, 3)
+    return np.linalg.eigh(cov)[1][:, :, 0]
 
 
 class RigFit:
@@ -210,14 +236,22 @@ class RigFit:
 
     # -- energies --------------------------------------------------------------------------
     def data(self, x: np.ndarray, target: Target):
-        """(data term, pairs): the chamfer of samples x (P, 3) against the target and its pairs
-        (each sample's nearest target point (P,), each target point's nearest sample (Q,)), or
-        the mean squared distance to the matched points (pairs None)."""
+        """(data term, pairs) of samples x (P, 3): against points, the chamfer's pairs (each
+        sample's nearest target point (P,), each target point's nearest sample (Q,)) and the
+        mix ``plane`` x the point-to-plane chamfer (each pair's distance along the target
+        point's normal) + (1 - ``plane``) x the point-to-point chamfer; against matched
+        points, the mean squared distance to them (pairs None)."""
         if target.matched is not None:
             return float(np.mean(((x - target.matched) ** 2).sum(1))), None
+        a = self.settings.plane
         d1, near_t = target.tree.query(x)
         d2, near_x = cKDTree(x).query(target.points)
-        return 0.5 * (float(np.mean(d1**2)) + float(np.mean(d2**2))), (near_t, near_x)
+        n = target.normals
+        along1 = ((x - target.points[near_t]) * n[near_t]).sum(1)  # (P,)
+        along2 = ((x[near_x] - target.points) * n).sum(1)  # (Q,)
+        point = float(np.mean(d1**2)) + float(np.mean(d2**2))
+        plane = float(np.mean(along1**2)) + float(np.mean(along2**2))
+        return 0.5 * ((1.0 - a) * point + a * plane), (near_t, near_x)
 
     def stretch(self, rot, centre) -> float:
         """E_stretch (unweighted)."""
@@ -236,26 +270,53 @@ class RigFit:
             e += s.prior_weight * float((self.prior.residuals(x) ** 2).sum())
         return e
 
+    def _chamfer_rows(self, x, target: Target, pairs, j_x) -> tuple[list, list]:
+        """The data term's rows ([J blocks], [r blocks]) at samples x (P, 3) with their pairs.
+        Point to point, both chamfer directions are folded per sample,
+        a_p |x_p - b_p / a_p|^2 + const; point to plane, one row per pair, its distance
+        along the target point's normal (the normal held while the pairs are)."""
+        near_t, near_x = pairs
+        p, q = len(x), len(target.points)
+        a = self.settings.plane
+        blocks, res = [], []
+        if a < 1.0:
+            count = np.bincount(near_x, minlength=p).astype(np.float64)
+            summed = np.zeros((p, 3))
+            np.add.at(summed, near_x, target.points)
+            w = (1.0 - a) * (0.5 / p + 0.5 * count / q)  # (P,)
+            b = (1.0 - a) * ((0.5 / p) * target.points[near_t] + (0.5 / q) * summed)  # (P, 3)
+            root = np.sqrt(w)
+            blocks.append(sparse.diags(np.repeat(root, 3)) @ j_x)
+            res.append((root[:, None] * x - b / root[:, None]).reshape(-1))
+        if a > 0.0:
+            n = target.normals
+            sample = np.concatenate([np.arange(p), near_x])  # (P + Q,) the pairs' samples
+            normal = np.concatenate([n[near_t], n])  # (P + Q, 3)
+            other = np.concatenate([target.points[near_t], target.points])  # (P + Q, 3)
+            w = np.concatenate([np.full(p, np.sqrt(0.5 * a / p)), np.full(q, np.sqrt(0.5 * a / q))])
+            rows = len(sample)
+            pick = sparse.csr_matrix(
+                (
+                    (w[:, None] * normal).reshape(-1),
+                    (3 * sample[:, None] + np.arange(3)).reshape(-1),
+                    np.arange(0, 3 * rows + 1, 3),
+                ),
+                shape=(rows, 3 * p),
+            )
+            blocks.append(pick @ j_x)
+            res.append(w * ((x[sample] - other) * normal).sum(1))
+        return blocks, res
+
     def linearise(self, rot, centre, x, target: Target, pairs, glue) -> tuple:
         """(J (R, 6B) sparse, r (R,)): E = |r|^2 + c to first order at the state, c constant
         while the pairs are held (the folded chamfer drops the targets' own squares)."""
         s = self.settings
-        p = len(x)
-        if pairs is None:  # matched points
-            root = np.full(p, np.sqrt(1.0 / p))
-            r_data = (root[:, None] * (x - target.matched)).reshape(-1)
-        else:  # both chamfer directions folded per sample: a_p |x_p - b_p / a_p|^2 + const
-            near_t, near_x = pairs
-            q = len(target.points)
-            count = np.bincount(near_x, minlength=p).astype(np.float64)
-            summed = np.zeros((p, 3))
-            np.add.at(summed, near_x, target.points)
-            a = 0.5 / p + 0.5 * count / q  # (P,)
-            b = (0.5 / p) * target.points[near_t] + (0.5 / q) * summed  # (P, 3)
-            root = np.sqrt(a)
-            r_data = (root[:, None] * x - b / root[:, None]).reshape(-1)
         j_x = self.samples.jacobian(self.samples.arms(rot))  # (3P, 6B)
-        blocks, res = [sparse.diags(np.repeat(root, 3)) @ j_x], [r_data]
+        if pairs is None:  # matched points
+            root = np.sqrt(1.0 / len(x))
+            blocks, res = [root * j_x], [(root * (x - target.matched)).reshape(-1)]
+        else:
+            blocks, res = self._chamfer_rows(x, target, pairs, j_x)
         if self.glue is not None and s.glue_weight > 0:
             arms = self.glue.arms(rot)
             gap = self.glue.positions(rot, centre, arms)

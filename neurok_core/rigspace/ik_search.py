@@ -12,6 +12,13 @@ frame's three axes and the part's principal axes, by multiples of 30 degrees) or
 (along those axes, up to 0.6 object sizes); the whole object also turns and slides about its
 centre.
 
+**Following parts.** A move found for one set is snapped onto the target (``SNAP_STEPS``
+iterations of rigid ICP of its samples: the moves come in steps, the target's motion lies
+between them), and the parts jointed to the set follow it while that costs less than a move
+must earn (``GAIN``; :func:`search_parts`' ``grow``): a drawer's panels follow its front, a
+window sash's rails its glass, where the joints detected on M0 also tie the drawer to its
+carcass, so the tree's subtrees do not say which parts form the drawer.
+
 **Best first.** Every candidate set gets the move of lowest chamfer (its samples moved, the
 others kept), and the move of largest gain over all candidates is applied; the gains are
 kept in a queue and re-evaluated only when they reach its top after a move was applied
@@ -20,9 +27,12 @@ after ``max_moves``. Sets that already lie on the target (``SETTLED`` of their s
 the target's point spacing) are not moved, and sets of under ``MIN_SHARE`` of the samples are
 left to the local solver.
 
-Costs: the search's chamfer is that of ``SAMPLE_SUBSET`` of the samples against
-``TARGET_SUBSET`` of the target points (a seeded subset of each), its target-to-samples half
-by brute force over all of a candidate's moves at once.
+Costs: the search's chamfer is that of the samples (up to ``SAMPLE_SUBSET``) against
+``TARGET_SUBSET`` of the target points (a seeded subset): two window sashes a few
+hundredths of the size apart need that resolution. A candidate's moves are scored all at
+once, ``MOVED_SUBSET`` of its samples moved, its target-to-samples half by brute force over
+the target points that the kept samples do not cover; the following parts are scored from
+each part's own distances (:class:`_PartTable`).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 
+from ..metrics import best_rotations
 from .ik import SkinnedPoints
 from .joints import Joint
 from .space import RigSpace
@@ -40,14 +51,17 @@ from .space import RigSpace
 GAIN = 0.03  # a move is applied when it lowers the chamfer by this share at least
 SETTLED = 0.8  # share of a set's samples within the target's spacing: it is not moved
 MIN_SHARE = 0.01  # sets with fewer samples are left to the local solver
-TARGET_SUBSET = 256
+TARGET_SUBSET = 1024
 TURNS = np.radians(np.concatenate([np.arange(30, 181, 30), -np.arange(30, 151, 30)]))
 SLIDES = np.concatenate(
     [[0.05, 0.1, 0.2, 0.3, 0.45, 0.6], -np.array([0.05, 0.1, 0.2, 0.3, 0.45, 0.6])]
 )
-SAMPLE_SUBSET = 192
+SAMPLE_SUBSET = 512
 MOVED_SUBSET = 96  # of them, moved samples of a candidate at most
 CHUNK = 1_000_000  # distances per brute-force block
+COVER = 2.0  # target points this many spacings from a kept sample count as covered
+MAX_FOLLOW = 0.5  # share of the samples a move's following parts bring it to at most
+SNAP_STEPS = 4  # rigid ICP iterations that snap a chosen move onto the target
 
 
 def joint_tree(space: RigSpace, weight: np.ndarray):
@@ -214,6 +228,52 @@ def _moves(cand: _Candidate) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(turns), np.asarray(shifts)
 
 
+class _State:
+    """The search's samples at a state: positions x (P, 3), distances d1 (P,) to the target;
+    per part, its samples' indices ``own``, the sum of their squared distances (parts,) and
+    each target point's distance to its nearest sample of the part ``near`` (parts, Q)."""
+
+    def __init__(self, x, d1, sample_parts, num_parts: int, subset: np.ndarray):
+        self.x, self.d1, self.subset = x, d1, subset
+        self.own = {int(p): np.flatnonzero(sample_parts == p) for p in np.unique(sample_parts)}
+        self.d1_sq = np.zeros(num_parts)
+        self.near = np.full((num_parts, len(subset)), np.inf)
+        for p, idx in self.own.items():
+            self.d1_sq[p] = float((d1[idx] ** 2).sum())
+            self.near[p] = cKDTree(x[idx]).query(subset)[0]
+
+
+class _PartTable:
+    """The chamfer of the state with a set of parts moved by one move (turn (3, 3) about
+    ``pivot``, then shift (3,)): each part's moved terms found once, when first asked."""
+
+    def __init__(self, state: _State, turn, shift, pivot, tree):
+        self.state, self.tree = state, tree
+        self.turn, self.shift, self.pivot = turn, shift, pivot
+        self.moved: dict[int, tuple[float, np.ndarray]] = {}
+
+    def _part(self, p: int):
+        if p not in self.moved:
+            s = self.state
+            y = (s.x[s.own[p]] - self.pivot) @ self.turn.T + self.pivot + self.shift
+            self.moved[p] = (
+                float((self.tree.query(y)[0] ** 2).sum()),
+                cKDTree(y).query(s.subset)[0],
+            )
+        return self.moved[p]
+
+    def cost(self, group: set) -> float:
+        s = self.state
+        parts = [p for p in group if p in s.own]
+        still = np.ones(len(s.d1_sq), dtype=bool)
+        still[parts] = False
+        d1_sq = float(s.d1_sq[still].sum()) + sum(self._part(p)[0] for p in parts)
+        near = s.near[still].min(0) if still.any() else np.full(len(s.subset), np.inf)
+        for p in parts:
+            near = np.minimum(near, self._part(p)[1])
+        return 0.5 * (d1_sq / len(s.x) + float(np.mean(near**2)))
+
+
 def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whole=False):
     """The state (rot (B, 3, 3), centre (B, 3)) after the best-first search of the module
     docstring, from the given one, against ``target`` (Q, 3) with its k-d tree ``tree``;
@@ -229,6 +289,7 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
     subset = target[rng.choice(len(target), min(TARGET_SUBSET, len(target)), replace=False)]
     x = points.positions(rot, centre)
     spacing = float(np.median(tree.query(target, 2)[0][:, 1]))
+    links: dict[int, set] = {}  # part -> the parts its joints link it to
     if whole:
         candidates = [_whole(space)]
     else:  # the root: the part lying best on the target (its samples there, times their share)
@@ -237,7 +298,11 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
         count = np.bincount(fit.sample_parts, minlength=num_parts).astype(np.float64)
         lying = np.bincount(fit.sample_parts[on], minlength=num_parts)
         weight = lying**2 / np.maximum(count, 1.0) + 1e-3 * count
-        candidates = _candidates(fit, joint_tree(space, weight))
+        order = joint_tree(space, weight)
+        candidates = _candidates(fit, order)
+        for a, b in [(j.part_a, j.part_b) for j in space.joints if j.part_b >= 0]:
+            links.setdefault(a, set()).add(b)
+            links.setdefault(b, set()).add(a)
     p_count = len(x)
     moves = {c.name: _moves(c) for c in candidates}
     max_moves = 2 * len(candidates) if max_moves is None else max_moves
@@ -245,45 +310,125 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
     def chamfer(x, d1):  # d1: the samples' distances to the target
         return 0.5 * (float(np.mean(d1**2)) + float(np.mean(cKDTree(x).query(subset)[0] ** 2)))
 
-    def best_move(cand: _Candidate, x: np.ndarray, d1: np.ndarray):
-        """(gain, move index, turn, shift, pivot) of the candidate's best move from the
-        samples x, d1 their distances to the target; None for a set not searched."""
-        mine = np.isin(sample_parts, cand.parts)
-        if mine.sum() < max(MIN_SHARE * p_count, 1) or mine.all() and cand.name != "all":
-            return None
-        if (d1[mine] < spacing).mean() >= SETTLED:
-            return None
+    def costs(mine, turns, shifts, pivot, x, d1):
+        """(H,) the chamfer with the samples ``mine`` moved by each of the moves (turns
+        (H, 3, 3) about ``pivot``, then shifts (H, 3)), the others kept."""
         still = ~mine
         d_still = float((d1[still] ** 2).sum())
         to_still = (
             cKDTree(x[still]).query(subset)[0] if still.any() else np.full(len(subset), np.inf)
         )
-        a = cand.anchor
-        pivot = (cand.pivot - space.heads[a]) @ rot[a].T + centre[a]
-        turns, shifts = moves[cand.name]
-        turns = rot[a] @ turns @ rot[a].T  # the axes as turned with the anchor bone
-        shifts = shifts @ rot[a].T
         y0 = x[mine][:MOVED_SUBSET] - pivot  # (S, 3) (the subset is seeded, so any S are)
         ys = np.einsum("hij,sj->hsi", turns, y0) + pivot + shifts[:, None]  # (H, S, 3)
         h, s = ys.shape[:2]
         d1y = tree.query(ys.reshape(-1, 3))[0].reshape(h, s)
         share = mine.sum() / s  # the moved samples' share of the chamfer
-        near = np.empty((h, len(subset)))
-        block = max(1, CHUNK // max(s * len(subset), 1))
-        sub2 = (subset**2).sum(1)  # (Q,)
-        for i in range(0, h, block):
-            y = ys[i : i + block].reshape(-1, 3)  # (b S, 3)
-            d = (y**2).sum(1)[:, None] + sub2[None] - 2.0 * (y @ subset.T)  # (b S, Q)
-            near[i : i + block] = d.reshape(-1, s, len(subset)).min(1)
-        near = np.sqrt(np.maximum(near, 0.0))
-        d2 = np.minimum(to_still[None], near)
-        cds = 0.5 * ((d_still + share * (d1y**2).sum(1)) / p_count + (d2**2).mean(1))
+        # the target points that the kept samples cover (one spacing) keep their distance:
+        # the moves are scored on the others (brute force, all the moves at once)
+        open_ = np.flatnonzero(to_still > COVER * spacing)
+        d2 = np.broadcast_to(to_still, (h, len(subset))).copy()
+        if len(open_):
+            ref = subset[open_]  # (Q', 3)
+            near = np.empty((h, len(open_)))
+            block = max(1, CHUNK // max(s * len(open_), 1))
+            ref2 = (ref**2).sum(1)  # (Q',)
+            for i in range(0, h, block):
+                y = ys[i : i + block].reshape(-1, 3)  # (b S, 3)
+                d = (y**2).sum(1)[:, None] + ref2[None] - 2.0 * (y @ ref.T)  # (b S, Q')
+                near[i : i + block] = d.reshape(-1, s, len(open_)).min(1)
+            d2[:, open_] = np.minimum(d2[:, open_], np.sqrt(np.maximum(near, 0.0)))
+        return 0.5 * ((d_still + share * (d1y**2).sum(1)) / p_count + (d2**2).mean(1))
+
+    def grow(parts, turn, shift, pivot, x, d1):
+        """(parts, turn, shift, cost): ``parts`` and the parts jointed to them (transitively)
+        that follow the move (turn (3, 3) about ``pivot``, then shift (3,)), the move snapped
+        again (:func:`snap`) each time the group doubles, and the chamfer of the whole. A joint that
+        a move pulls apart must earn what a move does (``GAIN`` of the chamfer), so a part is
+        added, the one of lowest chamfer first, while the chamfer stays within that of the
+        lowest seen (a drawer's panels follow its front, a sash's rails its glass), up to
+        ``MAX_FOLLOW`` of the samples (more is the rest moved back and the whole moved). The
+        chamfers come from each part's distances (:class:`_PartTable`), exact over the
+        samples."""
+        table = _PartTable(state, turn, shift, pivot, tree)
+        group = set(parts)
+        cost = table.cost(group)
+        lowest, allowance = cost, GAIN * current
+        size = sum(len(state.own.get(p, ())) for p in group)
+        snapped_at = len(group)
+        while True:
+            ring = sorted({q for p in group for q in links.get(p, ()) if q not in group})
+            tried = [
+                (table.cost(group | {q}), q)
+                for q in ring
+                if q in state.own and size + len(state.own[q]) <= MAX_FOLLOW * p_count
+            ]
+            c, q = min(tried, default=(np.inf, -1))
+            if c > lowest + allowance:
+                return sorted(group), turn, shift, cost
+            group.add(q)
+            size += len(state.own[q])
+            cost = c
+            if len(group) >= 2 * snapped_at:  # the move snapped again as the group doubles
+                snapped_at = len(group)
+                turn_s, shift_s = snap(np.isin(sample_parts, list(group)), turn, shift, pivot, x)
+                snapped = _PartTable(state, turn_s, shift_s, pivot, tree)
+                c = snapped.cost(group)
+                if c < cost:
+                    table, turn, shift, cost = snapped, turn_s, shift_s, c
+            lowest = min(lowest, cost)
+
+    def snap(mine, turn, shift, pivot, x):
+        """The move (turn (3, 3) about ``pivot``, then shift (3,)) refined by ``SNAP_STEPS``
+        iterations of rigid ICP of the moved samples ``mine`` onto the target: the moves come
+        in steps (30 degrees, a few slide lengths), the target's motion between them."""
+        y0 = x[mine]
+        for _ in range(SNAP_STEPS):
+            y = (y0 - pivot) @ turn.T + pivot + shift  # (S, 3)
+            d, near = tree.query(y)
+            keep = d <= 3.0 * np.median(d) + 1e-12  # trimmed: pairs far off do not pull
+            if keep.sum() < 3:
+                break
+            r = best_rotations(y[keep], target[near[keep]][None])[0]
+            t = target[near[keep]].mean(0) - r @ y[keep].mean(0)
+            turn, shift = r @ turn, r @ (pivot + shift) + t - pivot
+        return turn, shift
+
+    def best_move(cand: _Candidate, x: np.ndarray, d1: np.ndarray):
+        """(gain, move index, turn, shift, pivot, parts) of the candidate's best move from
+        the samples x, d1 their distances to the target, with the parts that follow it
+        (:func:`grow`) when that is better; None for a set not searched."""
+        mine = np.isin(sample_parts, cand.parts)
+        if mine.sum() < max(MIN_SHARE * p_count, 1) or mine.all() and cand.name != "all":
+            return None
+        if (d1[mine] < spacing).mean() >= SETTLED:
+            return None
+        a = cand.anchor
+        pivot = (cand.pivot - space.heads[a]) @ rot[a].T + centre[a]
+        turns, shifts = moves[cand.name]
+        turns = rot[a] @ turns @ rot[a].T  # the axes as turned with the anchor bone
+        shifts = shifts @ rot[a].T
+        cds = costs(mine, turns, shifts, pivot, x, d1)
         k = int(np.argmin(cds))
-        return cds[0] - cds[k], k, turns[k], shifts[k], pivot
+        parts, best, turn, shift, gain = list(cand.parts), cds[k], turns[k], shifts[k], None
+        if k > 0:
+            turn_s, shift_s = snap(mine, turn, shift, pivot, x)
+            cost = costs(mine, turn_s[None], shift_s[None], pivot, x, d1)[0]
+            if cost < best:
+                best, turn, shift = cost, turn_s, shift_s
+        if k > 0 and cand.name != "all" and links:
+            grown, turn_g, shift_g, cost = grow(parts, turn, shift, pivot, x, d1)
+            if len(grown) > len(parts):  # (its cost is exact: the gain from the exact chamfer)
+                parts, turn, shift, gain = grown, turn_g, shift_g, current - cost
+        gain = cds[0] - best if gain is None else gain
+        return gain, k, turn, shift, pivot, parts
+
+    def state_of(x, d1):
+        return _State(x, d1, sample_parts, len(space.layout.part_info), subset) if links else None
 
     applied = []
     d1 = tree.query(x)[0]
     current = chamfer(x, d1)
+    state = state_of(x, d1)
     version = 0
     queue = []
     for i, cand in enumerate(candidates):
@@ -299,14 +444,18 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
             continue
         if -gain < GAIN * current:
             break
-        _, _, turn, shift, pivot = found
-        bones = np.flatnonzero(np.isin(space.bone_parts, candidates[i].parts))
+        _, _, turn, shift, pivot, parts = found
+        bones = np.flatnonzero(np.isin(space.bone_parts, parts))
         rot[bones] = turn @ rot[bones]
         centre[bones] = (centre[bones] - pivot) @ turn.T + pivot + shift
         x = points.positions(rot, centre)
         d1 = tree.query(x)[0]
         before, current = current, chamfer(x, d1)
-        applied.append((candidates[i].name, before, current))
+        state = state_of(x, d1)
+        name = candidates[i].name
+        if len(parts) > len(candidates[i].parts):
+            name += f" with {len(parts) - len(candidates[i].parts)} following"
+        applied.append((name, before, current))
         version += 1
         found = best_move(candidates[i], x, d1)
         if found is not None and found[1] > 0:

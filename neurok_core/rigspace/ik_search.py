@@ -19,6 +19,10 @@ must earn (``GAIN``; :func:`search_parts`' ``grow``): a drawer's panels follow i
 window sash's rails its glass, where the joints detected on M0 also tie the drawer to its
 carcass, so the tree's subtrees do not say which parts form the drawer.
 
+**Mended joints.** When the search ends, jointed rigid parts that it left moving apart
+join again (:func:`_mend_joints`) where the target allows it: a sash moved in two pieces
+becomes one.
+
 **Best first.** Every candidate set gets the move of lowest chamfer (its samples moved, the
 others kept), and the move of largest gain over all candidates is applied; the gains are
 kept in a queue and re-evaluated only when they reach its top after a move was applied
@@ -61,6 +65,7 @@ MOVED_SUBSET = 96  # of them, moved samples of a candidate at most
 CHUNK = 1_000_000  # distances per brute-force block
 COVER = 2.0  # target points this many spacings from a kept sample count as covered
 MAX_FOLLOW = 0.5  # share of the samples a move's following parts bring it to at most
+MEND_GAP = 0.02  # object sizes: a joint whose parts' motions disagree this much there
 SNAP_STEPS = 4  # rigid ICP iterations that snap a chosen move onto the target
 
 
@@ -274,6 +279,80 @@ class _PartTable:
         return 0.5 * (d1_sq / len(s.x) + float(np.mean(near**2)))
 
 
+def _mend_joints(space: RigSpace, rot, centre, search, current: float):
+    """The state with the joints that the search pulled apart mended where the target allows.
+    The rigid parts (one bone each) fall into clusters of parts whose joints hold (their
+    motions agree within ``MEND_GAP`` at the joint); two jointed clusters become one, moved
+    by the motion of either snapped onto the target (:func:`search_parts`' ``snap``), when
+    the chamfer stays within ``GAIN`` of the lowest seen, the mend of lowest chamfer first (a
+    window sash that the search moved in two pieces becomes one again; a lamp's arm turned
+    off its base does not: that costs more). Each mend holds one joint more, so it ends.
+    ``search``: (points, their parts, the target's k-d tree, snap(mine, turn, shift, pivot,
+    x), chamfer(x, d1)) of :func:`search_parts`. Returns (rot, centre, [(name, before,
+    after)])."""
+    points, sample_parts, tree, snap, chamfer = search
+    single = {}
+    for p in range(len(space.layout.part_info)):
+        bones = np.flatnonzero(space.bone_parts == p)
+        if len(bones) == 1:
+            single[p] = int(bones[0])
+    joints = [j for j in space.joints if j.part_a in single and j.part_b in single]
+    heads = space.heads
+    lowest, out = current, []
+
+    def at(part, joint):  # where the part's motion takes the middle of the joint
+        b = single[part]
+        return rot[b] @ (joint.points.mean(0) - heads[b]) + centre[b]
+
+    for _ in range(len(joints)):
+        held = [j for j in joints if np.linalg.norm(at(j.part_a, j) - at(j.part_b, j)) <= MEND_GAP]
+        label = {p: p for p in single}
+
+        def find(p, label=label):
+            while label[p] != p:
+                p = label[p]
+            return p
+
+        for j in held:
+            label[find(j.part_a)] = find(j.part_b)
+        best = None
+        tried = set()
+        for j in joints:
+            for a, b in ((j.part_a, j.part_b), (j.part_b, j.part_a)):
+                if find(a) == find(b) or (find(a), find(b)) in tried:
+                    continue
+                tried.add((find(a), find(b)))
+                cluster = [p for p in single if find(p) == find(a)]
+                both = cluster + [p for p in single if find(p) == find(b)]
+                ba, bb = single[a], single[b]
+                turn = rot[bb] @ rot[ba].T  # y -> R_b (R_a^T (y - c_a) + h_a - h_b) + c_b
+                shift = rot[bb] @ (heads[ba] - heads[bb]) + centre[bb] - centre[ba]
+                pivot = centre[ba].copy()
+                rot_n, centre_n = rot.copy(), centre.copy()
+                bones = np.flatnonzero(np.isin(space.bone_parts, cluster))
+                rot_n[bones] = turn @ rot[bones]
+                centre_n[bones] = (centre[bones] - pivot) @ turn.T + pivot + shift
+                x_n = points.positions(rot_n, centre_n)
+                mine = np.isin(sample_parts, both)
+                if not mine.any():
+                    continue
+                centre_g = x_n[mine].mean(0)
+                turn_s, shift_s = snap(mine, np.eye(3), np.zeros(3), centre_g, x_n)
+                bones = np.flatnonzero(np.isin(space.bone_parts, both))
+                rot_n[bones] = turn_s @ rot_n[bones]
+                centre_n[bones] = (centre_n[bones] - centre_g) @ turn_s.T + centre_g + shift_s
+                x_n = points.positions(rot_n, centre_n)
+                c = chamfer(x_n, tree.query(x_n)[0])
+                if best is None or c < best[0]:
+                    best = (c, a, b, rot_n, centre_n)
+        if best is None or best[0] > lowest * (1.0 + GAIN):
+            break
+        c, a, b, rot, centre = best
+        out.append((f"part {a} joins {b}", current, c))
+        current, lowest = c, min(lowest, c)
+    return rot, centre, out
+
+
 def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whole=False):
     """The state (rot (B, 3, 3), centre (B, 3)) after the best-first search of the module
     docstring, from the given one, against ``target`` (Q, 3) with its k-d tree ``tree``;
@@ -460,4 +539,8 @@ def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whol
         found = best_move(candidates[i], x, d1)
         if found is not None and found[1] > 0:
             heapq.heappush(queue, (-found[0], i, version, found))
+    if links:
+        search = (points, sample_parts, tree, snap, chamfer)
+        rot, centre, mended = _mend_joints(space, rot, centre, search, current)
+        applied.extend(mended)
     return rot, centre, applied

@@ -367,12 +367,14 @@ def test_the_ik_dev_summary_is_the_mean_against_the_baseline():
     assert len(paths) == 28 and len(set(paths)) == 28
     assert not any(p.stem.endswith("_00000") for p in paths)  # the IK table's sequences
     fits = {
-        "data/val/door/door_00001.npz:5": {"cd": 0.002, "iou": 0.9, "s": 1.0},
-        "data/val/door/door_00001.npz:9": {"cd": 0.004, "iou": 0.7, "s": 3.0},
+        "data/val/door/door_00001.npz:5": {"cd": 0.002, "iou": 0.9, "s": 1.0, "floor": 0.001},
+        "data/val/door/door_00001.npz:9": {"cd": 0.004, "iou": 0.7, "s": 3.0, "floor": 0.001},
         "data/unseen/scissors/scissors_00001.npz:5": {"cd": 0.001, "iou": None, "s": 2.0},
     }
     baseline = {k: {"cd": 2 * v["cd"], "iou": None, "s": 0.0} for k, v in fits.items()}
     lines = summary(fits, baseline)
     assert lines[0].startswith("val       2 targets  CD-L1 0.0030 / baseline 0.0060 = 0.50x")
     assert "IoU 0.800" in lines[0] and "s 2.00 (max 3.00)" in lines[0]
+    assert lines[0].endswith("floor 0.0010: above it 0.0020 / 0.0050")
     assert lines[1].startswith("unseen    1 targets") and "IoU nan" in lines[1]
+    assert "floor" not in lines[1]  # (no floor recorded)

@@ -170,6 +170,53 @@ def test_a_target_of_the_same_topology_is_fitted_by_its_correspondences():
         RigProblem(v, f).solve(points, target_vertices=truth[:-1])
 
 
+def _panel(lo, hi):
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    box = trimesh.creation.box(hi - lo)
+    box.apply_translation((lo + hi) / 2)
+    return box.subdivide()
+
+
+def chest_of_one_drawer():
+    """A carcass of five panels (0.6 x 0.5 x 0.4 m) and a drawer of five panels inside it, the
+    drawer's vertices: every panel touches its neighbours, so the joints detected on the
+    mesh tie the drawer's panels to each other and to the carcass alike."""
+    t, g = 0.02, 0.002
+    carcass = [
+        _panel((0, 0, 0), (0.6, 0.5, t)),
+        _panel((0, 0, 0.4 - t), (0.6, 0.5, 0.4)),
+        _panel((0, 0, t), (t, 0.5, 0.4 - t)),
+        _panel((0.6 - t, 0, t), (0.6, 0.5, 0.4 - t)),
+        _panel((t, 0.5 - t, t), (0.6 - t, 0.5, 0.4 - t)),
+    ]
+    drawer = [
+        _panel((t + g, -t, t), (0.6 - t - g, 0.0, 0.3)),  # front
+        _panel((t + g, 0.0, t), (0.6 - t - g, 0.45, 2 * t)),  # bottom
+        _panel((t + g, 0.0, 2 * t), (2 * t + g, 0.45, 0.3)),  # sides
+        _panel((0.6 - 2 * t - g, 0.0, 2 * t), (0.6 - t - g, 0.45, 0.3)),
+        _panel((2 * t + g, 0.45 - t, 2 * t), (0.6 - 2 * t - g, 0.45, 0.3)),  # back
+    ]
+    mesh = trimesh.util.concatenate(carcass + drawer)
+    first = sum(len(m.vertices) for m in carcass)
+    return np.asarray(mesh.vertices), np.asarray(mesh.faces), np.arange(first, len(mesh.vertices))
+
+
+def test_a_drawer_of_jointed_panels_is_pulled_out_whole():
+    """The search moves the drawer's panels together (they follow its front) and leaves the
+    carcass: each vertex ends near where it belongs, not only the surface near the target's
+    (a fit that moved carcass panels into the drawer's place can match the surface too)."""
+    v, f, drawer = chest_of_one_drawer()
+    truth = v.copy()
+    truth[drawer, 1] -= 0.2  # pulled out by 0.2 m of its 0.45 m depth
+    points = sample_surface_points(truth, f, 2048, np.random.default_rng(0))
+    fit = fit_rig(v, f, points)
+
+    assert surface_gap(fit.vertices, f, truth) < 1.5 * surface_gap(truth, f, truth)
+    error = np.linalg.norm(fit.vertices - truth, axis=1)
+    assert error.max() < 0.05 * 0.6 and error.mean() < 0.02 * 0.6  # (0.79 m and 0.12 m
+    # when every panel moved on its own)
+
+
 def test_a_sheet_bends_onto_a_folded_target_without_stretching():
     xs, ys = np.meshgrid(np.linspace(0, 1, 15), np.linspace(0, 0.6, 9), indexing="ij")
     flat = np.stack([xs.ravel(), ys.ravel(), np.zeros(xs.size)], 1)

@@ -151,15 +151,15 @@ def mend_joints(search) -> list:
                 tried.add((find(a), find(b)))
                 cluster = [p for p in single if find(p) == find(a)]
                 both = cluster + [p for p in single if find(p) == find(b)]
+                mine = np.isin(search.sample_parts, both)
+                if not mine.any():
+                    continue
                 ba, bb = single[a], single[b]
                 # a's cluster takes b's motion: y -> R_b (R_a^T (y - c_a) + h_a - h_b) + c_b
                 turn = rot[bb] @ rot[ba].T
                 shift = rot[bb] @ (heads[ba] - heads[bb]) + centre[bb] - centre[ba]
                 rot_n, centre_n = moved_state(space, rot, centre, cluster, turn, shift, centre[ba])
                 x_n = search.points.positions(rot_n, centre_n)
-                mine = np.isin(search.sample_parts, both)
-                if not mine.any():
-                    continue
                 pivot = x_n[mine].mean(0)  # both clusters snapped together
                 turn_s, shift_s = search.snap(mine, np.eye(3), np.zeros(3), pivot, x_n)
                 rot_n, centre_n = moved_state(space, rot_n, centre_n, both, turn_s, shift_s, pivot)

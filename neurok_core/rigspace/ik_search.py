@@ -234,8 +234,8 @@ class PartSearch:
     the search works on ``points`` (the fit's samples, up to ``SAMPLE_SUBSET``) of parts
     ``sample_parts`` and ``subset``, ``TARGET_SUBSET`` of the target points. Its state is
     (``rot`` (B, 3, 3), ``centre`` (B, 3)) with the samples ``x`` (P, 3), their distances
-    ``d1`` (P,) to the target, its chamfer ``current`` and, with joints, the per-part
-    distances ``distances`` (:class:`~.ik_follow.PartDistances`)."""
+    ``d1`` (P,) to the target, its chamfer ``current`` and the per-part distances
+    ``distances`` (:class:`~.ik_follow.PartDistances`)."""
 
     def __init__(self, fit, rot, centre, target, tree, *, seed=0, whole=False):
         self.fit, self.space, self.target, self.tree = fit, fit.space, target, tree
@@ -271,12 +271,18 @@ class PartSearch:
         self.x = self.points.positions(rot, centre)
         self.d1 = self.tree.query(self.x)[0]
         self.current = self.chamfer(self.x, self.d1)
-        self.distances = None
-        if self.links:
+        self._distances = None
+
+    @property
+    def distances(self) -> PartDistances:
+        """The per-part distances at the state, found when first asked (by a move's
+        following parts)."""
+        if self._distances is None:
             num_parts = len(self.space.layout.part_info)
-            self.distances = PartDistances(
+            self._distances = PartDistances(
                 self.x, self.d1, self.sample_parts, num_parts, self.subset
             )
+        return self._distances
 
     def chamfer(self, x, d1) -> float:
         """The search's chamfer of samples x (P, 3), d1 their distances to the target."""

@@ -128,8 +128,9 @@ def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0):
     return obj, free
 
 
-def simulate_timed(obj, free, frames: int) -> dict:
-    """The extension's Simulate on ``obj``, timed end to end, and the free edge's drop."""
+def run_operator_timed(obj, operator, label: str) -> float:
+    """Seconds of ``operator()`` (a ``bpy.ops`` call) with ``obj`` the only selected and
+    active object; its failure or any result but FINISHED raised as a RuntimeError."""
     import bpy
 
     for other in bpy.context.selected_objects:
@@ -138,12 +139,20 @@ def simulate_timed(obj, free, frames: int) -> dict:
     bpy.context.view_layer.objects.active = obj
     start = time.perf_counter()
     try:
-        result = bpy.ops.neurok.simulate()
+        result = operator()
     except RuntimeError as exc:
-        raise RuntimeError(f"NeuROK Simulate failed: {str(exc).strip()}") from None
+        raise RuntimeError(f"{label} failed: {str(exc).strip()}") from None
     seconds = time.perf_counter() - start
     if result != {"FINISHED"}:
-        raise RuntimeError(f"NeuROK Simulate returned {result}")
+        raise RuntimeError(f"{label} returned {result}")
+    return seconds
+
+
+def simulate_timed(obj, free, frames: int) -> dict:
+    """The extension's Simulate on ``obj``, timed end to end, and the free edge's drop."""
+    import bpy
+
+    seconds = run_operator_timed(obj, bpy.ops.neurok.simulate, "NeuROK Simulate")
     return {
         "seconds": round(seconds, 2),
         "engine_seconds": round(obj.neurok.results.seconds, 2),

@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .bench_blender import PACKAGE, install_extension
+from .bench_blender import PACKAGE, install_extension, run_operator_timed
 
 BASE = (0.32, 0.22, 0.015)  # the base's size (m); the lid is as wide and deep, 7 mm thick
 LID = 0.007
@@ -130,19 +130,8 @@ def fit_timed(obj, target, key_as: str, frame: int, parts: dict) -> dict:
 
     bpy.context.scene.frame_set(frame)
     obj.neurok.fit_target, obj.neurok.fit_key_as = target, key_as
-    for other in bpy.context.selected_objects:
-        other.select_set(False)
-    obj.select_set(True)
-    bpy.context.view_layer.objects.active = obj
     parts.clear()
-    start = time.perf_counter()
-    try:
-        result = bpy.ops.neurok.fit_to_target()
-    except RuntimeError as exc:
-        raise RuntimeError(f"Fit to Target failed: {str(exc).strip()}") from None
-    seconds = time.perf_counter() - start
-    if result != {"FINISHED"}:
-        raise RuntimeError(f"Fit to Target returned {result}")
+    seconds = run_operator_timed(obj, bpy.ops.neurok.fit_to_target, "Fit to Target")
     done = parts.pop("engine_result", {})
     info = done.get("info") or {}
     engine = float(done.get("seconds") or 0.0)

@@ -20,6 +20,7 @@ from neurok_core.geometry import sample_surface_points
 from neurok_core.ik import chamfer_loss
 from neurok_core.rigspace.fit import RigProblem, fit_rig
 from neurok_core.rigspace.ik import RigIKSettings, SkinnedPoints, Target, retract
+from neurok_core.rigspace.ik_chain import centre_line
 from neurok_core.rigspace.ik_prior import ShapePrior, bone_fit
 from neurok_core.rigspace.space import build_rig_space
 
@@ -239,6 +240,50 @@ def test_a_sheet_bends_onto_a_folded_target_without_stretching():
     l0 = np.linalg.norm(flat[edges[:, 0]] - flat[edges[:, 1]], axis=1)
     l1 = np.linalg.norm(fit.vertices[edges[:, 0]] - fit.vertices[edges[:, 1]], axis=1)
     assert np.mean(np.abs(l1 / l0 - 1)) < 0.03  # the cloth keeps its size
+
+
+def _rope(centre_lines):
+    """A capped tube of radius 0.012 about each centre line (T, 64, 3): (vertices (T, V, 3),
+    faces)."""
+    from training.data.rope import tube_faces, tube_vertices
+
+    return tube_vertices(centre_lines, 0.012), tube_faces(centre_lines.shape[1])
+
+
+def _coiled(count=64, bend=6.0):
+    """A straight rope of length 1 along x and the same rope bent into an arc of ``bend``
+    radians (its length kept), lying on its side: centre lines (2, count, 3)."""
+    s = np.linspace(0.0, 1.0, count)
+    straight = np.stack([s, np.zeros(count), np.full(count, 0.3)], 1)
+    r = 1.0 / bend
+    arc = np.stack([r * np.sin(bend * s), r * (1 - np.cos(bend * s)), np.zeros(count)], 1)
+    return np.stack([straight, arc + (0.2, -0.1, 0.012)])
+
+
+def test_a_chains_centre_line_runs_along_its_tube_from_end_to_end():
+    lines = _coiled()
+    verts, faces = _rope(lines)
+    points = sample_surface_points(verts[1], faces, 2048, np.random.default_rng(0))
+    line = centre_line(points)
+    gap, _ = cKDTree(lines[1]).query(line)
+    assert gap.max() < 0.03  # on the axis, within about 2 radii (the ends' caps)
+    ends = np.linalg.norm(line[[0, -1]][:, None] - lines[1][[0, -1]][None], axis=2)  # (2, 2)
+    assert min(ends[0, 0] + ends[1, 1], ends[0, 1] + ends[1, 0]) < 0.03  # from end to end
+    assert abs(np.linalg.norm(np.diff(line, axis=0), axis=1).sum() - 1.0) < 0.1
+
+
+def test_a_rope_coiled_far_from_its_rest_is_laid_along_the_target():
+    lines = _coiled()
+    verts, faces = _rope(lines)
+    points = sample_surface_points(verts[1], faces, 2048, np.random.default_rng(0))
+    fit = fit_rig(verts[0], faces, points)
+    assert fit.start.startswith("chain")
+    gap = surface_gap(fit.vertices, faces, verts[1])
+    assert gap < 3.0 * surface_gap(verts[1], faces, verts[1])  # (140x with the turned starts only)
+    # the rope keeps its length: its rings' centres stay 1/63 apart
+    centres = fit.vertices[: 64 * 8].reshape(64, 8, 3).mean(1)
+    length = np.linalg.norm(np.diff(centres, axis=0), axis=1).sum()
+    assert abs(length - 1.0) < 0.03
 
 
 def test_bone_fit_recovers_the_bones_of_a_skinned_pose():

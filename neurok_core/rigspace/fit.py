@@ -7,14 +7,19 @@
    gets bones through it, as an elastic object, so that it can bend; the parts that bend get
    ``bone_density`` times the dynamics' bones, halved while there are more than ``max_bones``).
 2. **Starts** (``restarts`` of them, in this order while there are slots): the rest; the rest
-   after the part search (:mod:`.ik_search`); with the learned model, the posterior of a
-   target that shares M0's topology and the prior's draws nearest the target (both fitted by
-   the bones, :mod:`.ik_prior`), each after the search; then the whole object turned by
-   r / (R - 1) x 90 degrees about seeded axes, after the search. A start that the search
-   moved releases the joints it pulled apart (``RELEASE``).
+   after the part search (:mod:`.ik_search`); what that searched state calls for, in the
+   places of the last turned starts: the search whose first move is a close second that
+   lands elsewhere ("search 2"), and the chains it left off the target laid along the
+   target's centre lines, from either end ("chain", "chain reversed": :mod:`.ik_chain`);
+   with the learned model, the posterior of a target that shares M0's topology and the
+   prior's draws nearest the target (both fitted by the bones, :mod:`.ik_prior`), each
+   after the search; then the whole object turned by r / (R - 1) x 90 degrees about seeded
+   axes, after the search. A start that the search moved releases the joints it pulled
+   apart (``RELEASE``).
 3. **Solver** (:func:`~.ik.solve_start`): every start gets ``FIRST_STEPS`` iterations, the
    ``KEEP`` best continue to the budget's ``steps`` (successive halving); the best is ranked by
-   its data term plus the stretch and prior energies (the glue differs between starts).
+   its data term plus the stretch and prior energies (the glue differs between starts), a
+   tie (within ``TIE``) going to the start that released fewer joints.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ..geometry import Normalization, as_points, locate, sample_surface, validat
 from ..rig import BoneRig, quat_from_matrix
 from .bones import geometric_bones
 from .ik import RigFit, RigIKSettings, Start, Target, pose_of, solve_start
+from .ik_chain import chain_starts
 from .ik_prior import ShapePrior, bone_fit, posterior_shape, prior_draws
 from .ik_search import search_parts
 from .space import RigSpace, build_rig_space
@@ -39,6 +45,7 @@ FIRST_STEPS = 15
 KEEP = 2
 PRIOR_STARTS = 2
 MIN_DENSITY = 0.25
+TIE = 0.05  # ranking values this close are a tie, broken by the joints held
 
 
 @dataclass(frozen=True)
@@ -160,9 +167,10 @@ class RigProblem:
         full = np.asarray(self.fit.glue_scale)
         runs = []
         t_search = time.perf_counter()
-        for name, rot, centre in candidates:
+        while candidates:
+            name, rot, centre = candidates.pop(0)
             glue = full
-            if name != "rest" and matched is None:
+            if name not in ("rest", "search 2") and matched is None:
                 rot, centre, moves = search_parts(
                     self.fit,
                     rot,
@@ -174,7 +182,11 @@ class RigProblem:
                 )
                 if moves:
                     glue = self.fit.held_joints(rot, centre, RELEASE)
+            elif name == "search 2":
+                glue = self.fit.held_joints(rot, centre, RELEASE)
             runs.append(Start(name, rot, centre, glue))
+            if name == "search" and matched is None:
+                candidates = self._instead_of_turned(candidates, self._more(rot, centre, target))
         timer["search"] = round(time.perf_counter() - t_search, 3)
         t_solve = time.perf_counter()
         for run in runs:
@@ -182,9 +194,46 @@ class RigProblem:
         ranked = sorted(runs, key=self._rank)
         for run in ranked[:KEEP]:
             solve_start(self.fit, run, target, s.steps - run.steps)
-        best = min(ranked[:KEEP], key=self._rank)
+        best = self._pick(ranked[:KEEP])
         timer["solve"] = round(time.perf_counter() - t_solve, 3)
         return self._result(best, runs, timer)
+
+    def _more(self, rot, centre, target: Target) -> list:
+        """[(name, rot, centre)]: starts that the searched state (rot, centre) calls for: the
+        search from the rest with another first move ("search 2", searched), and the chains
+        it left off the target laid along it (:func:`~.ik_chain.chain_starts`)."""
+        nb = self.space.num_bones
+        rest = (np.repeat(np.eye(3)[None], nb, 0), self.space.heads.copy())
+        out = []
+        other = search_parts(
+            self.fit, *rest, target.points, target.tree, seed=self.settings.seed, second=True
+        )
+        if other is not None:
+            out.append(("search 2", other[0], other[1]))
+        return out + chain_starts(self.fit, rot, centre, target)
+
+    @staticmethod
+    def _instead_of_turned(candidates: list, more: list) -> list:
+        """``more`` first, in the places of the last turned starts of ``candidates``."""
+        turned = [c for c in candidates if c[0].startswith("turned")]
+        k = min(len(more), len(turned))
+        dropped = {id(c) for c in turned[len(turned) - k :]}
+        return more[:k] + [c for c in candidates if id(c) not in dropped]
+
+    def _pick(self, runs: list[Start]) -> Start:
+        """The winner of the solved ``runs``: the lowest ranking value (:meth:`_rank`), and
+        of those within ``TIE`` of it, the one that released the fewest joints. The target's
+        surface alone cannot always tell a drawer's back panel pulled out with the drawer from
+        one left in the carcass; the joints found on the mesh say what moves together."""
+        values = [self._rank(r) for r in runs]
+        low = min(values)
+        close = [r for r, v in zip(runs, values, strict=True) if v <= low * (1.0 + TIE)]
+        return min(close, key=lambda r: (self._released(r), self._rank(r)))
+
+    def _released(self, run: Start) -> int:
+        """The joints that the start ``run`` fits without glue."""
+        fit = self.fit
+        return len(np.unique(fit.glue_joint[np.asarray(run.glue) == 0.0]))
 
     def _rank(self, run: Start) -> float:
         s = self.settings

@@ -29,6 +29,7 @@ from scipy.spatial import cKDTree
 GAIN = 0.03  # a move (or a joint pulled apart) must lower the chamfer by this share
 MAX_FOLLOW = 0.5  # share of the samples a move's following parts bring it to at most
 MEND_GAP = 0.02  # object sizes: a joint whose parts' motions disagree this much there
+BRUTE = 64  # samples up to which nearest distances are found by brute force
 
 
 class PartDistances:
@@ -46,6 +47,15 @@ class PartDistances:
             self.near[p] = cKDTree(x[idx]).query(subset)[0]
 
 
+def nearest(points: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(Q,) each of ``points`` (Q, 3)'s distance to the nearest of ``y`` (n, 3): by brute
+    force for the few samples of a part, by a k-d tree beyond."""
+    if len(y) > BRUTE:
+        return cKDTree(y).query(points)[0]
+    d = (points**2).sum(1)[:, None] + (y**2).sum(1)[None] - 2.0 * (points @ y.T)  # (Q, n)
+    return np.sqrt(np.maximum(d.min(1), 0.0))
+
+
 class MovedParts:
     """The chamfer of the state with a set of parts moved by one move (turn (3, 3) about
     ``pivot``, then shift (3,)): each part's moved terms found once, when first asked."""
@@ -59,22 +69,46 @@ class MovedParts:
         if p not in self.moved:
             s = self.parts
             y = (s.x[s.own[p]] - self.pivot) @ self.turn.T + self.pivot + self.shift
-            self.moved[p] = (
-                float((self.tree.query(y)[0] ** 2).sum()),
-                cKDTree(y).query(s.subset)[0],
-            )
+            self.moved[p] = (float((self.tree.query(y)[0] ** 2).sum()), nearest(s.subset, y))
         return self.moved[p]
 
     def cost(self, group: set) -> float:
+        return self.costs(group, [None])[0]
+
+    def costs(self, group: set, extra: list) -> list[float]:
+        """The chamfer with ``group`` moved and, for each part q of ``extra`` (None: no
+        part), q moved with it: the kept parts' nearest distances are the smallest and the
+        second smallest over them per target point, so that each q costs one pass."""
         s = self.parts
         moved = [p for p in group if p in s.own]
         still = np.ones(len(s.d1_sq), dtype=bool)
         still[moved] = False
         d1_sq = float(s.d1_sq[still].sum()) + sum(self._part(p)[0] for p in moved)
-        near = s.near[still].min(0) if still.any() else np.full(len(s.subset), np.inf)
+        near_moved = np.full(len(s.subset), np.inf)
         for p in moved:
-            near = np.minimum(near, self._part(p)[1])
-        return 0.5 * (d1_sq / len(s.x) + float(np.mean(near**2)))
+            near_moved = np.minimum(near_moved, self._part(p)[1])
+        kept = np.flatnonzero(still)
+        if len(kept) >= 2:
+            two = np.partition(s.near[kept], 1, axis=0)[:2]  # (2, Q)
+            first = kept[np.argmin(s.near[kept], axis=0)]  # (Q,)
+        elif len(kept) == 1:
+            two = np.stack([s.near[kept[0]], np.full(len(s.subset), np.inf)])
+            first = np.full(len(s.subset), kept[0])
+        else:
+            two = np.full((2, len(s.subset)), np.inf)
+            first = np.full(len(s.subset), -1)
+        out = []
+        for q in extra:
+            if q is None or q not in s.own or not still[q]:
+                near = np.minimum(two[0], near_moved)
+                out.append(0.5 * (d1_sq / len(s.x) + float(np.mean(near**2))))
+                continue
+            moved_q, near_q = self._part(q)
+            near = np.minimum(np.where(first == q, two[1], two[0]), near_moved)
+            near = np.minimum(near, near_q)
+            d1 = d1_sq - float(s.d1_sq[q]) + moved_q
+            out.append(0.5 * (d1 / len(s.x) + float(np.mean(near**2))))
+        return out
 
 
 def grow(search, parts, turn, shift, pivot):
@@ -91,11 +125,8 @@ def grow(search, parts, turn, shift, pivot):
     snapped_at = len(group)
     while True:
         ring = sorted({q for p in group for q in search.links.get(p, ()) if q not in group})
-        tried = [
-            (table.cost(group | {q}), q)
-            for q in ring
-            if q in distances.own and size + len(distances.own[q]) <= limit
-        ]
+        ring = [q for q in ring if q in distances.own and size + len(distances.own[q]) <= limit]
+        tried = list(zip(table.costs(group, ring), ring, strict=True))
         c, q = min(tried, default=(np.inf, -1))
         if c > lowest + allowance:
             return sorted(group), turn, shift, cost
@@ -125,7 +156,7 @@ def mend_joints(search) -> list:
             single[p] = int(bones[0])
     joints = [j for j in space.joints if j.part_a in single and j.part_b in single]
     heads = space.heads
-    lowest, out = search.current, []
+    lowest, out, mended = search.current, [], {}
     for _ in range(len(joints)):
         rot, centre = search.rot, search.centre
 
@@ -154,17 +185,16 @@ def mend_joints(search) -> list:
                 mine = np.isin(search.sample_parts, both)
                 if not mine.any():
                     continue
-                ba, bb = single[a], single[b]
-                # a's cluster takes b's motion: y -> R_b (R_a^T (y - c_a) + h_a - h_b) + c_b
-                turn = rot[bb] @ rot[ba].T
-                shift = rot[bb] @ (heads[ba] - heads[bb]) + centre[bb] - centre[ba]
-                rot_n, centre_n = moved_state(space, rot, centre, cluster, turn, shift, centre[ba])
-                x_n = search.points.positions(rot_n, centre_n)
-                pivot = x_n[mine].mean(0)  # both clusters snapped together
-                turn_s, shift_s = search.snap(mine, np.eye(3), np.zeros(3), pivot, x_n)
-                rot_n, centre_n = moved_state(space, rot_n, centre_n, both, turn_s, shift_s, pivot)
-                c = search.chamfer_of(rot_n, centre_n)
+                # the two clusters' states change only when they are mended, and then
+                # their membership does: a mend's state is kept under its memberships
+                key = (a, b, frozenset(cluster), frozenset(both))
+                if key not in mended:
+                    mended[key] = _mend(search, single, cluster, both, mine, a, b)
+                bones, rot_b, centre_b, y = mended[key]
+                c = replaced_cost(search.distances, both, y, search.tree)
                 if best is None or c < best[0]:
+                    rot_n, centre_n = search.rot.copy(), search.centre.copy()
+                    rot_n[bones], centre_n[bones] = rot_b, centre_b
                     best = (c, a, b, rot_n, centre_n)
         if best is None or best[0] > lowest * (1.0 + GAIN):
             return out
@@ -173,6 +203,37 @@ def mend_joints(search) -> list:
         search.set_state(rot_n, centre_n)
         lowest = min(lowest, c)
     return out
+
+
+def _mend(search, single, cluster, both, mine, a, b):
+    """(bones, their rot, their centre, samples of ``both`` (M, 3)): the bones of the parts
+    ``both`` in the state with a's ``cluster`` moved by b's motion and the clusters
+    ``both`` then snapped together onto the target."""
+    space, rot, centre, heads = search.space, search.rot, search.centre, search.space.heads
+    ba, bb = single[a], single[b]
+    # a's cluster takes b's motion: y -> R_b (R_a^T (y - c_a) + h_a - h_b) + c_b
+    turn = rot[bb] @ rot[ba].T
+    shift = rot[bb] @ (heads[ba] - heads[bb]) + centre[bb] - centre[ba]
+    rot_n, centre_n = moved_state(space, rot, centre, cluster, turn, shift, centre[ba])
+    x_n = search.points.positions(rot_n, centre_n)
+    pivot = x_n[mine].mean(0)  # both clusters snapped together
+    turn_s, shift_s = search.snap(mine, np.eye(3), np.zeros(3), pivot, x_n)
+    rot_n, centre_n = moved_state(space, rot_n, centre_n, both, turn_s, shift_s, pivot)
+    bones = np.flatnonzero(np.isin(space.bone_parts, both))
+    y = (x_n[mine] - pivot) @ turn_s.T + pivot + shift_s
+    return bones, rot_n[bones], centre_n[bones], y
+
+
+def replaced_cost(parts: PartDistances, moved: list, y: np.ndarray, tree: cKDTree) -> float:
+    """The search's chamfer of the state (``parts``: its per-part distances) with the
+    samples of the parts ``moved`` at y (M, 3) (in their order of the samples)."""
+    still = np.ones(len(parts.d1_sq), dtype=bool)
+    still[[p for p in moved if p < len(still)]] = False
+    d1_sq = float(parts.d1_sq[still].sum()) + float((tree.query(y)[0] ** 2).sum())
+    near = nearest(parts.subset, y)
+    if still.any():
+        near = np.minimum(near, parts.near[still].min(0))
+    return 0.5 * (d1_sq / len(parts.x) + float(np.mean(near**2)))
 
 
 def moved_state(space, rot, centre, parts, turn, shift, pivot):

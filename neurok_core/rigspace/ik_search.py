@@ -27,12 +27,20 @@ after ``max_moves``. Sets that already lie on the target (``SETTLED`` of their s
 the target's point spacing) are not moved, and sets of under ``MIN_SHARE`` of the samples are
 left to the local solver.
 
+**A second search** (``second``): greedy order fails where two first moves nearly tie. A
+window's back sash slid twice as far covers the target about as well as the same sash slid
+to its place; the first leaves nothing for the front sash to gain. The second search starts
+with the best move that gains at least ``CLOSE`` of the best's and lands elsewhere
+(``DISTINCT``), then goes on greedily; the fit solves both and keeps the better.
+
 Costs: the search's chamfer is that of the samples (up to ``SAMPLE_SUBSET``) against
 ``TARGET_SUBSET`` of the target points (a seeded subset): two window sashes a few
 hundredths of the size apart need that resolution. A candidate's moves are scored all at
 once, ``MOVED_SUBSET`` of its samples moved, its target-to-samples half by brute force over
-the target points that the kept samples do not cover; the following parts are scored from
-each part's own distances (:class:`~.ik_follow.MovedParts`).
+the target points that the kept samples do not cover; a candidate's hundreds of moves are
+first ranked with ``COARSE_MOVED`` samples and only the ``SHORTLIST`` best scored in full.
+The following parts are scored from each part's own distances
+(:class:`~.ik_follow.MovedParts`).
 """
 
 from __future__ import annotations
@@ -58,9 +66,14 @@ SLIDES = np.concatenate(
 )
 SAMPLE_SUBSET = 512
 MOVED_SUBSET = 96  # of them, moved samples of a candidate at most
+SHORTLIST = 16  # moves of a candidate scored in full (the rest by a coarse chamfer)
+COARSE_MOVED = 24  # moved samples of the coarse chamfer
 CHUNK = 1_000_000  # distances per brute-force block
 COVER = 2.0  # target points this many spacings from a kept sample count as covered
 SNAP_STEPS = 4  # rigid ICP iterations that snap a chosen move onto the target
+DISTINCT = 0.05  # object sizes: a second first move lands this far from the best somewhere
+SECOND_TRIES = 8  # the best first moves among which the second is sought
+CLOSE = 0.8  # ... that gain at least this share of the best's: the greedy choice is close
 
 
 def joint_tree(space: RigSpace, weight: np.ndarray):
@@ -296,14 +309,29 @@ class PartSearch:
     # -- scoring moves ------------------------------------------------------------------------
     def costs(self, mine, turns, shifts, pivot) -> np.ndarray:
         """(H,) the chamfer with the samples ``mine`` moved by each of the moves (turns
-        (H, 3, 3) about ``pivot``, then shifts (H, 3)), the others kept."""
+        (H, 3, 3) about ``pivot``, then shifts (H, 3)), the others kept; of many moves, only
+        the ``SHORTLIST`` best by a coarse chamfer (``COARSE_MOVED`` of the moved samples)
+        and the identity (the first) are scored in full, the others are infinite (the
+        coarse brute force in single precision: it only ranks)."""
+        if len(turns) <= SHORTLIST:
+            return self._costs(mine, turns, shifts, pivot, MOVED_SUBSET)
+        coarse = self._costs(mine, turns, shifts, pivot, COARSE_MOVED, np.float32)
+        coarse[0] = -np.inf
+        keep = np.argpartition(coarse, SHORTLIST)[:SHORTLIST]
+        out = np.full(len(turns), np.inf)
+        out[keep] = self._costs(mine, turns[keep], shifts[keep], pivot, MOVED_SUBSET)
+        return out
+
+    def _costs(self, mine, turns, shifts, pivot, moved: int, dtype=np.float64) -> np.ndarray:
+        """:meth:`costs` of every move from ``moved`` of the moved samples, the brute force
+        in ``dtype``."""
         x, d1, subset = self.x, self.d1, self.subset
         still = ~mine
         d_still = float((d1[still] ** 2).sum())
         to_still = (
             cKDTree(x[still]).query(subset)[0] if still.any() else np.full(len(subset), np.inf)
         )
-        y0 = x[mine][:MOVED_SUBSET] - pivot  # (S, 3) (the subset is seeded, so any S are)
+        y0 = x[mine][:moved] - pivot  # (S, 3) (the subset is seeded, so any S are)
         ys = np.einsum("hij,sj->hsi", turns, y0) + pivot + shifts[:, None]  # (H, S, 3)
         h, s = ys.shape[:2]
         d1y = self.tree.query(ys.reshape(-1, 3))[0].reshape(h, s)
@@ -313,14 +341,16 @@ class PartSearch:
         open_ = np.flatnonzero(to_still > COVER * self.spacing)
         d2 = np.broadcast_to(to_still, (h, len(subset))).copy()
         if len(open_):
-            ref = subset[open_]  # (Q', 3)
+            ref = subset[open_].astype(dtype)  # (Q', 3)
             near = np.empty((h, len(open_)))
             block = max(1, CHUNK // max(s * len(open_), 1))
-            ref2 = (ref**2).sum(1)  # (Q',)
             for i in range(0, h, block):
-                y = ys[i : i + block].reshape(-1, 3)  # (b S, 3)
-                d = (y**2).sum(1)[:, None] + ref2[None] - 2.0 * (y @ ref.T)  # (b S, Q')
+                y = ys[i : i + block].reshape(-1, 3).astype(dtype)  # (b S, 3)
+                d = y @ ref.T  # (b S, Q'): |y - r|^2 - |r|^2, in place
+                d *= -2.0
+                d += (y**2).sum(1)[:, None]
                 near[i : i + block] = d.reshape(-1, s, len(open_)).min(1)
+            near += (subset[open_] ** 2).sum(1)  # |r|^2 is the same for every sample
             d2[:, open_] = np.minimum(d2[:, open_], np.sqrt(np.maximum(near, 0.0)))
         return 0.5 * ((d_still + share * (d1y**2).sum(1)) / len(x) + (d2**2).mean(1))
 
@@ -371,9 +401,11 @@ class PartSearch:
         return gain, k, turn, shift, pivot, parts
 
     # -- the search ---------------------------------------------------------------------------
-    def run(self, max_moves: int | None = None) -> list:
+    def run(self, max_moves: int | None = None, second: bool = False) -> list | None:
         """Best first from the state, then the joints mended (:func:`~.ik_follow.
-        mend_joints`); returns the moves applied [(name, chamfer before, chamfer after)]."""
+        mend_joints`); returns the moves applied [(name, chamfer before, chamfer after)].
+        ``second``: the first move is the best one that lands elsewhere than the best
+        (:meth:`second_first`); None when there is none."""
         candidates = self.candidates
         max_moves = 2 * len(candidates) if max_moves is None else max_moves
         applied, version, queue = [], 0, []
@@ -381,6 +413,10 @@ class PartSearch:
             found = self.best_move(cand)
             if found is not None and found[1] > 0:
                 heapq.heappush(queue, (-found[0], i, version, found))
+        if second:
+            queue = self.second_first(queue)
+            if queue is None:
+                return None
         while queue and len(applied) < max_moves:
             gain, i, seen, found = heapq.heappop(queue)
             if seen != version:
@@ -407,12 +443,46 @@ class PartSearch:
             applied.extend(mend_joints(self))
         return applied
 
+    def second_first(self, queue: list) -> list | None:
+        """The queue with its best move dropped and, from the others that gain nearly as much
+        (``CLOSE``), the best whose samples land more than ``DISTINCT`` object sizes
+        (somewhere) from where the best move's land on top; None when no such move is there
+        (the module docstring, *A second search*)."""
+        if not queue:
+            return None
+        entries = sorted(queue)
+        lands = [self._landing(e[3]) for e in entries[:SECOND_TRIES]]
+        for k in range(1, len(lands)):
+            gain = -entries[k][0]
+            if gain < max(GAIN * self.current, CLOSE * -entries[0][0]):
+                break
+            if np.abs(lands[k] - lands[0]).max() > DISTINCT:
+                rest = [e for i, e in enumerate(entries) if i not in (0, k)]
+                # its entry first, the others re-evaluated once it is applied
+                out = [(-np.inf, *entries[k][1:])] + rest
+                heapq.heapify(out)
+                return out
+        return None
 
-def search_parts(fit, rot, centre, target, tree, *, max_moves=None, seed=0, whole=False):
+    def _landing(self, found) -> np.ndarray:
+        """(P, 3) the samples with a move (an entry of the queue) applied."""
+        _, _, turn, shift, pivot, parts = found
+        return self.points.positions(
+            *moved_state(self.space, self.rot, self.centre, parts, turn, shift, pivot)
+        )
+
+
+def search_parts(
+    fit, rot, centre, target, tree, *, max_moves=None, seed=0, whole=False, second=False
+):
     """The state (rot (B, 3, 3), centre (B, 3)) after the best-first search of the module
     docstring (:class:`PartSearch`), from the given one, against ``target`` (Q, 3) with its
-    k-d tree ``tree``; ``whole``: only moves of the whole object. Returns (rot, centre, the
-    moves applied [(name, chamfer before, chamfer after)])."""
+    k-d tree ``tree``; ``whole``: only moves of the whole object; ``second``: the search whose
+    first move is the best that lands elsewhere than the best (:meth:`PartSearch.
+    second_first`). Returns (rot, centre, the moves applied [(name, chamfer before, chamfer
+    after)]), or None for a second search that has no such first move."""
     search = PartSearch(fit, rot, centre, target, tree, seed=seed, whole=whole)
-    applied = search.run(max_moves)
+    applied = search.run(max_moves, second=second)
+    if applied is None:
+        return None
     return search.rot, search.centre, applied

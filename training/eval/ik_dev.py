@@ -49,8 +49,9 @@ def dev_sequences(root: Path = Path("data")) -> list[Path]:
 
 
 def fit_dev(paths, method: str, settings: RigIKSettings) -> dict:
-    """{"path:frame": {"cd", "iou", "s", "floor"}} of ``method`` on the sequences; floor:
-    the target's CD-L1 against itself, the metric's own sampling noise."""
+    """{"path:frame": {"cd", "iou", "s", "floor", "start"}} of ``method`` on the sequences;
+    floor: the target's CD-L1 against itself, the metric's own sampling noise; start: the
+    winning start of the fit."""
     out = {}
     for path in paths:
         seq = load_sequence(path)
@@ -58,8 +59,10 @@ def fit_dev(paths, method: str, settings: RigIKSettings) -> dict:
         for t in target_frames(seq.num_frames, TARGETS):
             points = target_points(seq.vertices[t], seq.faces, 2048, 0, seq.name, t)
             started = time.perf_counter()
+            start = "arap"
             if problem is not None:
-                vertices = problem.solve(points).vertices
+                fit = problem.solve(points)
+                vertices, start = fit.vertices, fit.start
             else:
                 args = (seq.vertices[0], seq.faces, points, BaselineSettings())
                 vertices = fit_baseline("per_vertex_arap", *args).vertices
@@ -77,6 +80,7 @@ def fit_dev(paths, method: str, settings: RigIKSettings) -> dict:
                 "iou": score.get("iou"),
                 "s": seconds,
                 "floor": floor["chamfer_l1"],
+                "start": start,
             }
     return out
 

@@ -22,6 +22,7 @@ from neurok_core.rigspace.fit import RigProblem, fit_rig
 from neurok_core.rigspace.ik import RigIKSettings, SkinnedPoints, Target, retract
 from neurok_core.rigspace.ik_chain import centre_line
 from neurok_core.rigspace.ik_prior import ShapePrior, bone_fit
+from neurok_core.rigspace.ik_search import CLOSE, DISTINCT, PartSearch
 from neurok_core.rigspace.space import build_rig_space
 
 
@@ -216,6 +217,52 @@ def test_a_drawer_of_jointed_panels_is_pulled_out_whole():
     error = np.linalg.norm(fit.vertices - truth, axis=1)
     assert error.max() < 0.05 * 0.6 and error.mean() < 0.02 * 0.6  # (0.79 m and 0.12 m
     # when every panel moved on its own)
+
+
+def sliding_panels(front: float, back: float):
+    """A frame (2.2 x 1 m) with two panels in tracks one behind the other, the front one slid
+    along x by ``front`` and the back one by ``back``: (vertices, faces)."""
+    parts = [
+        _panel((-1.1, 0, 0), (1.1, 0.2, 0.05)),
+        _panel((-1.1, 0, 0.95), (1.1, 0.2, 1.0)),
+        _panel((-1.1, 0, 0.05), (-1.0, 0.2, 0.95)),
+        _panel((1.0, 0, 0.05), (1.1, 0.2, 0.95)),
+        _panel((-1.0 + front, 0.03, 0.05), (0.05 + front, 0.07, 0.95)),
+        _panel((-0.05 + back, 0.11, 0.05), (1.0 + back, 0.15, 0.95)),
+    ]
+    mesh = trimesh.util.concatenate(parts)
+    return np.asarray(mesh.vertices), np.asarray(mesh.faces)
+
+
+def test_the_second_search_begins_with_a_close_move_that_lands_elsewhere():
+    """Both panels slid: their two moves gain nearly alike; the second search takes the other
+    one first. A queue with no such move has no second search."""
+    v, f = sliding_panels(0.0, 0.0)
+    truth, _ = sliding_panels(0.6, -0.6)
+    points = sample_surface_points(truth, f, 2048, np.random.default_rng(0))
+    problem = RigProblem(v, f)
+    target = Target.of(problem.normalization.apply(points))
+    nb = problem.space.num_bones
+    rest = (np.repeat(np.eye(3)[None], nb, 0), problem.space.heads.copy())
+    search = PartSearch(problem.fit, *rest, target.points, target.tree)
+    queue = []
+    for i, cand in enumerate(search.candidates):
+        found = search.best_move(cand)
+        if found is not None and found[1] > 0:
+            queue.append((-found[0], i, 0, found))
+    queue.sort()
+    second = search.second_first(list(queue))
+    assert second is not None
+    chosen = min(second)
+    assert chosen[1] != queue[0][1]
+    gain = next(-e[0] for e in queue if e[1] == chosen[1])
+    assert gain >= CLOSE * -queue[0][0]
+    assert np.abs(search._landing(chosen[3]) - search._landing(queue[0][3])).max() > DISTINCT
+    assert search.second_first(queue[:1]) is None
+
+    fit = problem.solve(points)  # both panels in place: near the sampling's own floor (the
+    # rest is 3.7x it; the frame is symmetric, so the vertices may land turned)
+    assert surface_gap(fit.vertices, f, truth) < 2.0 * surface_gap(truth, f, truth)
 
 
 def test_a_sheet_bends_onto_a_folded_target_without_stretching():

@@ -20,6 +20,9 @@
    ``KEEP`` best continue to the budget's ``steps`` (successive halving); the best is ranked by
    its data term plus the stretch and prior energies (the glue differs between starts), a
    tie (within ``TIE``) going to the start that released fewer joints.
+4. **A last mend**: the winner's jointed rigid parts that it holds apart are joined again
+   where the search's chamfer allows ``MEND_ALLOWANCE`` more (a sash's rail left off its
+   sash), solved on for ``MEND_STEPS`` with those joints glued; the mended state wins a tie.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from ..rig import BoneRig, quat_from_matrix
 from .bones import geometric_bones
 from .ik import RigFit, RigIKSettings, Start, Target, pose_of, solve_start
 from .ik_chain import chain_starts
+from .ik_follow import mend_joints
 from .ik_prior import ShapePrior, bone_fit, posterior_shape, prior_draws
-from .ik_search import search_parts
+from .ik_search import PartSearch, search_parts
 from .space import RigSpace, build_rig_space
 
 RELEASE = 0.02  # object sizes: joints whose glue points a search move pulled this far apart
@@ -45,7 +49,9 @@ FIRST_STEPS = 15
 KEEP = 2
 PRIOR_STARTS = 2
 MIN_DENSITY = 0.25
-TIE = 0.05  # ranking values this close are a tie, broken by the joints held
+TIE = 0.05
+MEND_ALLOWANCE = 0.1  # the search's chamfer a final mend may add
+MEND_STEPS = 30  # ranking values this close are a tie, broken by the joints held
 
 
 @dataclass(frozen=True)
@@ -195,6 +201,10 @@ class RigProblem:
         for run in ranked[:KEEP]:
             solve_start(self.fit, run, target, s.steps - run.steps)
         best = self._pick(ranked[:KEEP])
+        mended = self._mended(best, target) if matched is None else None
+        if mended is not None:
+            best = self._pick([best, mended])
+            runs.append(mended)
         timer["solve"] = round(time.perf_counter() - t_solve, 3)
         return self._result(best, runs, timer)
 
@@ -229,6 +239,19 @@ class RigProblem:
         low = min(values)
         close = [r for r, v in zip(runs, values, strict=True) if v <= low * (1.0 + TIE)]
         return min(close, key=lambda r: (self._released(r), self._rank(r)))
+
+    def _mended(self, best: Start, target: Target) -> Start | None:
+        """The winner with the joints it left pulled apart mended where the search's chamfer
+        allows ``MEND_ALLOWANCE`` more (:func:`~.ik_follow.mend_joints`), solved on with
+        those joints glued; None when nothing is mended. It wins a tie (:meth:`_pick`)."""
+        search = PartSearch(
+            self.fit, best.rot, best.centre, target.points, target.tree, seed=self.settings.seed
+        )
+        if not search.links or not mend_joints(search, MEND_ALLOWANCE):
+            return None
+        glue = self.fit.held_joints(search.rot, search.centre, RELEASE)
+        run = Start("mended " + best.name, search.rot, search.centre, glue)
+        return solve_start(self.fit, run, target, MEND_STEPS)
 
     def _released(self, run: Start) -> int:
         """The joints that the start ``run`` fits without glue."""

@@ -144,10 +144,11 @@ def grow(search, parts, turn, shift, pivot):
         lowest = min(lowest, cost)
 
 
-def mend_joints(search) -> list:
+def mend_joints(search, allowance: float = GAIN) -> list:
     """Mend the joints that ``search`` (a :class:`~.ik_search.PartSearch`) left pulled
-    apart (module docstring), moving it to the mended state. Each mend holds one joint
-    more, so it ends. Returns the mends [(name, chamfer before, after)]."""
+    apart (module docstring), moving it to the mended state, while the chamfer stays within
+    ``allowance`` of the lowest seen. Each mend holds one joint more, so it ends. Returns
+    the mends [(name, chamfer before, after)]."""
     space = search.space
     single = {}  # the rigid parts: part -> its one bone
     for p in range(len(space.layout.part_info)):
@@ -196,7 +197,7 @@ def mend_joints(search) -> list:
                     rot_n, centre_n = search.rot.copy(), search.centre.copy()
                     rot_n[bones], centre_n[bones] = rot_b, centre_b
                     best = (c, a, b, rot_n, centre_n)
-        if best is None or best[0] > lowest * (1.0 + GAIN):
+        if best is None or best[0] > lowest * (1.0 + allowance):
             return out
         c, a, b, rot_n, centre_n = best
         out.append((f"part {a} joins {b}", search.current, c))

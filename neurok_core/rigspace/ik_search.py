@@ -313,24 +313,28 @@ class PartSearch:
         the ``SHORTLIST`` best by a coarse chamfer (``COARSE_MOVED`` of the moved samples)
         and the identity (the first) are scored in full, the others are infinite (the
         coarse brute force in single precision: it only ranks)."""
-        if len(turns) <= SHORTLIST:
-            return self._costs(mine, turns, shifts, pivot, MOVED_SUBSET)
-        coarse = self._costs(mine, turns, shifts, pivot, COARSE_MOVED, np.float32)
-        coarse[0] = -np.inf
-        keep = np.argpartition(coarse, SHORTLIST)[:SHORTLIST]
-        out = np.full(len(turns), np.inf)
-        out[keep] = self._costs(mine, turns[keep], shifts[keep], pivot, MOVED_SUBSET)
-        return out
-
-    def _costs(self, mine, turns, shifts, pivot, moved: int, dtype=np.float64) -> np.ndarray:
-        """:meth:`costs` of every move from ``moved`` of the moved samples, the brute force
-        in ``dtype``."""
-        x, d1, subset = self.x, self.d1, self.subset
         still = ~mine
-        d_still = float((d1[still] ** 2).sum())
+        x, subset = self.x, self.subset
         to_still = (
             cKDTree(x[still]).query(subset)[0] if still.any() else np.full(len(subset), np.inf)
         )
+        if len(turns) <= SHORTLIST:
+            return self._costs(mine, to_still, turns, shifts, pivot, MOVED_SUBSET)
+        coarse = self._costs(mine, to_still, turns, shifts, pivot, COARSE_MOVED, np.float32)
+        coarse[0] = -np.inf
+        keep = np.argpartition(coarse, SHORTLIST)[:SHORTLIST]
+        out = np.full(len(turns), np.inf)
+        out[keep] = self._costs(mine, to_still, turns[keep], shifts[keep], pivot, MOVED_SUBSET)
+        return out
+
+    def _costs(
+        self, mine, to_still, turns, shifts, pivot, moved: int, dtype=np.float64
+    ) -> np.ndarray:
+        """:meth:`costs` of every move from ``moved`` of the moved samples, the brute force
+        in ``dtype``; ``to_still`` (Q,): the target points' distances to the kept samples."""
+        x, d1, subset = self.x, self.d1, self.subset
+        still = ~mine
+        d_still = float((d1[still] ** 2).sum())
         y0 = x[mine][:moved] - pivot  # (S, 3) (the subset is seeded, so any S are)
         ys = np.einsum("hij,sj->hsi", turns, y0) + pivot + shifts[:, None]  # (H, S, 3)
         h, s = ys.shape[:2]

@@ -49,9 +49,10 @@ FIRST_STEPS = 15
 KEEP = 2
 PRIOR_STARTS = 2
 MIN_DENSITY = 0.25
-TIE = 0.05
+SEARCHED = ("rest", "search 2", "chain", "chain reversed")  # starts not searched (again)
+TIE = 0.05  # ranking values this close are a tie, broken by the joints held
 MEND_ALLOWANCE = 0.1  # the search's chamfer a final mend may add
-MEND_STEPS = 30  # ranking values this close are a tie, broken by the joints held
+MEND_STEPS = 30
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ class RigProblem:
         while candidates:
             name, rot, centre = candidates.pop(0)
             glue = full
-            if name not in ("rest", "search 2") and matched is None:
+            if name not in SEARCHED and matched is None:
                 rot, centre, moves = search_parts(
                     self.fit,
                     rot,
@@ -188,10 +189,11 @@ class RigProblem:
                 )
                 if moves:
                     glue = self.fit.held_joints(rot, centre, RELEASE)
-            elif name == "search 2":
+            elif name in SEARCHED[1:]:  # built on a searched state: its joints as they hold
                 glue = self.fit.held_joints(rot, centre, RELEASE)
             runs.append(Start(name, rot, centre, glue))
-            if name == "search" and matched is None:
+            turned = any(c[0].startswith("turned") for c in candidates)
+            if name == "search" and matched is None and turned:
                 candidates = self._instead_of_turned(candidates, self._more(rot, centre, target))
         timer["search"] = round(time.perf_counter() - t_search, 3)
         t_solve = time.perf_counter()
@@ -203,8 +205,9 @@ class RigProblem:
         best = self._pick(ranked[:KEEP])
         mended = self._mended(best, target) if matched is None else None
         if mended is not None:
-            best = self._pick([best, mended])
             runs.append(mended)
+            if self._rank(mended) <= self._rank(best) * (1.0 + TIE):
+                best = mended
         timer["solve"] = round(time.perf_counter() - t_solve, 3)
         return self._result(best, runs, timer)
 
@@ -236,9 +239,9 @@ class RigProblem:
         surface alone cannot always tell a drawer's back panel pulled out with the drawer from
         one left in the carcass; the joints found on the mesh say what moves together."""
         values = [self._rank(r) for r in runs]
-        low = min(values)
+        low = np.nanmin(values) if np.isfinite(values).any() else np.inf
         close = [r for r, v in zip(runs, values, strict=True) if v <= low * (1.0 + TIE)]
-        return min(close, key=lambda r: (self._released(r), self._rank(r)))
+        return min(close or runs, key=lambda r: (self._released(r), self._rank(r)))
 
     def _mended(self, best: Start, target: Target) -> Start | None:
         """The winner with the joints it left pulled apart mended where the search's chamfer

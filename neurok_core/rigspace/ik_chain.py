@@ -117,6 +117,9 @@ def lay_chain(share: np.ndarray, axis: np.ndarray, line: np.ndarray) -> tuple:
     rot = np.empty((len(share), 3, 3))
     prev_dir, prev_rot = axis, np.eye(3)
     for b in np.argsort(share):  # parallel transport from the first bone
+        if np.linalg.norm(tangent[b]) < 0.5:  # a collapsed stretch of the line: no turn
+            rot[b] = prev_rot
+            continue
         turn = _turn_onto(prev_dir, tangent[b])
         rot[b] = turn @ prev_rot
         prev_dir, prev_rot = tangent[b], rot[b]

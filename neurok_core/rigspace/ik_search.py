@@ -448,7 +448,7 @@ class PartSearch:
         return applied
 
     def second_first(self, queue: list) -> list | None:
-        """The queue with its best move dropped and, from the others that gain nearly as much
+        """The queue with its best move put behind, and from the others that gain nearly as much
         (``CLOSE``), the best whose samples land more than ``DISTINCT`` object sizes
         (somewhere) from where the best move's land on top; None when no such move is there
         (the module docstring, *A second search*)."""
@@ -460,9 +460,9 @@ class PartSearch:
             gain = -entries[k][0]
             if gain < max(GAIN * self.current, CLOSE * -entries[0][0]):
                 break
-            if np.abs(lands[k] - lands[0]).max() > DISTINCT:
-                rest = [e for i, e in enumerate(entries) if i not in (0, k)]
-                # its entry first, the others re-evaluated once it is applied
+            if np.linalg.norm(lands[k] - lands[0], axis=1).max() > DISTINCT:
+                rest = [e for i, e in enumerate(entries) if i != k]
+                # its entry first, the others (the best's too) re-evaluated once it is applied
                 out = [(-np.inf, *entries[k][1:])] + rest
                 heapq.heapify(out)
                 return out

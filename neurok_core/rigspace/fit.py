@@ -129,8 +129,7 @@ class RigProblem:
     ) -> list[tuple[str, np.ndarray, np.ndarray]]:
         """[(name, rot, centre)] of the module docstring's starts, before the search."""
         s, space = self.settings, self.space
-        nb = space.num_bones
-        rest = (np.repeat(np.eye(3)[None], nb, 0), space.heads.copy())
+        rest = self._rest()
         out = [("rest", *rest), ("search", *rest)]
         if self.kspace is not None and target_vertices is not None:
             shape = posterior_shape(self.kspace, target_vertices, seed=s.seed)
@@ -211,16 +210,20 @@ class RigProblem:
         timer["solve"] = round(time.perf_counter() - t_solve, 3)
         return self._result(best, runs, timer)
 
+    def _rest(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rot (B, 3, 3), centre (B, 3)) of the rest: every bone unturned at its head."""
+        nb = self.space.num_bones
+        return np.repeat(np.eye(3)[None], nb, 0), self.space.heads.copy()
+
     def _more(self, rot, centre, target: Target) -> list:
         """[(name, rot, centre)]: starts that the searched state (rot, centre) calls for: the
         search from the rest with another first move ("search 2", searched), and the chains
         it left off the target laid along it (:func:`~.ik_chain.chain_starts`)."""
-        nb = self.space.num_bones
-        rest = (np.repeat(np.eye(3)[None], nb, 0), self.space.heads.copy())
         out = []
         other = search_parts(
-            self.fit, *rest, target.points, target.tree, seed=self.settings.seed, second=True
-        )
+            self.fit, *self._rest(), target.points, target.tree, seed=self.settings.seed,
+            second=True,
+        )  # fmt: skip
         if other is not None:
             out.append(("search 2", other[0], other[1]))
         return out + chain_starts(self.fit, rot, centre, target)

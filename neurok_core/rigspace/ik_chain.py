@@ -156,14 +156,13 @@ def chain_starts(fit, rot: np.ndarray, centre: np.ndarray, target) -> list[tuple
         d, _ = cKDTree(x[others]).query(target.points)
         free = d > EXPLAINED
     points = target.points[free]
-    found = pieces(points)
+    found = [centre_line(points[i]) for i in pieces(points)]  # each piece's line, once
     lines = {}
     for p in sorted(off, key=lambda p: -info[p].extents[0]):
         if not found:
             break
-        lengths = [_length(centre_line(points[i])) for i in found]
-        k = int(np.argmin([abs(length - info[p].extents[0]) for length in lengths]))
-        lines[p] = centre_line(points[found.pop(k)])
+        k = int(np.argmin([abs(_length(line) - info[p].extents[0]) for line in found]))
+        lines[p] = found.pop(k)
     if not lines:
         return []
     out = []

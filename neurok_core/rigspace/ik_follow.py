@@ -88,15 +88,10 @@ class MovedParts:
         for p in moved:
             near_moved = np.minimum(near_moved, self._part(p)[1])
         kept = np.flatnonzero(still)
-        if len(kept) >= 2:
-            two = np.partition(s.near[kept], 1, axis=0)[:2]  # (2, Q)
-            first = kept[np.argmin(s.near[kept], axis=0)]  # (Q,)
-        elif len(kept) == 1:
-            two = np.stack([s.near[kept[0]], np.full(len(s.subset), np.inf)])
-            first = np.full(len(s.subset), kept[0])
-        else:
-            two = np.full((2, len(s.subset)), np.inf)
-            first = np.full(len(s.subset), -1)
+        pad = np.full((2, len(s.subset)), np.inf)  # two rows that no kept part undercuts
+        rows = np.concatenate([s.near[kept], pad])  # (K + 2, Q)
+        two = np.partition(rows, 1, axis=0)[:2]  # (2, Q) the smallest and the second
+        first = np.append(kept, [-1, -1])[np.argmin(rows, axis=0)]  # (Q,) whose is smallest
         out = []
         for q in extra:
             if q is None or q not in s.own or not still[q]:
@@ -229,7 +224,7 @@ def replaced_cost(parts: PartDistances, moved: list, y: np.ndarray, tree: cKDTre
     """The search's chamfer of the state (``parts``: its per-part distances) with the
     samples of the parts ``moved`` at y (M, 3) (in their order of the samples)."""
     still = np.ones(len(parts.d1_sq), dtype=bool)
-    still[[p for p in moved if p < len(still)]] = False
+    still[moved] = False
     d1_sq = float(parts.d1_sq[still].sum()) + float((tree.query(y)[0] ** 2).sum())
     near = nearest(parts.subset, y)
     if still.any():

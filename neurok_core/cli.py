@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .blas import pick_blas_kernel
 from .doubts import warning
 from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 from .errors import ConditionError, MeshError, NeuROKError, SimulationError
@@ -596,6 +597,8 @@ def _dash_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # a process of its own (not a call from Python): the BLAS kernel first
+        pick_blas_kernel()
     parser = make_parser()
     args = parser.parse_args(_dash_values(list(sys.argv[1:] if argv is None else argv), parser))
     try:

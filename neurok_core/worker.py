@@ -92,6 +92,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .blas import blas_report, pick_blas_kernel
 from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
@@ -482,6 +483,7 @@ def probe(checkpoint: str | None, device: str) -> dict[str, Any]:
         "torch": torch.__version__.split("+")[0],
         "device": describe_device(dev),
         "devices": devices,
+        "blas": blas_report(),
         "checkpoint": {
             "path": str(checkpoint or default_checkpoint()),
             "num_parameters": info.get("num_parameters"),
@@ -579,6 +581,8 @@ def _seconds(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # a process of its own (not a call from Python): the BLAS kernel first
+        pick_blas_kernel()
     parser = argparse.ArgumentParser(prog="python -m neurok_core.worker", description=__doc__)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--request", help="run the simulation request in this JSON file")

@@ -2,9 +2,11 @@
 # Set up the project's environment in .venv (idempotent: reruns only update it).
 #   bash tests/setup.sh            # torch as this machine's pip serves it
 #   bash tests/setup.sh --cpu      # or NEUROK_TORCH_INDEX=cpu: the CPU build of torch
-# Installs torch (pinned; which build, CPU or CUDA, is pip's choice: on Linux PyPI's is the CUDA
-# one, several GB of NVIDIA libraries more) and the project with its train and dev extras (MuJoCo,
-# pybullet, Blender as the `bpy` module): about 2.6 GB with the CPU build.
+# Installs torch (which build, CPU or CUDA, is pip's choice: on Linux PyPI's is the CUDA one,
+# several GB of NVIDIA libraries more) and the project with its train and dev extras (MuJoCo,
+# pybullet, Blender as the `bpy` module): about 2.6 GB with the CPU build. Every version comes
+# from the lock, neurok_blender/engine/constraints.txt, and the last step checks the result
+# against it (`python -m neurok_blender.engine.lock`).
 # NEUROK_TORCH_INDEX=cpu (or an index URL) adds torch's CPU wheel index to pip's own indices, which
 # stay (a machine whose pip already serves the CPU build installs the same), and replaces a CUDA
 # build already in .venv. PYTHON=python3.11 picks the interpreter that creates the environment.
@@ -31,6 +33,9 @@ fi
 if [ "$TORCH_INDEX" = cpu ] && .venv/bin/python -c 'import sys, torch; sys.exit(not torch.version.cuda)' 2>/dev/null; then
     TORCH+=(--force-reinstall --no-deps)  # a CUDA build satisfies the pin: replace it
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-.venv/bin/python -m pip install -q --disable-pip-version-check "${TORCH[@]}"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+# every version from the lock (the stack the tests passed on), then a check that it is exactly that
+LOCK=(--constraint neurok_blender/engine/constraints.txt)
+.venv/bin/python -m pip install -q --disable-pip-version-check "${LOCK[@]}" --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check "${LOCK[@]}" "${TORCH[@]}"
+.venv/bin/python -m pip install -q --disable-pip-version-check "${LOCK[@]}" -e ".[dev]"
+.venv/bin/python -m neurok_blender.engine.lock

@@ -5,7 +5,8 @@
 becomes progress; on success the folder is renamed to ``<deps_root>/py3.11`` (so a failed or
 cancelled install never leaves a half-filled folder on the engine's import path). On a machine
 without an NVIDIA GPU (Linux, Windows) torch comes from PyTorch's CPU wheel index: the default
-wheel there bundles CUDA (gigabytes the machine cannot use).
+wheel there bundles CUDA (gigabytes the machine cannot use). Every version comes from the lock
+(``constraints.txt``, the versions the tests passed on).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .job import Job
+from .lock import LOCK
 
 TORCH_VERSION = "2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -69,6 +71,8 @@ def pip_argv(
         "--timeout",
         "20",
         *index,
+        "--constraint",
+        str(LOCK),
         torch,
         *REQUIREMENTS,
     ]

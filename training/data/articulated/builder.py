@@ -25,6 +25,7 @@ from ..kinematics import Joint, KinematicTree, pose_vertices
 from ..registry import family
 from ..trajectories import joint_trajectory
 from ..validation import check_rest_frame
+from .overlap import part_overlap
 
 MIN_VERTICES, MAX_VERTICES = 300, 20_000
 SUBDIVIDE_PROBABILITY = 0.2
@@ -246,9 +247,12 @@ def articulated_family(name: str, *, split: str = "train"):
 
     The function draws the object's proportions from ``rng`` and returns its ``build``
     callback, or ``(build, accept)`` where ``accept(articulation) -> bool`` vets the posed
-    result (e.g. parts that collide along the trajectory); a refused object is drawn again
-    from the same ``rng``, up to ``MAX_REDRAWS`` times. ``ARTICULATED[name](rng, frames)``
-    gives the ``Articulation`` (for tests and previews); the registry gets
+    result (e.g. a quick check of parts that collide along the trajectory). Every object then
+    passes ``overlap.part_overlap`` (no part runs into another, a joined part overlaps its parent
+    only within their joint); a refused object is drawn again from the same ``rng``, up to
+    ``MAX_REDRAWS`` times, so no defective draw reaches a data set.
+    ``ARTICULATED[name](rng, frames)`` gives the ``Articulation`` (for tests and previews); the
+    registry gets
     ``generate(rng, frames) -> Sequence4D``.
     """
 
@@ -258,7 +262,7 @@ def articulated_family(name: str, *, split: str = "train"):
                 design = fn(rng)
                 build, accept = design if isinstance(design, tuple) else (design, None)
                 art = articulate(name, build, rng, frames)
-                if accept is None or accept(art):
+                if (accept is None or accept(art)) and not part_overlap(art):
                     return art
             raise SequenceError(f"{name}: no acceptable object in {MAX_REDRAWS} draws")
 

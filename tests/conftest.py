@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+# Helper modules with asserts, rewritten like the tests' own (before any test imports them).
+pytest.register_assert_rewrite("bounds", "dynamics_systems")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -4,6 +4,7 @@ while another goes on, and a run cancelled that leaves the object as it was."""
 
 import pytest
 from blender.harness import built_zip, run_scenario
+from bounds import assert_within
 
 pytestmark = [pytest.mark.blender, pytest.mark.slow]
 
@@ -34,7 +35,8 @@ def test_a_script_simulates_follows_and_cancels_through_the_api(tmp_path, zip_pa
     # progress seen through on_progress: never decreasing, ending at 1, more than one step
     fractions = out["fractions"]
     assert len(fractions) >= 2 and fractions == sorted(fractions), fractions
-    assert all(0.0 <= f <= 1.0 for f in fractions) and fractions[-1] == 1.0
+    assert_within(fractions, above=0.0, below=1.0, what="progress fractions")
+    assert fractions[-1] == 1.0
     assert out["progress"][0] == 1.0 and out["progress"][1] == out["statuses"][-1]
     figures = out["figures"]
     assert figures["frames"] == 12 and figures["seconds"] > 0.0

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import trimesh
+from bounds import assert_within
 from torch.testing import assert_close
 
 from neurok_core.errors import SequenceError
@@ -103,7 +104,7 @@ def test_min_jerk_profile():
     tau = np.linspace(0, 1, 101)
     s = min_jerk(tau)
     close(s[[0, -1]], np.array([0.0, 1.0]))
-    assert (np.diff(s) >= 0).all()
+    assert_within(np.diff(s), above=0, what="min-jerk profile's steps")
     h = tau[1] - tau[0]
     close(np.gradient(s, h)[[0, -1]], np.zeros(2), atol=2e-3, rtol=0)  # starts and ends at rest
 
@@ -118,13 +119,13 @@ def test_trajectory_starts_at_rest_and_respects_limits(seed):
     q = joint_trajectory(rng, rest, lower, upper, frames)
     assert q.shape == (frames, 4)
     close(q[0], rest, atol=0, rtol=0)
-    assert (q >= lower).all() and (q <= upper).all()
+    assert_within(q, above=lower, below=upper, what="joint values vs their limits")
     assert np.abs(q - rest).max() > 0.05
     # smooth: bounded steps (a min-jerk move peaks at 1.875x its mean speed)
     step = np.abs(np.diff(q, axis=0))
     assert step[:, 2].max() <= 1.875 * 0.3 + 1e-9  # the continuous joint
     span = (upper - lower)[[0, 1, 3]]
-    assert (step[:, [0, 1, 3]] <= 0.7 * span).all()
+    assert_within(step[:, [0, 1, 3]], below=0.7 * span, what="joint steps vs 0.7 of the span")
 
 
 def test_registry_has_train_and_held_out_articulated_families():
@@ -159,7 +160,7 @@ def test_family_generates_valid_rigid_motion(name):
     assert set(np.unique(seq.parts)) == set(range(art.tree.num_links))
     # joint values stay inside their limits
     lower, upper = art.tree.limits()
-    assert (art.q >= lower - 1e-12).all() and (art.q <= upper + 1e-12).all()
+    assert_within(art.q, above=lower - 1e-12, below=upper + 1e-12, what="joint values vs limits")
     assert np.abs(art.q - art.rest).max() > 0
     v = seq.vertices.astype(np.float64)
     size = float(np.linalg.norm(v[0].max(0) - v[0].min(0)))
@@ -225,7 +226,7 @@ def test_segment_distance_matches_brute_force():
     a = p[:, :1] + (p[:, 1:2] - p[:, :1]) * s  # (60, 201, 3)
     b = p[:, 2:3] + (p[:, 3:4] - p[:, 2:3]) * s
     brute = np.linalg.norm(a[:, :, None] - b[:, None], axis=-1).min(axis=(1, 2))
-    assert (d <= brute + 1e-12).all()
+    assert_within(d, below=brute + 1e-12, what="segment distance vs brute force")
     close(d, brute, atol=2e-2, rtol=0)
 
 

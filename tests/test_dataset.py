@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from bounds import assert_within
 from scipy.spatial.transform import Rotation
 
 from neurok_core.errors import SequenceError
@@ -99,7 +100,7 @@ def test_rest_points_lie_on_the_normalised_box(rigid_folder):
     root, _, _ = rigid_folder
     rest = PairDataset(root, num_points=500)[0]["rest"].double().numpy()
     half = HALF / (2.0 * HALF.max())  # (0.5, 0.25, 0.125)
-    assert (np.abs(rest) <= half + 1e-6).all()
+    assert_within(np.abs(rest), below=half + 1e-6, what="|rest points| vs the half box")
     on_face = np.isclose(np.abs(rest), half, atol=1e-6).any(axis=1)
     assert on_face.all()
     # area-uniform: the share of points on the two big faces (z = +-) is their share of the area
@@ -141,7 +142,7 @@ def test_augmentation_matrix():
     for _ in range(50):
         a = aug.sample(rng)
         stretch = np.linalg.norm(a, axis=0)  # columns of R diag(s) have length s
-        assert ((stretch >= 0.8 - 1e-12) & (stretch <= 1.25 + 1e-12)).all()
+        assert_within(stretch, above=0.8 - 1e-12, below=1.25 + 1e-12, what="stretches")
         up = a[:, 2] / stretch[2]
         assert math.degrees(math.acos(np.clip(up[2], -1, 1))) <= 20.0 + 1e-9
     with pytest.raises(ValueError):

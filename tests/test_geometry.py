@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from bounds import assert_within
 from scipy.spatial.transform import Rotation
 from torch.testing import assert_close
 
@@ -93,7 +94,7 @@ def test_triangle_passes_through_and_square_splits():
     np.testing.assert_array_equal(tris[0], [0, 1, 2])
     assert tris.shape == (3, 3) and tris.dtype == np.int64
     close(face_areas(v, tris[1:]).sum(), 1.0)
-    assert (face_normals(v, tris[1:]) @ [0, 0, 1] > 0.99).all()
+    assert_within(face_normals(v, tris[1:]) @ [0, 0, 1], above=0.99, strict=True, what="normal z")
 
 
 def test_l_shaped_hexagon_covers_its_area_without_flips():
@@ -106,10 +107,12 @@ def test_l_shaped_hexagon_covers_its_area_without_flips():
         assert tris.shape == (4, 3)
         close(face_areas(v, tris).sum(), 3.0)
         close(area, 3.0)
-        assert (face_normals(v, tris) @ normal > 0.999).all()
+        cos = face_normals(v, tris) @ normal
+        assert_within(cos, above=0.999, strict=True, what="triangles' normals . the polygon's")
         # every triangle lies inside the L: its centroid is not in the missing square
         centroid = (np.c_[flat, np.zeros(6)][tris].mean(1))[:, :2]
-        assert not ((centroid[:, 0] > 1) & (centroid[:, 1] > 1)).any()
+        missing = (centroid[:, 0] > 1) & (centroid[:, 1] > 1)
+        assert not missing.any(), f"centroids in the missing square x, y > 1: {centroid[missing]}"
 
 
 def test_star_ngon_is_tiled_exactly():
@@ -124,7 +127,8 @@ def test_star_ngon_is_tiled_exactly():
     # tiled exactly: the triangles' projected areas add up to the star's, with none flipped
     close(face_areas(planar, tris).sum(), newell_normal(planar)[2])
     close(area, newell_normal(planar)[2])  # the bend is symmetric: best-fit plane is z = 0
-    assert (face_normals(v, tris) @ normal > 0).all()
+    cos = face_normals(v, tris) @ normal
+    assert_within(cos, above=0, strict=True, what="triangles' normals . the star's")
 
 
 def test_non_planar_quad_uses_shorter_diagonal():
@@ -134,7 +138,8 @@ def test_non_planar_quad_uses_shorter_diagonal():
     used = {frozenset(e) for t in tris for e in ((t[0], t[1]), (t[1], t[2]), (t[2], t[0]))}
     assert frozenset((1, 3)) in used and frozenset((0, 2)) not in used
     _, normal = polygon_area_normal(v)
-    assert (face_normals(v, tris) @ normal > 0).all()
+    cos = face_normals(v, tris) @ normal
+    assert_within(cos, above=0, strict=True, what="triangles' normals . the quad's")
 
 
 def test_loops_equal_lists():
@@ -217,7 +222,7 @@ def test_sampling_is_area_uniform():
     n = 20_000
     samples = sample_surface(v, f, n, np.random.default_rng(1))
     assert samples.face_ids.dtype == np.int64 and samples.barycentrics.shape == (n, 3)
-    assert (samples.barycentrics >= 0).all()
+    assert_within(samples.barycentrics, above=0, what="barycentrics")
     close(samples.barycentrics.sum(1), np.ones(n))
     big = int((samples.face_ids == 1).sum())
     # binomial(n, 0.8): std = 57; allow 5 std

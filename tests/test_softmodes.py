@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import test_space
 import torch
+from bounds import assert_within
 
 from neurok_core.softmodes import motion_subspace, strain_metrics, strain_ratios
 
@@ -47,7 +48,8 @@ def test_motion_subspace_with_soft_modes(space):
         # the active directions are soft ones: none strains (with the anchor's share) more
         # than the slack allows
         limit = max(0.05, 1.5 * report["sigmas"][0])
-        assert all(x <= limit * (1 + 1e-6) for x in report["sigmas"][: report["soft_dims"]])
+        active = report["sigmas"][: report["soft_dims"]]
+        assert_within(active, below=limit * (1 + 1e-6), what="active directions' strain")
     with pytest.raises(ValueError, match="strain_tolerance"):
         motion_subspace(space, (), soft=True, tolerance=0.0)
 
@@ -63,7 +65,7 @@ def test_the_rigid_share_of_the_motion_is_part_of_it(space):
     dirs = torch.randn(k, 20, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     rigid = torch.einsum("km,kl,lm->m", dirs, free, dirs)
     total = torch.einsum("km,kl,lm->m", dirs, b, dirs)
-    assert bool((rigid >= -1e-12).all()) and bool((rigid <= total * (1 + 1e-9)).all())
+    assert_within(rigid, above=-1e-12, below=total * (1 + 1e-9), what="rigid share vs the total")
     assert float(rigid.max()) > 0.0
     # a rigid field is all rigid share
     x = torch.as_tensor(space.normalization.invert(space.dynamics_points.double().numpy()))

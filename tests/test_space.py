@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import trimesh
+from bounds import assert_within
 
 from neurok_core.ik import IKSettings, inverse_kinematics
 from neurok_core.model import build_model
@@ -46,7 +47,7 @@ def test_subspace_is_orthonormal_and_moves_the_mesh(space, slab):
     torch.testing.assert_close(W.T @ W, torch.eye(W.shape[1], dtype=W.dtype), atol=1e-9, rtol=0)
     assert 1 <= space.reduced_dims <= SETTINGS.max_dims
     evals = space.spectrum
-    assert bool((evals[:-1] >= evals[1:] - 1e-12).all())
+    assert_within(evals[:-1], above=evals[1:] - 1e-12, what="spectrum vs its next value")
     with torch.no_grad():
         v = space.decode_vertices(space.latent(torch.ones(1, space.reduced_dims).double()))[0]
     assert np.abs(v.numpy() - slab[0]).max() > 1e-3
@@ -97,7 +98,8 @@ def test_active_subspace_within_a_given_subspace(space):
     torch.testing.assert_close(W.T @ W, torch.eye(W.shape[1], dtype=W.dtype), atol=1e-9, rtol=0)
     # the columns lie in the span of ``within``
     torch.testing.assert_close(within @ (within.T @ W), W, atol=1e-9, rtol=0)
-    assert spectrum.shape == (5,) and bool((spectrum[:-1] >= spectrum[1:] - 1e-12).all())
+    assert spectrum.shape == (5,)
+    assert_within(spectrum[:-1], above=spectrum[1:] - 1e-12, what="spectrum vs its next value")
     # and they are the top eigenvectors of the projected covariance
     projected = within.T @ space.covariance @ within
     top = torch.linalg.eigvalsh(projected).flip(0)
@@ -121,7 +123,8 @@ def test_pinned_subspace_keeps_the_pins_still_or_falls_back(space, slab):
         jac = latent_jacobian(space, pts)  # (N, 3, k)
         motion = (jac @ view.W).pow(2).sum(1)  # (N, kq)
         pinned = motion[list(pins)].mean(0)
-        assert bool((pinned <= (tolerance * 2) ** 2 * motion.mean(0) + 1e-18).all())
+        bound = (tolerance * 2) ** 2 * motion.mean(0) + 1e-18
+        assert_within(pinned, below=bound, what="pins' motion vs the mean's share")
         assert torch.equal(view.z_rest, space.z_rest)
     # a tolerance nothing meets: no free direction, the space's own subspace stays
     view, report = pinned_subspace(space, pins, tolerance=1e-12)
@@ -168,7 +171,7 @@ def test_vertices_are_skinned_from_their_own_loose_part(model):
         normalised = space.skinning_points.numpy()
         for p in (0, 1):  # each chosen point's distance from the other part's points
             gap, _ = cKDTree(normalised[skin_part != p]).query(normalised[index[part == p]])
-            assert (gap >= clearance).all()
+            assert_within(gap, above=clearance, what=f"part {p}'s points' gap to the other")
         with torch.no_grad():
             v = space.decode_vertices(space.z_rest[None])[0].numpy()
         np.testing.assert_allclose(v, vertices, atol=1e-9)

@@ -18,9 +18,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = Path(__file__).with_name("scenarios.py")
-# The Python whose bpy runs the scenarios (tests/current_blender.sh: Blender 5.2's, Python 3.13);
-# by default this one. The engine worker then runs in this one, which has torch.
-BLENDER_PYTHON = "NEUROK_TEST_BLENDER_PYTHON"
 _BUILT: dict[str, Path] = {}
 
 
@@ -61,16 +58,13 @@ def run_scenario(
     """Run ``scenarios.py <name>`` in a fresh process; returns the JSON it wrote."""
     result = tmp_path / f"{name}.json"
     params = {**params, "zip": str(zip_path), "tmp": str(tmp_path), "result": str(result)}
-    blender = os.environ.get(BLENDER_PYTHON) or sys.executable
-    if blender != sys.executable:  # another Blender's Python: the engine stays in this one
-        params.setdefault("engine_python", sys.executable)
     child_env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "blender_user"))
     child_env.pop("PYTHONPATH", None)  # the installed extension only, not the checkout
     child_env.update(env or {})
     for variable in unset:
         child_env.pop(variable, None)
     proc = subprocess.run(
-        [blender, str(SCENARIOS), name, json.dumps(params)],
+        [sys.executable, str(SCENARIOS), name, json.dumps(params)],
         cwd=tmp_path,
         env=child_env,
         capture_output=True,

@@ -25,15 +25,13 @@ import sc_panels  # noqa: F401
 import sc_rig  # noqa: F401
 import sc_rig_space  # noqa: F401
 import sc_simulate  # noqa: F401
-from bl_helpers import SCENARIOS, install, prefs
+from bl_helpers import SCENARIOS, install
 
 
 def main() -> int:
     name, params = sys.argv[1], json.loads(sys.argv[2])
     bpy.ops.ed.undo_push(message="start")
     install(params["zip"])
-    if params.get("engine_python"):  # this Blender's Python has no torch: the tests' engine
-        prefs().python_path = params["engine_python"]
     out = SCENARIOS[name](params)
     Path(params["result"]).write_text(json.dumps(out, indent=1, default=str))
     return 0

@@ -320,12 +320,17 @@ def cmd_simulate(args) -> int:
             over_time.append(len(result.times) - 1)
     clock.lap("simulate")
     bar.close()
+    stopped = None
     if over_time:
-        raise SimulationError(
+        stopped = (
             f"stopped at the time limit of {args.time_limit:g} s (--time-limit) after frame "
-            f"{over_time[0]} of {conditions.frames - 1}; nothing was written. Raise the limit "
-            "(0: none), or ask for fewer frames or a smaller mesh"
+            f"{over_time[0]} of {conditions.frames - 1}"
         )
+        if len(result.times) < 2:  # the rest frame alone: nothing was simulated
+            raise SimulationError(
+                f"{stopped}; nothing was written. Raise the limit (0: none), or ask for fewer"
+                " frames or a smaller mesh"
+            )
     moved, rig = result.positions, result.rig
     result = dataclasses.replace(  # back in the file's vertices, the loose ones unmoved
         result,
@@ -353,6 +358,11 @@ def cmd_simulate(args) -> int:
             f"wrote {out}: {len(result.positions)} frames x {counted},"
             f" {_space_words(info)}, {clock.words()}"
             + (f", with a rig of {result.rig.num_bones} bones" if result.rig is not None else "")
+        )
+    if stopped:  # the frames so far are written; the run still did not finish
+        raise SimulationError(
+            f"{stopped}; {out} holds its first {len(result.times)} frames. Raise the limit"
+            " (0: none), or ask for fewer frames or a smaller mesh"
         )
     doubt = warning(info, len(result.times))  # the warning Simulate gives in Blender
     if doubt:

@@ -146,6 +146,16 @@ def test_simulation_job_turns_messages_into_progress_and_a_result(tmp_path):
     assert not (tmp_path / "job").exists()
 
 
+def test_simulation_job_estimates_the_time_left_from_the_frames_pace(tmp_path):
+    job = SimulationJob(tmp_path / "job", 10)
+    job.frames_done = 1
+    assert job._estimate(10, now=100.0) == ""  # the first frame: no pace yet
+    job.frames_done = 3
+    assert job._estimate(10, now=104.0) == ", about 14 s left"  # 2 s a frame, 7 to go
+    job.frames_done = 10
+    assert job._estimate(10, now=118.0) == ", under a second left"
+
+
 def test_simulation_job_error_and_bad_exit(tmp_path):
     job = SimulationJob(tmp_path / "a", 4)
     job.start(

@@ -311,6 +311,21 @@ def test_the_summary_gives_the_total_time_and_its_parts(
     assert abs(sum(parts.values()) - total) <= 0.01 * len(parts) + 0.01, (total, parts)
 
 
+def test_a_run_stopped_by_the_time_limit_writes_the_frames_it_finished(tmp_path, capsys):
+    """A limit that passes mid-run: the frames so far are written, the message says how many,
+    and the exit status is still an error (the run did not finish)."""
+    mesh = trimesh.creation.box((0.4, 0.2, 0.05)).subdivide()
+    mesh.export(tmp_path / "slab.obj")
+    out = tmp_path / "a.npz"
+    args = ["simulate", str(tmp_path / "slab.obj"), "--out", str(out), "--frames", "100000"]
+    assert main([*args, "--quiet", "--time-limit", "2", "--force", "0:0,0,1:5:0-3"]) == 2
+    err = capsys.readouterr().err
+    assert "stopped at the time limit of 2 s" in err, err
+    written = np.load(out)["positions"]
+    assert 2 <= len(written) < 100000 and f"holds its first {len(written)} frames" in err, err
+    assert np.isfinite(written).all() and written.shape[1] == len(mesh.vertices)
+
+
 def test_the_time_limit_stops_a_rig_space_run_inside_its_first_frame(tmp_path, capsys):
     """--time-limit is checked before every implicit step of the rig space: a limit that has
     passed before the first frame is done stops the run there, with nothing written."""

@@ -179,6 +179,19 @@ class Job:
             healthy = not self.cancelled and (self.result is not None or self.answered_error())
             self.server.release(healthy=healthy)
 
+    def _estimate(self, count: int, now: float | None = None) -> str:
+        """', about N s left' from the frames' pace since the first frame came (empty until
+        two frames have)."""
+        now = time.monotonic() if now is None else now
+        if self._first_frame is None:
+            self._first_frame = (self.frames_done, now)
+            return ""
+        done, since = self._first_frame
+        if self.frames_done <= done or now <= since:
+            return ""
+        left = (now - since) / (self.frames_done - done) * (count - self.frames_done)
+        return f", about {left:.0f} s left" if left >= 1.0 else ", under a second left"
+
     def answered_error(self) -> bool:
         """Whether the engine answered with an error about the request (its inputs), which
         leaves it fit for the next one."""
@@ -232,6 +245,7 @@ class SimulationJob(Job):
         self.frames_done = 0
         self.stage = "load"
         self.error_kind: str | None = None
+        self._first_frame: tuple[int, float] | None = None  # (frames done, time) at the first
 
     def _stage_fraction(self, stage: str, within: float) -> float:
         begin = self.stages.get(stage, self.fraction)
@@ -253,7 +267,7 @@ class SimulationJob(Job):
             self.frames_done = int(message.get("index", 0)) + 1
             count = int(message.get("count") or self.frame_count) or 1
             self.stage = "simulate"
-            self.status = f"frame {self.frames_done} of {count}"
+            self.status = f"frame {self.frames_done} of {count}" + self._estimate(count)
             self.fraction = max(
                 self.fraction, self._stage_fraction("simulate", self.frames_done / count)
             )
@@ -261,6 +275,19 @@ class SimulationJob(Job):
             self.result = message
         elif kind == "error":
             self.error_kind = str(message.get("kind") or "")
+
+    def _estimate(self, count: int, now: float | None = None) -> str:
+        """', about N s left' from the frames' pace since the first frame came (empty until
+        two frames have)."""
+        now = time.monotonic() if now is None else now
+        if self._first_frame is None:
+            self._first_frame = (self.frames_done, now)
+            return ""
+        done, since = self._first_frame
+        if self.frames_done <= done or now <= since:
+            return ""
+        left = (now - since) / (self.frames_done - done) * (count - self.frames_done)
+        return f", about {left:.0f} s left" if left >= 1.0 else ", under a second left"
 
     def answered_error(self) -> bool:
         return self.error_kind in REQUEST_ERRORS and self.process.poll() is None

@@ -26,7 +26,6 @@ from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator, OutOfTime
 from .plausibility import plausibility
-from .projective import ProjectiveIntegrator
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 TWO_PI = 2.0 * np.pi
@@ -538,33 +537,19 @@ def simulate_rig(
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
     loads = _Loads(space, conditions, drag_omega(space, conditions))
-    if settings.step.startswith("projective"):
-        integ = ProjectiveIntegrator(
-            space,
-            energies,
-            loads,
-            damping=conditions.damping,
-            contacts=contacts,
-            midpoint=settings.step == "projective-midpoint",
-            iterations=settings.projective_iterations,
-            anderson=settings.anderson,
-            deadline=deadline,
-            complete=lambda f: completed(f, space),
-        )
-    else:
-        integ = Integrator(
-            space,
-            energies,
-            loads,
-            damping=conditions.damping,
-            zeta=material_damping(settings.stiff_damping, conditions.damping),
-            contacts=contacts,
-            bounciness=conditions.bounciness,
-            rest_speed=_rest_speed(space, conditions, settings),
-            iterations=settings.newton_iterations,
-            halvings=settings.max_halvings,
-            deadline=deadline,
-        )
+    integ = Integrator(
+        space,
+        energies,
+        loads,
+        damping=conditions.damping,
+        zeta=material_damping(settings.stiff_damping, conditions.damping),
+        contacts=contacts,
+        bounciness=conditions.bounciness,
+        rest_speed=_rest_speed(space, conditions, settings),
+        iterations=settings.newton_iterations,
+        halvings=settings.max_halvings,
+        deadline=deadline,
+    )
     q = space.rest()
     stiff = [e for e in (energies[0], glue, stretch) if e is not None]
     v = _initial_velocity(space, conditions, q, stiff)

@@ -68,12 +68,6 @@ class RigSettings:
     contact_depth: float = 0.001
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
-    # the step: "newton" (implicit midpoint / backward Euler by Newton, ``integrator``), or the
-    # projective-dynamics experiment (``projective``): "projective" (backward Euler),
-    # "projective-midpoint"
-    step: str = "newton"
-    projective_iterations: int = 20
-    anderson: int = 5
 
 
 @dataclass

@@ -33,7 +33,7 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components, dijk
 from scipy.sparse.linalg import eigsh
 from scipy.spatial import cKDTree
 
-from ..geometry import edge_keys, farthest_point_subsample, vertex_areas
+from ..geometry import _face_cross, cross3, edge_keys, farthest_point_subsample
 
 ROPE_SLENDERNESS = 15.0  # longest / second side of a closed part from which it bends like a rope
 MAX_CHAIN_BONES = 16  # bones along a rope or an elastic beam
@@ -182,7 +182,7 @@ def classify_part(
     ``closed`` (None: whether ``faces`` are watertight) says whether it is a solid's surface
     (a segment of a closed part is, though its faces are not closed)."""
     pts = vertices[index]
-    areas = vertex_areas(vertices, faces)[index] if len(faces) else np.ones(len(index))
+    areas = _part_areas(vertices, faces, index) if len(faces) else np.ones(len(index))
     areas = np.where(areas > 0, areas, areas.max() * 1e-6 + 1e-300)
     centre, axes, extents = _principal(pts, areas)
     closed = _is_closed(faces) if closed is None else closed
@@ -197,6 +197,16 @@ def classify_part(
     if len(index) < 4:
         kind = "rigid"
     return PartInfo(index, kind, closed, extents, axes, centre)
+
+
+def _part_areas(vertices: np.ndarray, faces: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """(len(index),) ``vertex_areas(vertices, faces)[index]`` (``index`` sorted), in the time
+    of the part's own faces rather than of the whole mesh's vertices."""
+    third = np.repeat(np.linalg.norm(_face_cross(vertices, faces), axis=1) / 6.0, 3)  # (3F,)
+    corners = faces.reshape(-1)
+    at = np.minimum(np.searchsorted(index, corners), len(index) - 1)
+    mine = index[at] == corners  # a face's corner of another part (a seam) is not counted
+    return np.bincount(at[mine], weights=third[mine], minlength=len(index))
 
 
 def _heads_of(info: PartInfo, vertices: np.ndarray, density: float = 1.0) -> np.ndarray:
@@ -229,10 +239,10 @@ def _heads_of(info: PartInfo, vertices: np.ndarray, density: float = 1.0) -> np.
     heads = pts[chosen]
     for _ in range(4):  # a few Lloyd iterations spread the heads by area
         _, owner = cKDTree(heads).query(pts)
-        for b in range(len(heads)):
-            mine = owner == b
-            if mine.any():
-                heads[b] = pts[mine].mean(0)
+        count = np.bincount(owner, minlength=len(heads))
+        sums = np.stack([np.bincount(owner, pts[:, k], len(heads)) for k in range(3)], 1)
+        held = count > 0
+        heads[held] = sums[held] / count[held, None]
     return heads
 
 
@@ -285,9 +295,7 @@ def _dual(vertices: np.ndarray, faces: np.ndarray) -> _Dual:
     per = count[edge]  # (3F,) faces on each incidence's edge
     order = np.argsort(edge, kind="stable")
     pairs = order[per[order] == 2].reshape(-1, 2)  # the two incidences of each manifold edge
-    cross = np.cross(
-        vertices[faces[:, 1]] - vertices[faces[:, 0]], vertices[faces[:, 2]] - vertices[faces[:, 0]]
-    )
+    cross = _face_cross(vertices, faces)
     double = np.linalg.norm(cross, axis=1)
     normal = cross / np.maximum(double, 1e-300)[:, None]  # (F, 3)
     ia, ib = pairs[:, 0], pairs[:, 1]
@@ -473,7 +481,7 @@ class _Segments:
             # (the membership spans the vertices the faces use, not loose ones after them)
             apex = vertices[np.flatnonzero(rim)].mean(0) if rim.any() else vertices[f].mean((0, 1))
             a, b, c = (vertices[f[:, k]] - apex for k in range(3))
-            self.volume[s] = abs(float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum()) / 6.0)
+            self.volume[s] = abs(float(np.einsum("ij,ij->i", a, cross3(b, c)).sum()) / 6.0)
 
     def rim(self, a: int, b: int) -> np.ndarray:
         """Vertices shared by segments ``a`` and ``b``."""
@@ -632,10 +640,7 @@ def _segment_parts(vertices, faces, parts, face_part) -> tuple:
 
 def _area_shares(vertices, faces, face_seg, count):
     """Sparse (N, count): a third of the area of each vertex's faces in each segment."""
-    cross = np.cross(
-        vertices[faces[:, 1]] - vertices[faces[:, 0]], vertices[faces[:, 2]] - vertices[faces[:, 0]]
-    )
-    area = np.repeat(np.linalg.norm(cross, axis=1) / 6.0, 3)
+    area = np.repeat(np.linalg.norm(_face_cross(vertices, faces), axis=1) / 6.0, 3)
     rows, cols = faces.reshape(-1), np.repeat(face_seg, 3)
     out = coo_matrix((area, (rows, cols)), shape=(len(vertices), count)).tocsr()
     out.sum_duplicates()

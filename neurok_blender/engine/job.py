@@ -179,19 +179,6 @@ class Job:
             healthy = not self.cancelled and (self.result is not None or self.answered_error())
             self.server.release(healthy=healthy)
 
-    def _estimate(self, count: int, now: float | None = None) -> str:
-        """', about N s left' from the frames' pace since the first frame came (empty until
-        two frames have)."""
-        now = time.monotonic() if now is None else now
-        if self._first_frame is None:
-            self._first_frame = (self.frames_done, now)
-            return ""
-        done, since = self._first_frame
-        if self.frames_done <= done or now <= since:
-            return ""
-        left = (now - since) / (self.frames_done - done) * (count - self.frames_done)
-        return f", about {left:.0f} s left" if left >= 1.0 else ", under a second left"
-
     def answered_error(self) -> bool:
         """Whether the engine answered with an error about the request (its inputs), which
         leaves it fit for the next one."""

@@ -7,7 +7,7 @@ not know a newer model and falls back to its oldest kernel, Prescott (SSE3): a (
 is made once, when the library loads, from ``OPENBLAS_CORETYPE``; so ``pick_blas_kernel`` runs
 first thing in the engine's entry points (the worker, the CLI): if the loaded kernel predates
 the CPU's vector units and nobody set ``OPENBLAS_CORETYPE``, it sets it and restarts the process
-(``os.execv``, same arguments and pipes) before any work is done. A kernel set by the user or the
+(``os.execve``, same arguments and pipes) before any work is done. A kernel set by the user or the
 machine (``OPENBLAS_CORETYPE``, e.g. to avoid a kernel known to fail there) is always kept.
 
 Linux only (``/proc``); elsewhere the functions report nothing and change nothing.
@@ -42,13 +42,14 @@ _CORENAME = (
 
 def loaded_kernels() -> dict[str, str]:
     """The OpenBLAS libraries loaded in this process (file name -> kernel name, e.g. "SkylakeX")."""
-    maps = Path("/proc/self/maps")
-    if not maps.exists():
+    try:
+        lines = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:  # not Linux, or not allowed to look
         return {}
     paths = sorted(
         {
             line.split()[-1]
-            for line in maps.read_text().splitlines()
+            for line in lines
             if "openblas" in Path(line.split()[-1]).name.lower() and ".so" in line
         }
     )
@@ -123,4 +124,7 @@ def pick_blas_kernel(kernels: dict[str, str] | None = None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     env = {**os.environ, "OPENBLAS_CORETYPE": suited, PICKED: fallen[0]}
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError:  # cannot restart (a sandbox): go on with the kernel there is
+        return

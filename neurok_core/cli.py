@@ -607,8 +607,6 @@ def _dash_values(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # a process of its own (not a call from Python): the BLAS kernel first
-        pick_blas_kernel()
     parser = make_parser()
     args = parser.parse_args(_dash_values(list(sys.argv[1:] if argv is None else argv), parser))
     try:
@@ -618,5 +616,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def run() -> int:
+    """The ``neurok`` command: a process of its own, so numpy's BLAS kernel is settled first
+    (``neurok_core.blas``; a call of ``main`` from Python leaves its process alone)."""
+    pick_blas_kernel()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

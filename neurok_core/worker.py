@@ -581,8 +581,6 @@ def _seconds(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # a process of its own (not a call from Python): the BLAS kernel first
-        pick_blas_kernel()
     parser = argparse.ArgumentParser(prog="python -m neurok_core.worker", description=__doc__)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--request", help="run the simulation request in this JSON file")
@@ -623,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    pick_blas_kernel()  # a process of its own: numpy's BLAS kernel first (neurok_core.blas)
     status = main()
     # Everything is written and flushed by now (results atomically, the frames file frame by
     # frame); ending here skips the interpreter's teardown of torch, about half a second.

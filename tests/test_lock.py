@@ -59,6 +59,8 @@ def test_the_lock_reader_refuses_what_it_cannot_read(tmp_path):
     )
     assert lock.pins("3.11", good) == {"a": "1.0", "b": "1.5"}
     assert lock.pins("3.13", good) == {"a": "1.0", "b": "2.0"}
+    assert lock.pinned_pythons(good) == {"3.11", "3.13"}
+    assert lock.pinned_pythons() == {"3.11", "3.13"}
     assert lock.differences({"a": "1.0"}, {"a": "1.1", "c": "3"}) == [
         "a: 1.1 installed, locked 1.0",
         "c: 3 installed, not in the lock",

@@ -67,15 +67,24 @@ def differences(locked: dict[str, str], found: dict[str, str], ignore=("neurok",
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Exit 1 if a locked distribution is missing or at another version; one not in the lock is
-    reported (a hand install in an old environment) without failing. ``--installed-only``: check
-    only what is installed (an environment that holds part of the lock: Blender's side alone)."""
-    argv = sys.argv[1:] if argv is None else argv
-    locked, found = pins(), installed()
-    if "--installed-only" in argv:
-        locked = {name: version for name, version in locked.items() if name in found}
-    diff = differences(locked, found, ignore=("neurok", "setuptools", "wheel"))
+def pinned_pythons(path: Path = LOCK) -> set[str]:
+    """The Python versions ('3.11', ...) the lock has pins of their own for."""
+    return set(re.findall(r'python_version\s*==\s*"([\d.]+)"', path.read_text()))
+
+
+def main() -> int:
+    """Exit 1 if a locked distribution is missing or at another version, or if the lock has no
+    pins for this Python; one not in the lock is reported (a hand install, torch's CUDA
+    libraries where pip took that build) without failing."""
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if python not in pinned_pythons():
+        print(
+            f"lock: {LOCK.name} has no pins for Python {python} (it has "
+            f"{', '.join(sorted(pinned_pythons()))}): use one of those",
+            file=sys.stderr,
+        )
+        return 1
+    diff = differences(pins(python), installed(), ignore=("neurok", "setuptools", "wheel"))
     wrong = [line for line in diff if "not in the lock" not in line]
     for line in diff:
         print(f"lock: {line}", file=sys.stderr)

@@ -249,8 +249,8 @@ def articulated_family(name: str, *, split: str = "train"):
     callback, or ``(build, accept)`` where ``accept(articulation) -> bool`` vets the posed
     result (e.g. a quick check of parts that collide along the trajectory). Every object then
     passes ``overlap.part_overlap`` (no part runs into another, a joined part overlaps its parent
-    only within their joint); a refused object is drawn again from the same ``rng``, up to
-    ``MAX_REDRAWS`` times, so no defective draw reaches a data set.
+    only within their joint; checked at a few frames on a sample of each part's vertices); a
+    refused object is drawn again from the same ``rng``, up to ``MAX_REDRAWS`` times.
     ``ARTICULATED[name](rng, frames)`` gives the ``Articulation`` (for tests and previews); the
     registry gets
     ``generate(rng, frames) -> Sequence4D``.

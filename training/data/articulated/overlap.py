@@ -12,9 +12,9 @@ The rules (``part_overlap`` returns each broken one as a sentence):
 - a child and its parent overlap only where their joint needs it (a knuckle, an axle, a pin in its
   hole, a telescope's inner tube): within the *joint zone*, the distance from the joint's line
   (its axis, through its point; for a slider, through the overlap at rest) that the overlap at
-  the rest frame reaches, plus half an edge for the polygons' facets. Turning about the axis or
-  sliding along it keeps a joint's own overlap inside that zone; a part that swings or slides
-  into its parent anywhere else leaves it.
+  the rest frame reaches, plus the object's longest edge for the polygons' facets. Turning
+  about the axis or sliding along it keeps a joint's own overlap inside that zone; a part that
+  swings or slides into its parent anywhere else leaves it.
 """
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ def part_overlap(art, check: OverlapCheck = OverlapCheck()) -> list[str]:
     joint_of = {}
     for j in tree.joints:
         r, t = yaw @ tf[:, j.parent, :3, :3], tf[:, j.parent, :3, 3] @ yaw.T  # (K, 3, 3), (K, 3)
-        joint_of[j.child] = (j.parent, j.kind, r @ j.axis, r @ j.point + t)  # (K, 3), (K, 3)
+        joint_of[j.child] = (j.parent, j.kind, r, t, r @ j.axis, r @ j.point + t)
     face_link = art.links[art.faces[:, 0]]
     ids = np.unique(art.links)
+    if len(ids) < 2:
+        return []
     samples = {}
     for b in ids:
         idx = np.flatnonzero(art.links == b)
@@ -106,11 +108,13 @@ def part_overlap(art, check: OverlapCheck = OverlapCheck()) -> list[str]:
     names, out = tree.link_names, []
     zones: dict[int, float] = {}  # child link -> its joint zone's radius
     lines: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for child, (parent, kind, axis, point) in joint_of.items():
+    for child, (parent, kind, r, t, axis, point) in joint_of.items():
         both = np.concatenate([deep_in[parent], deep_in[child]])
         overlap = rest[both[np.isin(art.links[both], (parent, child))]]
-        if kind == "prismatic" and len(overlap):  # the slide's line runs through its overlap
-            point = np.broadcast_to(overlap.mean(0), point.shape)
+        if kind == "prismatic" and len(overlap):
+            # the slide's line runs through its overlap at rest, carried by the parent
+            local = r[0].T @ (overlap.mean(0) - t[0])  # in the parent's own frame
+            point = r @ local + t  # (K, 3)
         lines[child] = (axis, point)
         reach = _line_distance(overlap, point[0], axis[0]) if len(overlap) else np.zeros(1)
         zones[child] = float(reach.max()) + margin

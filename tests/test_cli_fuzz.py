@@ -2,7 +2,8 @@
 runs it: a process per run, the bundled model on the latent path, none on the rig path.
 
 Every run must end, within its ``--time-limit`` and a margin for starting Python and torch, with
-exit 0 and a result, or exit 2 and one line that begins ``neurok: error:``; never a traceback.
+exit 0 and a result, or exit 2 and one line that begins ``neurok: error:`` and nothing written
+(but for a run stopped by its time limit: the frames it finished); never a traceback.
 A result holds every frame asked for, every vertex of the file in its order (frame 0 is the
 file's vertices to float32 rounding, vertices no face uses never move) and finite numbers only.
 
@@ -13,6 +14,7 @@ A failure names each failing seed and the command that reproduces it
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -52,6 +54,14 @@ def run_case(case: FuzzCase, dynamics: str, folder: Path) -> tuple[list[str], fl
     return problems(case, proc, Path(args[2])), wall, command
 
 
+def _frames(out: Path) -> np.ndarray:
+    """The positions (T, N, 3) a run wrote to ``out`` (.pc2 or .npz)."""
+    if out.suffix == ".pc2":
+        return read_pc2(out).frames
+    with np.load(out, allow_pickle=False) as data:
+        return data["positions"]
+
+
 def problems(case: FuzzCase, proc: subprocess.CompletedProcess, out: Path) -> list[str]:
     """What is wrong with a finished run of ``case`` that wrote (or not) ``out``."""
     text = proc.stdout + proc.stderr
@@ -62,18 +72,22 @@ def problems(case: FuzzCase, proc: subprocess.CompletedProcess, out: Path) -> li
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         if len(lines) != 1 or not lines[0].startswith("neurok: error:"):
             found.append(f"exit 2 without one 'neurok: error:' line: {lines[-3:]}")
-        if out.exists():
+        partial = re.search(r"holds its first (\d+) frames", proc.stderr)
+        if partial is None and out.exists():
             found.append(f"exit 2, yet {out.name} was written")
+        elif partial is not None:  # stopped by the time limit: the frames it finished
+            frames = _frames(out) if out.exists() else None
+            count = int(partial.group(1))
+            if frames is None or frames.shape != (count, case.file_vertices, 3):
+                found.append(f"the time limit's {count} frames, yet {out.name} holds {frames}")
+            elif not np.isfinite(frames).all():
+                found.append("non-finite positions in the frames written at the time limit")
         return found
     if proc.returncode != 0:
         return [*found, f"exit {proc.returncode}: " + " | ".join(text.strip().splitlines()[-3:])]
     if not out.exists():
         return [*found, f"exit 0 without {out.name}"]
-    if out.suffix == ".pc2":
-        frames = read_pc2(out).frames
-    else:
-        with np.load(out, allow_pickle=False) as data:
-            frames = data["positions"]
+    frames = _frames(out)
     if frames.shape != (case.frames, case.file_vertices, 3):
         found.append(f"frames {frames.shape}, expected {(case.frames, case.file_vertices, 3)}")
         return found

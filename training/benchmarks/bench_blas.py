@@ -25,6 +25,8 @@ import json, sys, time
 import numpy as np
 from neurok_core.blas import loaded_kernels
 a = np.random.default_rng(0).standard_normal((4500, 192))
+for _ in range(5):  # warm: the first products pay for caches and clocks
+    a.T @ a
 times = []
 for _ in range({repeat}):
     start = time.perf_counter(); a.T @ a; times.append(time.perf_counter() - start)

@@ -33,7 +33,7 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components, dijk
 from scipy.sparse.linalg import eigsh
 from scipy.spatial import cKDTree
 
-from ..geometry import _face_cross, cross3, edge_keys, farthest_point_subsample
+from ..geometry import cross3, edge_keys, face_cross, farthest_point_subsample
 
 ROPE_SLENDERNESS = 15.0  # longest / second side of a closed part from which it bends like a rope
 MAX_CHAIN_BONES = 16  # bones along a rope or an elastic beam
@@ -202,7 +202,7 @@ def classify_part(
 def _part_areas(vertices: np.ndarray, faces: np.ndarray, index: np.ndarray) -> np.ndarray:
     """(len(index),) ``vertex_areas(vertices, faces)[index]`` (``index`` sorted), in the time
     of the part's own faces rather than of the whole mesh's vertices."""
-    third = np.repeat(np.linalg.norm(_face_cross(vertices, faces), axis=1) / 6.0, 3)  # (3F,)
+    third = np.repeat(np.linalg.norm(face_cross(vertices, faces), axis=1) / 6.0, 3)  # (3F,)
     corners = faces.reshape(-1)
     at = np.minimum(np.searchsorted(index, corners), len(index) - 1)
     mine = index[at] == corners  # a face's corner of another part (a seam) is not counted
@@ -295,7 +295,7 @@ def _dual(vertices: np.ndarray, faces: np.ndarray) -> _Dual:
     per = count[edge]  # (3F,) faces on each incidence's edge
     order = np.argsort(edge, kind="stable")
     pairs = order[per[order] == 2].reshape(-1, 2)  # the two incidences of each manifold edge
-    cross = _face_cross(vertices, faces)
+    cross = face_cross(vertices, faces)
     double = np.linalg.norm(cross, axis=1)
     normal = cross / np.maximum(double, 1e-300)[:, None]  # (F, 3)
     ia, ib = pairs[:, 0], pairs[:, 1]
@@ -640,7 +640,7 @@ def _segment_parts(vertices, faces, parts, face_part) -> tuple:
 
 def _area_shares(vertices, faces, face_seg, count):
     """Sparse (N, count): a third of the area of each vertex's faces in each segment."""
-    area = np.repeat(np.linalg.norm(_face_cross(vertices, faces), axis=1) / 6.0, 3)
+    area = np.repeat(np.linalg.norm(face_cross(vertices, faces), axis=1) / 6.0, 3)
     rows, cols = faces.reshape(-1), np.repeat(face_seg, 3)
     out = coo_matrix((area, (rows, cols)), shape=(len(vertices), count)).tocsr()
     out.sum_duplicates()

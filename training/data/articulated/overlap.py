@@ -122,13 +122,7 @@ def part_overlap(art, check: OverlapCheck = OverlapCheck()) -> list[str]:
         deep = d < -depth  # (K, S)
         if not deep.any():
             continue
-        child = (
-            b
-            if joint_of.get(b, (None,))[0] == a
-            else a
-            if joint_of.get(a, (None,))[0] == b
-            else None
-        )
+        child = b if joined.get(b) == a else a if joined.get(a) == b else None
         if child is None:
             out.append(
                 f"{names[b]} runs into {names[a]}: {deep.any(0).mean():.3f} of its samples deeper "

@@ -224,6 +224,38 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     )
 
 
+def quats_from_matrices(m: np.ndarray) -> np.ndarray:
+    """:func:`quat_from_matrix` over a stack of rotations (..., 3, 3) -> (..., 4), vectorised
+    (the same branch of Shepperd's method for each, w >= 0)."""
+    m = np.asarray(m, dtype=np.float64)
+    shape = m.shape[:-2]
+    m = m.reshape(-1, 3, 3)
+    trace = m[:, 0, 0] + m[:, 1, 1] + m[:, 2, 2]
+    diag = np.stack([trace, m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]], 1)
+    k = diag.argmax(1)
+    q = np.zeros((len(m), 4))
+    w = k == 0
+    r = 0.5 * np.sqrt(np.maximum(1.0 + trace[w], 0.0))
+    q[w, 0] = r
+    q[w, 1] = (m[w, 2, 1] - m[w, 1, 2]) / (4 * r)
+    q[w, 2] = (m[w, 0, 2] - m[w, 2, 0]) / (4 * r)
+    q[w, 3] = (m[w, 1, 0] - m[w, 0, 1]) / (4 * r)
+    for kk in (1, 2, 3):
+        sel = k == kk
+        if not sel.any():
+            continue
+        i, j, l = kk - 1, kk % 3, (kk + 1) % 3
+        mm = m[sel]
+        s = 0.5 * np.sqrt(np.maximum(1.0 + mm[:, i, i] - mm[:, j, j] - mm[:, l, l], 0.0))
+        q[sel, 1 + i] = s
+        q[sel, 0] = (mm[:, l, j] - mm[:, j, l]) / (4 * s)
+        q[sel, 1 + j] = (mm[:, j, i] + mm[:, i, j]) / (4 * s)
+        q[sel, 1 + l] = (mm[:, l, i] + mm[:, i, l]) / (4 * s)
+    q = np.where(q[:, :1] < 0, -q, q)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return q.reshape(*shape, 4)
+
+
 def quat_from_matrix(m: np.ndarray) -> np.ndarray:
     """The unit quaternion (4,) (w >= 0) of a rotation matrix (3, 3) (Shepperd's method: the
     largest of w, x, y, z is taken from the diagonal, the others from the off-diagonals)."""

@@ -48,9 +48,10 @@ def test_demo_end_to_end(tmp_path, tiny_checkpoint):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "total" in proc.stdout and str(out / "neurok_demo.blend") in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
-    # both move in the rig space and bake as editable rigs
+    # both move in the rig space; the laptop bakes as an editable rig, the flag (a cloth, at
+    # its own resolution) as shape keys
     assert summary["simulations"]["Laptop"]["baked_as"] == "RIG"
-    assert summary["simulations"]["Flag"]["baked_as"] == "RIG"
+    assert summary["simulations"]["Flag"]["baked_as"] == "SHAPE_KEYS"
     # each object's plausibility scores (the scenes benchmark's), consistent with its motion
     lid, cloth = (summary["motion"][n]["scene_scores"] for n in ("Laptop", "Flag"))
     assert lid["frames"] == FRAMES and lid["pinned_drift"] < 1e-3
@@ -81,11 +82,12 @@ def test_demo_end_to_end(tmp_path, tiny_checkpoint):
     laptop, flag = seen["Laptop"], seen["Flag"]
     # the conditions were added by the extension's operators and saved with the file
     assert laptop["conditions"] == ["FORCE"] and flag["conditions"] == ["DRAG"]
-    # each is played by an Armature modifier (no shape keys); frame 1 is the rest shape, later
-    # ones move
+    # the laptop is played by an Armature modifier (no shape keys), the flag by its shape
+    # keys (no modifier); frame 1 is the rest shape, later ones move
+    assert [k for k, _ in laptop["modifiers"]] == ["ARMATURE"], laptop["modifiers"]
+    assert laptop["shape_keys"] == 0
+    assert flag["modifiers"] == [] and flag["shape_keys"] > 1, flag
     for example in (laptop, flag):
-        assert [k for k, _ in example["modifiers"]] == ["ARMATURE"], example["modifiers"]
-        assert example["shape_keys"] == 0
         assert example["motion"][0] < 1e-4 and max(example["motion"][1:]) > 1e-4, example
 
     # the preview: one stamped PNG per frame, a contact sheet and a GIF

@@ -13,7 +13,14 @@ from test_bones import skinned_model
 from neurok_core.dynamics import Force, SimulationConditions
 from neurok_core.errors import ConditionError, NeuROKError
 from neurok_core.results import load_result, save_result
-from neurok_core.rig import BoneRig, quat_apply, quat_from_matrix, quat_mul, quat_to_matrix
+from neurok_core.rig import (
+    BoneRig,
+    quat_apply,
+    quat_from_matrix,
+    quat_mul,
+    quat_to_matrix,
+    quats_from_matrices,
+)
 from neurok_core.simulate import simulate
 from neurok_core.space import SpaceSettings, build_space
 
@@ -168,3 +175,17 @@ def test_a_separate_part_near_the_pins_keeps_its_own_bones():
         float(share[: len(a.vertices)].max()) == 1.0
         and float(share[len(a.vertices) :].max()) == 0.0
     )
+
+
+def test_quaternions_of_a_stack_of_rotations_are_each_ones():
+    """The vectorised conversion gives each matrix's quaternion, half turns (each branch of
+    Shepperd's method) included."""
+    from scipy.spatial.transform import Rotation
+
+    turns = Rotation.random(500, random_state=3).as_matrix()
+    halves = np.stack([np.diag(d) for d in ([1.0, -1, -1], [-1.0, 1, -1], [-1.0, -1, 1])])
+    stack = np.concatenate([turns, halves, np.eye(3)[None]]).reshape(-1, 4, 3, 3)
+    got = quats_from_matrices(stack)
+    assert got.shape == (len(stack), 4, 4)
+    want = np.array([[quat_from_matrix(m) for m in row] for row in stack])
+    np.testing.assert_allclose(got, want, atol=1e-12)

@@ -11,11 +11,12 @@ extension starts, exactly as it does for a user (this process never imports torc
 - a laptop (base and lid, one mesh; the base pinned) whose open lid gets a push from a force
   arrow on its top edge, then swings shut under gravity and rests on the base;
 - a flag on a pole (pinned along the pole) whose free corner is pulled by a drag handle and
-  released.
+  released: it falls back and hangs from the pole.
 
 Both move in the rig space (``DYNAMICS``: the bones' rigid motions, joints and contact as
-energies; the lid stays rigid and turns about the hinge its interface with the base makes, the
-flag keeps its size) and are baked as editable rigs (Automatic). Writes ``neurok_demo.blend``,
+energies; the lid stays rigid and turns about the hinge its interface with the base makes; the
+flag, a cloth, moves at its own resolution and keeps its size). Automatic bakes the laptop as an
+editable rig and the flag as shape keys. Writes ``neurok_demo.blend``,
 ``frames/*.png``
 (Workbench, frame number stamped), ``contact_sheet.png``, ``preview.gif`` (when Pillow is
 installed) and ``summary.json`` (paths, timings, what moved).

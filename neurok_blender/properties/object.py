@@ -28,8 +28,8 @@ _DYNAMICS_ITEMS = {
     "rig": (
         "Rig Space",
         "The bones' rigid motions as the coordinates, with joints, elasticity and contact as"
-        " energies: parts stay rigid and lids turn on their hinges; needs no model, and"
-        " Automatic bakes it as a rig (the default)",
+        " energies: parts stay rigid and lids turn on their hinges, a cloth moves at its own"
+        " resolution; needs no model, and Automatic bakes it as a rig (a cloth as shape keys)",
     ),
 }
 
@@ -160,8 +160,8 @@ class NeuROKOutputSettings(bpy.types.PropertyGroup):
             (
                 "AUTO",
                 "Automatic",
-                "A rig for the rig space's dynamics or a model with bones, else shape keys (a"
-                " point cache above 50,000 vertices)",
+                "A rig for the rig space's dynamics (but a cloth's) or a model with bones, else"
+                " shape keys (a point cache above 50,000 vertices)",
                 "AUTO",
                 3,
             ),

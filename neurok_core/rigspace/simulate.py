@@ -21,7 +21,8 @@ from ..dynamics.settings import DEFAULT_SETTINGS
 from ..errors import ConditionError
 from ..geometry import farthest_point_subsample
 from ..results import SimulationResult
-from ..rig import BoneRig, quat_from_matrix
+from ..rig import BoneRig, quats_from_matrices
+from .cloth_simulate import is_cloth, simulate_cloth
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator, OutOfTime
@@ -491,7 +492,10 @@ def simulate_rig(
     want_vertices: bool = True,
     time_limit: float | None = None,
 ) -> SimulationResult:
-    """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
+    """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig. An
+    object whose every part is an open sheet (a cloth) is simulated at its own resolution
+    instead (:func:`~neurok_core.rigspace.cloth_simulate.simulate_cloth`), its rig fitted to
+    the motion.
 
     on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
     return False to stop. ``time_limit`` (seconds from the call): checked before every
@@ -506,6 +510,17 @@ def simulate_rig(
     # an object that starts inside the ground is refused before any work, as the latent
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
+    if is_cloth(vertices, faces):  # every part a sheet: simulated at its own resolution
+        return simulate_cloth(
+            vertices,
+            faces,
+            conditions,
+            settings=settings,
+            on_frame=on_frame,
+            on_progress=on_progress,
+            want_vertices=want_vertices,
+            time_limit=time_limit,
+        )
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     space = build_rig_space(
@@ -591,7 +606,7 @@ def simulate_rig(
     if positions is not None and conditions.pins:  # exactly at rest (not to float rounding)
         pins = np.asarray(conditions.pins)
         positions[:, pins] = vertices[pins].astype(np.float32)
-    quats = np.stack([[quat_from_matrix(r) for r in frame] for frame in rot])
+    quats = quats_from_matrices(rot)
     rig = BoneRig(
         space.heads.copy(),
         quats,

@@ -135,12 +135,15 @@ def run_one_rig(args) -> dict:
         output="rig" if args.rig else "vertices",
         frames=len(result.times),
         bones=info["space"]["bones"],
+        nodes=info["space"].get("nodes"),
         space_s=info["space_seconds"],
         simulate_s=round(total - info["space_seconds"], 2),
         total_s=round(total, 2),
         substeps=info["substeps"],
-        newton_iterations=info["newton_iterations"],
-        jacobians=info["jacobians"],
+        # the rig space's Newton iterations and Jacobians, or a cloth's quasi-Newton
+        # iterations and factorisations (an object of open sheets: neurok_core.rigspace.cloth)
+        newton_iterations=info.get("newton_iterations", info.get("iterations")),
+        jacobians=info.get("jacobians", info.get("factorisations")),
         halvings=info["halvings"],
         max_motion_m=moved,
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -1,0 +1,652 @@
+"""Cloth at its own resolution (design section 15): a sheet's nodes are its coordinates.
+
+A sheet simulated as a few near-rigid bones cannot hang or fold; here every node of its
+simulation mesh moves on its own (the sheet's own vertices, or above ``MAX_NODES`` a coarser
+mesh with the sheet's vertices embedded in its triangles). The energies:
+
+- **membrane**: a linear spring on every edge of the simulation mesh's triangles (structural
+  and shear, as Blender's cloth), k_e / 2 (|d_e| - l_e)^2, softer by ``compression`` when
+  shortened (cloth buckles rather than shortens);
+- **bending**: the quadratic bending energy of Bergou et al. 2006 ("A quadratic bending model
+  for inextensible surfaces"), 1/2 B sum_e |sum_i K_ei x_i|^2 / (A_e + A_e') over interior
+  edges (1/2 B kappa^2 per area on a cylinder of curvature kappa), with a constant Hessian;
+  B (N m) is the rigidity w c^3 of a cloth of weight w (N/m^2) and Peirce's bending length c;
+- **contact** with the ground and colliders: one-sided springs on each node's signed
+  distance inside a margin, with lagged Coulomb friction;
+- **loads**: gravity, forces and winds on the nodes (through the embedding), drag springs,
+  air damping (the user's damping rate c: a node's kinetic energy decays as exp(-2 c t)).
+
+The step is **backward Euler**: x_{n+1} minimises the incremental potential
+
+    Phi(x) = (1 + c h) / (2 h^2) |x - z|_M^2 + E(x) - f . x,  z = x_n + h v_n / (1 + c h),
+
+solved by quasi-Newton iterations (L-BFGS, a line search on Phi) whose initial Hessian is the
+constant matrix P = (1 + c h) M / h^2 + sum_e k_e g_e g_e^T + B Q (+ the contact and drag
+springs in force), factorised once per run and again only when the contact set or a drag
+changes (Liu et al. 2017, "Quasi-Newton methods for real-time simulation of hyperelastic
+materials"). A step costs at most ``ITERATIONS`` iterations, each one gradient and one
+back-substitution of an (n x n) factor for the three coordinates: its cost is bounded and
+does not depend on the motion.
+
+Backward Euler damps what the step does not resolve; an undamped run (c = 0) has its energy
+restored after each step (the velocity scaled so that kinetic + potential energy equals the
+last step's plus the loads' work; Dinev et al. 2018 project onto the energy likewise).
+
+Shapes: nodes (n, 3) float64 metres; faces (F, 3) int64; the state x, v (n, 3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from scipy.sparse.linalg import splu
+from scipy.spatial import cKDTree
+
+from ..geometry import cross3, face_cross
+
+MAX_NODES = 600  # a sheet with more vertices is simulated on a coarser mesh of about this many
+ITERATIONS = 20  # quasi-Newton iterations a step, at most
+HISTORY = 6  # L-BFGS pairs kept
+CONVERGED = 1e-5  # an update this small (object sizes) ends a step's iterations
+SETTLED = 1e-3  # or one that moves under 100x that and lowers the potential by less than this
+# share of what the step has lowered it
+ARMIJO = 1e-4
+ROUNDING = 1e-13  # a predicted decrease below this share of the potential is rounding
+MAX_HALVINGS = 12  # of the line search
+KEEP_STEPS = 4  # steps a factorisation serves, at most (away from obstacles, the drags the same)
+KEEP_ITERATIONS = 8  # and while each of them needs at most this many iterations
+ACROSS = 0.05  # the initial Hessian's springs resist turning at least this share of k
+
+
+@dataclass(frozen=True)
+class ClothMaterial:
+    """A cloth's material: ``bending_length`` (m, Peirce's: the overhang over which a strip of
+    the cloth droops 41.5 deg under its own weight; silk about 0.01, cotton 0.02, denim 0.04,
+    leather 0.06), ``compression`` (the springs' stiffness when shortened, a share of their
+    stretching stiffness), ``stretch_damping`` (damping ratio of the stretching modes at a
+    user's damping of 0.1/s and above), ``bending_damping`` (s: the bending's viscous time,
+    tau B Q x', at a user's damping of 0.1/s and above). How stiffly it stretches is
+    ``RigSettings.cloth_hz``."""
+
+    bending_length: float = 0.02
+    compression: float = 1.0
+    stretch_damping: float = 0.5
+    bending_damping: float = 0.1
+
+
+@dataclass(frozen=True)
+class SimMesh:
+    """The simulation mesh of a sheet: ``nodes`` (n, 3), ``faces`` (F, 3); each vertex of the
+    sheet (N,) sits at bary . nodes[faces[tri]] + offset * the triangle's unit normal."""
+
+    nodes: np.ndarray
+    faces: np.ndarray
+    tri: np.ndarray  # (N,) int64
+    bary: np.ndarray  # (N, 3)
+    offset: np.ndarray  # (N,)
+    identity: bool  # the nodes are the vertices themselves (tri, bary unused)
+
+    def embed(self, x: np.ndarray) -> np.ndarray:
+        """The sheet's vertices (N, 3) when the nodes are at ``x`` (n, 3)."""
+        if self.identity:
+            return x.copy()
+        corners = x[self.faces[self.tri]]  # (N, 3, 3)
+        out = np.einsum("nk,nkd->nd", self.bary, corners)
+        normal = face_cross(x, self.faces)[self.tri]
+        normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
+        return out + self.offset[:, None] * normal
+
+    def weights(self, vertex: int) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes (k,), weights (k,)): where a load on sheet vertex ``vertex`` acts."""
+        if self.identity:
+            return np.array([vertex]), np.ones(1)
+        return self.faces[self.tri[vertex]], self.bary[vertex]
+
+
+def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, target: int):
+    """A coarser mesh of about ``target`` nodes by vertex clustering on a grid (Rossignac and
+    Borrel 1993): each occupied cell is a node at its vertices' mean, each face whose corners
+    fall in three different cells a face; (nodes, faces, cluster of each vertex)."""
+    area = float(np.linalg.norm(face_cross(vertices, faces), axis=1).sum()) / 2.0
+    cell = math.sqrt(area / max(target, 1))
+    for _ in range(8):
+        key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
+        _, cluster = np.unique(key, axis=0, return_inverse=True)
+        cluster = cluster.ravel()
+        count = int(cluster.max()) + 1
+        if count <= 1.3 * target:
+            break
+        cell *= math.sqrt(count / target)
+    nodes = np.zeros((count, 3))
+    np.add.at(nodes, cluster, vertices)
+    nodes /= np.bincount(cluster, minlength=count)[:, None]
+    f = cluster[faces]
+    keep = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
+    f = np.unique(np.sort(f[keep], 1), axis=0)
+    # orient each kept face as most of the faces that collapsed onto it
+    return nodes, f, cluster
+
+
+def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """``faces`` without those of repeated corners or of no area (below 1e-12 of the squared
+    size: they have no cotangents, no mass and no membrane) and without repeats."""
+    f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    distinct = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
+    f = f[distinct]
+    size = float(np.ptp(nodes, 0).max()) if len(nodes) else 0.0
+    area = np.linalg.norm(face_cross(nodes, f), axis=1) / 2.0
+    f = f[area > 1e-12 * size * size]
+    _, first = np.unique(np.sort(f, 1), axis=0, return_index=True)
+    return f[np.sort(first)]
+
+
+def sim_mesh(vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES) -> SimMesh:
+    """The simulation mesh of a sheet: its own vertices up to ``max_nodes``, else a coarser
+    mesh (vertex clustering) in whose nearest triangle each vertex is embedded."""
+    n = len(vertices)
+    if n <= max_nodes:
+        return SimMesh(
+            vertices.copy(),
+            proper_faces(vertices, faces),
+            np.zeros(0, int),
+            np.zeros((0, 3)),
+            np.zeros(0),
+            True,
+        )
+    nodes, f, _ = _cluster_mesh(vertices, faces, max_nodes)
+    f = proper_faces(nodes, f)
+    tri, bary, offset = _embed(vertices, nodes, f)
+    return SimMesh(nodes, f, tri, bary, offset, False)
+
+
+def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8):
+    """Each point's nearest triangle among the ``k`` whose centres are nearest, its barycentric
+    coordinates there (clamped into the triangle) and its offset along the unit normal."""
+    from ..dynamics.obstacles import closest_on_triangles
+
+    centres = nodes[faces].mean(1)
+    k = min(k, len(faces))
+    _, cand = cKDTree(centres).query(points, k=k)
+    cand = cand.reshape(len(points), k)
+    best = np.zeros(len(points), int)
+    best_d = np.full(len(points), np.inf)
+    for j in range(k):
+        tris = nodes[faces[cand[:, j]]]  # (N, 3, 3)
+        closest = closest_on_triangles(points, tris[:, 0], tris[:, 1], tris[:, 2])[0]
+        d = np.linalg.norm(points - closest, axis=1)
+        better = d < best_d
+        best[better], best_d[better] = cand[better, j], d[better]
+    tris = nodes[faces[best]]
+    a, b, c = tris[:, 0], tris[:, 1], tris[:, 2]
+    normal = cross3(b - a, c - a)
+    normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
+    offset = ((points - a) * normal).sum(1)
+    flat = points - offset[:, None] * normal
+    bary = _barycentric(flat, a, b, c)
+    return best, bary, offset
+
+
+def _barycentric(p, a, b, c) -> np.ndarray:
+    """(N, 3) barycentric coordinates of points ``p`` in triangles (a, b, c), clamped to it."""
+    v0, v1, v2 = b - a, c - a, p - a
+    d00, d01, d11 = (v0 * v0).sum(1), (v0 * v1).sum(1), (v1 * v1).sum(1)
+    d20, d21 = (v2 * v0).sum(1), (v2 * v1).sum(1)
+    den = np.maximum(d00 * d11 - d01 * d01, 1e-300)
+    v = (d11 * d20 - d01 * d21) / den
+    w = (d00 * d21 - d01 * d20) / den
+    out = np.clip(np.stack([1.0 - v - w, v, w], 1), 0.0, None)
+    return out / np.maximum(out.sum(1, keepdims=True), 1e-300)
+
+
+def node_masses(nodes: np.ndarray, faces: np.ndarray, mass: float) -> np.ndarray:
+    """(n,) each node's share (a third of each triangle's area) of ``mass`` kg."""
+    area = np.linalg.norm(face_cross(nodes, faces), axis=1) / 2.0
+    m = np.bincount(faces.ravel(), np.repeat(area / 3.0, 3), minlength=len(nodes))
+    m = np.where(m > 0, m, max(float(m.max()), 1e-300) * 1e-3)
+    return mass * m / m.sum()
+
+
+def _cot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cotangent of the angle between rows of ``a`` and ``b``."""
+    return (a * b).sum(1) / np.maximum(np.linalg.norm(cross3(a, b), axis=1), 1e-300)
+
+
+def bending_matrix(nodes: np.ndarray, faces: np.ndarray) -> sparse.csr_matrix:
+    """(n, n) Q with E = 1/2 B sum_k x[:, k]^T Q x[:, k]: Bergou et al.'s quadratic bending,
+    the sum over interior edges e = (i, j), with opposite corners k (face one) and l (face
+    two), of K K^T / (A_1 + A_2), K over (i, j, k, l) = (c_jk + c_jl, c_ik + c_il, -c_ik - c_jk,
+    -c_il - c_jl), c_ak the cotangent of the angle at a in the face with k. Its kernel holds
+    every affine map of a flat sheet; bent into a cylinder of curvature kappa a flat sheet has
+    E = 1/2 B kappa^2 per area (Bergou's 3 / (A_1 + A_2) gives three times that)."""
+    f = np.asarray(faces, dtype=np.int64)
+    he = np.concatenate([f[:, [0, 1, 2]], f[:, [1, 2, 0]], f[:, [2, 0, 1]]])  # (3F, 3): i, j, opp
+    face_of = np.tile(np.arange(len(f)), 3)
+    lo, hi = np.minimum(he[:, 0], he[:, 1]), np.maximum(he[:, 0], he[:, 1])
+    key = lo * len(nodes) + hi
+    order = np.argsort(key, kind="stable")
+    key_s = key[order]
+    pair = np.flatnonzero(key_s[1:] == key_s[:-1])  # consecutive equal keys: one interior edge
+    # an edge with three faces or more (a seam) contributes its first pair only
+    h1, h2 = order[pair], order[pair + 1]
+    i, j, k = lo[h1], hi[h1], he[h1, 2]
+    l_ = he[h2, 2]
+    x = nodes
+    area = np.linalg.norm(face_cross(x, f), axis=1) / 2.0
+    a_sum = area[face_of[h1]] + area[face_of[h2]]
+    e0 = x[j] - x[i]
+    # cotangents at i and j in the two triangles (i, j, k) and (i, j, l)
+    c_ik = _cot(e0, x[k] - x[i])  # angle at i in (i, j, k)
+    c_jk = _cot(-e0, x[k] - x[j])  # angle at j in (i, j, k)
+    c_il = _cot(e0, x[l_] - x[i])
+    c_jl = _cot(-e0, x[l_] - x[j])
+    kvec = np.stack([c_jk + c_jl, c_ik + c_il, -c_ik - c_jk, -c_il - c_jl], 1)  # (E, 4)
+    idx = np.stack([i, j, k, l_], 1)
+    good = a_sum > 0
+    kvec, idx, a_sum = kvec[good], idx[good], a_sum[good]
+    coef = 1.0 / a_sum
+    rows = np.repeat(idx, 4, axis=1).ravel()
+    cols = np.tile(idx, (1, 4)).ravel()
+    vals = (coef[:, None, None] * kvec[:, :, None] * kvec[:, None, :]).ravel()
+    n = len(nodes)
+    return sparse.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+
+class ClothEnergy:
+    """The cloth's internal energies and their constant part: membrane springs on ``edges``
+    (E, 2) with rest ``lengths`` (E,) and stiffness ``k`` (E,) N/m (``compression`` x k when
+    shortened) and bending B Q (``bending`` the (n, n) matrix B Q)."""
+
+    def __init__(self, edges, lengths, k, compression: float, bending: sparse.csr_matrix):
+        self.edges = np.asarray(edges, dtype=np.int64)
+        self.lengths = np.asarray(lengths, dtype=np.float64)
+        self.k = np.asarray(k, dtype=np.float64)
+        self.compression = float(compression)
+        self.bending = bending.tocsr()
+        n = bending.shape[0]
+        e = len(self.edges)
+        ar = np.arange(e)
+        self.g = sparse.csr_matrix(
+            (
+                np.r_[np.ones(e), -np.ones(e)],
+                (np.r_[ar, ar], np.r_[self.edges[:, 1], self.edges[:, 0]]),
+            ),
+            shape=(e, n),
+        )  # (E, n): d_e = x_j - x_i
+        self.laplacian = (self.g.T @ sparse.diags(self.k) @ self.g).tocsr()  # (n, n)
+
+    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """(value J, gradient (n, 3))."""
+        d = self.g @ x  # (E, 3)
+        length = np.sqrt((d * d).sum(1))
+        stretch = length - self.lengths
+        k = np.where(stretch > 0, self.k, self.k * self.compression)
+        value = 0.5 * float((k * stretch * stretch).sum())
+        coeff = k * stretch / np.maximum(length, 1e-300)  # (E,) force along d per length
+        grad = self.g.T @ (coeff[:, None] * d)
+        bx = self.bending @ x
+        value += 0.5 * float((x * bx).sum())
+        return value, grad + bx
+
+
+@dataclass
+class ClothReport:
+    steps: int = 0
+    iterations: int = 0
+    factorisations: int = 0
+    line_search_halvings: int = 0
+    unconverged: int = 0
+    failed_searches: int = 0  # steps whose line search found nothing lower
+    capped: int = 0  # steps that ran out of iterations
+    pushed: int = 0  # nodes moved out of an obstacle after their step
+
+
+class ClothContact:
+    """One-sided springs keeping the nodes ``margin`` m out of the ``obstacles`` (the ground and
+    colliders: :class:`~neurok_core.dynamics.obstacles.Obstacles`), stiffness ``k`` (n,) N/m per
+    node, and lagged Coulomb friction ``mu`` (the normal force of the step's start, smoothed
+    over a slip of ``slip`` m)."""
+
+    def __init__(self, obstacles, k: np.ndarray, margin: float, mu: float, slip: float):
+        self.obstacles, self.k, self.margin = obstacles, np.asarray(k), float(margin)
+        self.mu, self.slip = float(mu), max(float(slip), 1e-12)
+        self.reach = 2.0 * self.margin
+        self.lagged = None  # (nodes, normals (m, 3), normal forces (m,), anchors) of the step
+        self._held: dict[int, np.ndarray] = {}  # node -> where friction holds it
+
+    def _entries(self, x: np.ndarray, reach: float):
+        """(nodes, signed distances, normals) of the nodes within ``reach`` of an obstacle."""
+        rows, dist, normal = [], [], []
+        for r, d, n in self.obstacles.distances(x, reach):
+            rows.append(r)
+            dist.append(d)
+            normal.append(n)
+        if not rows:
+            return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
+        return np.concatenate(rows), np.concatenate(dist), np.concatenate(normal)
+
+    def _anchors(self, nodes: np.ndarray, x: np.ndarray, normal: np.ndarray) -> np.ndarray:
+        """Where friction holds each touching node (m, 3): where it stuck, kept from step to
+        step while it stays within the slip of it (a node at rest under a sideways load does
+        not creep a slip a step), else the point a slip behind it (it slides)."""
+        out = x.copy()
+        for i, node in enumerate(nodes):
+            held = self._held.get(int(node))
+            if held is None:
+                continue
+            u = x[i] - held
+            u -= (u @ normal[i]) * normal[i]
+            size = float(np.linalg.norm(u))
+            out[i] = x[i] - u if size <= self.slip else x[i] - u * (self.slip / size)
+        self._held = {int(n): out[i] for i, n in enumerate(nodes)}
+        return out
+
+    def begin(self, x: np.ndarray, ahead: np.ndarray):
+        """Start a step at ``x``: the friction's normal forces; returns (nodes, normals,
+        sticking stiffness) of the nodes near an obstacle (within twice the margin) at ``x``
+        or at ``ahead`` (where the step's prediction takes them), whose springs join the
+        step's matrix (None: none near)."""
+        rows, dist, normal = self._entries(x, self.reach)
+        press = np.maximum(self.margin - dist, 0.0) * self.k[rows]
+        on = press > 0
+        # friction acts across the obstacle's unit normal (a distance grid's gradient is not of
+        # unit length near an edge or a corner, nor at all on a ridge)
+        length = np.linalg.norm(normal, axis=1)
+        on &= length > 1e-6
+        self.lagged = None
+        if on.any():
+            nodes, unit = rows[on], normal[on] / length[on, None]
+            self.lagged = (nodes, unit, press[on], self._anchors(nodes, x[nodes], unit))
+        later, _, later_normal = self._entries(ahead, self.reach)
+        new = ~np.isin(later, rows)
+        rows = np.concatenate([rows, later[new]])
+        if not len(rows):
+            return None
+        normal = np.concatenate([normal, later_normal[new]])
+        stick = np.concatenate([self.mu * press / self.slip, np.zeros(int(new.sum()))])
+        return rows, normal, stick
+
+    def push_out(self, x: np.ndarray, v: np.ndarray) -> int:
+        """Move the nodes that a step left inside an obstacle onto its surface and take
+        their velocity into it away (in place; as a cloth solver's collision response after
+        its step); returns how many were moved."""
+        moved = 0
+        for _ in range(3):
+            rows, dist, normal = self._entries(x, 0.0)
+            inside = (dist < 0) & ((normal * normal).sum(1) > 1e-12)
+            if not inside.any():
+                break
+            rows, dist, normal = rows[inside], dist[inside], normal[inside]
+            x[rows] -= (dist / (normal * normal).sum(1))[:, None] * normal
+            unit = normal / np.linalg.norm(normal, axis=1, keepdims=True)
+            into = np.minimum((v[rows] * unit).sum(1), 0.0)
+            v[rows] -= into[:, None] * unit
+            moved += len(rows)
+        return moved
+
+    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        grad = np.zeros_like(x)
+        rows, dist, normal = self._entries(x, self.margin)
+        value = 0.0
+        if len(rows):
+            depth = self.margin - dist
+            k = self.k[rows]
+            value += 0.5 * float((k * depth * depth).sum())
+            np.add.at(grad, rows, -(k * depth)[:, None] * normal)
+        if self.lagged is not None and self.mu > 0:
+            nodes, n, press, start = self.lagged
+            u = x[nodes] - start
+            u -= (u * n).sum(1, keepdims=True) * n  # tangential displacement over the step
+            size = np.linalg.norm(u, axis=1)
+            eps = self.slip
+            # Huber: mu N (|u|^2 / (2 eps)) below the slip, mu N (|u| - eps / 2) above
+            value += float(
+                (self.mu * press * np.where(size < eps, size**2 / (2 * eps), size - eps / 2)).sum()
+            )
+            scale = self.mu * press / np.maximum(size, eps)
+            np.add.at(grad, nodes, scale[:, None] * u)
+        return value, grad
+
+
+class ClothStep:
+    """Backward-Euler steps of a cloth (module docstring). masses: (n,) kg; free: (n,) bool
+    (pinned nodes stay where they are); energy: :class:`ClothEnergy`; contact: a
+    :class:`ClothContact` or None; damping: the user's rate c (1/s); stretch_zeta: the damping
+    ratio of the springs' stretching (a viscous term on each edge's length rate, at the
+    springs' frequency ``omega``)."""
+
+    def __init__(
+        self,
+        masses,
+        free,
+        energy: ClothEnergy,
+        contact,
+        *,
+        damping: float,
+        stretch_zeta: float,
+        omega: float,
+        size: float,
+        bending_damping: float = 0.0,
+        iterations: int = ITERATIONS,
+    ):
+        self.m = np.asarray(masses, dtype=np.float64)
+        self.free = np.asarray(free, dtype=bool)
+        self.idx = np.flatnonzero(self.free)
+        self.energy, self.contact = energy, contact
+        self.c = float(damping)
+        self.beta = 2.0 * stretch_zeta / omega if omega > 0 else 0.0
+        self.tau = float(bending_damping)  # s: viscous bending, tau B Q x' (Rayleigh)
+        self.x0 = None  # the step's start (the viscous bending's reference)
+        self.size = float(size)
+        self.iterations = int(iterations)
+        self.report = ClothReport()
+        self._lu = None
+        self._key, self._age, self._hard = None, 0, False  # the factorisation's, its steps
+        self._dofs = (3 * self.idx[:, None] + np.arange(3)).ravel()
+        self._bending3 = sparse.kron(energy.bending, sparse.eye(3)).tocsr()
+
+    # -- the step's matrix ----------------------------------------------------------------
+    def _matrix(self, x: np.ndarray, inertia: float, h: float, touch, drags) -> None:
+        """Factorise the potential's Hessian at ``x`` (springs PSD-projected, the contact's
+        normal springs and the friction's sticking at the step's start) over the free nodes'
+        coordinates (3 per node, node-major), the quasi-Newton iterations' initial Hessian."""
+        e = self.energy
+        n = len(self.m)
+        d = e.g @ x  # (E, 3)
+        length = np.sqrt((d * d).sum(1))
+        u = d / np.maximum(length, 1e-300)[:, None]
+        stretched = length > e.lengths
+        k = np.where(stretched, e.k, e.k * e.compression)
+        axial = k + e.k * self.beta / h  # along the edge: the spring and its viscous term
+        across = np.maximum(
+            np.where(stretched, e.k * (1.0 - e.lengths / np.maximum(length, 1e-300)), 0.0),
+            ACROSS * e.k,
+        )
+        eye = np.eye(3)
+        uu = u[:, :, None] * u[:, None, :]
+        block = axial[:, None, None] * uu + across[:, None, None] * (eye - uu)  # (E, 3, 3)
+        i, j = e.edges[:, 0], e.edges[:, 1]
+        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
+        rows, cols, vals = [], [], []
+        for a, b, sign in ((i, i, 1.0), (j, j, 1.0), (i, j, -1.0), (j, i, -1.0)):
+            rows.append((3 * a[:, None, None] + r3).ravel())
+            cols.append((3 * b[:, None, None] + c3).ravel())
+            vals.append((sign * block).ravel())
+        diag = np.repeat(2.0 * inertia * self.m, 3)
+        if touch is not None:
+            nodes, normal, stick = touch
+            kn = self.contact.k[nodes][:, None, None] * normal[:, :, None] * normal[:, None, :]
+            kt = stick[:, None, None] * (eye - normal[:, :, None] * normal[:, None, :])
+            rows.append((3 * nodes[:, None, None] + r3).ravel())
+            cols.append((3 * nodes[:, None, None] + c3).ravel())
+            vals.append((kn + kt).ravel())
+        for nodes, w, kd, _ in drags:
+            ww = kd * np.outer(w, w)
+            for a in range(3):
+                rows.append(3 * np.repeat(nodes, len(nodes)) + a)
+                cols.append(3 * np.tile(nodes, len(nodes)) + a)
+                vals.append(ww.ravel())
+        hess = sparse.csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            shape=(3 * n, 3 * n),
+        )
+        hess = hess + sparse.diags(diag) + self._bending3 * (1.0 + self.tau / h)
+        self._lu = splu(
+            hess.tocsc()[self._dofs][:, self._dofs].tocsc(),
+            permc_spec="MMD_AT_PLUS_A",
+            diag_pivot_thresh=0.0,  # SPD: no pivoting, so the fill stays that of the ordering
+            options={"SymmetricMode": True},
+        )
+        self.report.factorisations += 1
+
+    # -- the incremental potential ---------------------------------------------------------
+    def _potential(self, x, z, inertia, h, start_d, forces, drags):
+        """Phi(x) = inertia |x - z|_M^2 + E(x) + the viscous stretching and bending - f . x +
+        the drags' springs, and its gradient (zero at the pinned nodes)."""
+        dx = x - z
+        value = inertia * float((self.m[:, None] * dx * dx).sum())
+        grad = 2.0 * inertia * self.m[:, None] * dx
+        ve, ge = self.energy(x)
+        value += ve
+        grad += ge
+        if self.beta > 0:  # viscous stretching: beta / (2 h) k (|d| - |d_start|)^2
+            d = self.energy.g @ x
+            length = np.sqrt((d * d).sum(1))
+            rate = length - start_d
+            kk = self.energy.k * self.beta / h
+            value += 0.5 * float((kk * rate * rate).sum())
+            grad += self.energy.g.T @ ((kk * rate / np.maximum(length, 1e-300))[:, None] * d)
+        if self.tau > 0 and self.x0 is not None:  # tau / (2 h) |x - x_n|_{B Q}^2
+            dx0 = x - self.x0
+            bq = (self.tau / h) * (self.energy.bending @ dx0)
+            value += 0.5 * float((dx0 * bq).sum())
+            grad += bq
+        if self.contact is not None:
+            vc, gc = self.contact(x)
+            value += vc
+            grad += gc
+        value -= float((forces * x).sum())
+        grad -= forces
+        for nodes, w, k, target in drags:
+            off = w @ x[nodes] - target
+            value += 0.5 * k * float(off @ off)
+            grad[nodes] += k * w[:, None] * off[None]
+        grad[~self.free] = 0.0
+        return value, grad
+
+    def _solve(self, g: np.ndarray) -> np.ndarray:
+        out = np.zeros_like(g)
+        out[self.idx] = self._lu.solve(np.ascontiguousarray(g[self.idx].ravel())).reshape(-1, 3)
+        return out
+
+    def _target(self, x, v, h):
+        """(z, inertia, predictor) of the backward-Euler step from (x, v): the predictor
+        x_n + h v_n merged with the air damping's c / (2 h) |x - x_n|_M^2 into one
+        inertia |x - z|_M^2."""
+        hat = x + h * v
+        a, b = 1.0 / (2.0 * h * h), self.c / (2.0 * h)
+        return (a * hat + b * x) / (a + b), a + b, hat
+
+    def advance(self, x, v, h: float, forces, drags) -> tuple:
+        """One step of length ``h`` from (x, v) (n, 3) under ``forces`` (n, 3) N (gravity and
+        winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v)."""
+        z, inertia, hat = self._target(x, v, h)
+        touch = None if self.contact is None else self.contact.begin(x, hat)
+        key = (
+            h,
+            None if touch is None else touch[0].tobytes(),
+            tuple((nodes.tobytes(), k) for nodes, _, k, _ in drags),
+        )
+        # a kept factorisation ends a resting contact's iterations looser (its cloth crept)
+        if key != self._key or self._age >= KEEP_STEPS or self._hard or touch is not None:
+            self._matrix(x, inertia, h, touch, drags)
+            self._key, self._age = key, 0
+        else:
+            self._age += 1
+        iterations = self.report.iterations
+        d0 = self.energy.g @ x
+        start_d = np.sqrt((d0 * d0).sum(1))
+        self.x0 = x
+        y = hat.copy()
+        y[~self.free] = x[~self.free]
+        value, g = self._potential(y, z, inertia, h, start_d, forces, drags)
+        start_value = value
+        failed = self.report.failed_searches
+        s_hist, y_hist = [], []
+        tol = CONVERGED * self.size
+        converged = False
+        for _ in range(self.iterations):
+            # L-BFGS two-loop recursion, its initial Hessian the one factorised above
+            q = g.copy()
+            alphas = []
+            for s, yv in reversed(list(zip(s_hist, y_hist, strict=True))):
+                rho = 1.0 / float((yv * s).sum())
+                a = rho * float((s * q).sum())
+                alphas.append((a, rho))
+                q -= a * yv
+            r = self._solve(q)
+            pairs = zip(zip(s_hist, y_hist, strict=True), reversed(alphas), strict=True)
+            for (s, yv), (a, rho) in pairs:
+                r += (a - rho * float((yv * r).sum())) * s
+            step = -r
+            slope = float((g * step).sum())
+            if slope >= 0:  # not a descent direction: restart from the factorised Hessian
+                s_hist.clear()
+                y_hist.clear()
+                step = -self._solve(g)
+                slope = float((g * step).sum())
+            if slope >= -ROUNDING * (abs(value) + abs(start_value)):
+                converged = True  # no decrease left above the potential's rounding
+                break
+            alpha = 1.0
+            best = None  # the lowest trial, should none meet Armijo's condition
+            for _ in range(MAX_HALVINGS):
+                trial = y + alpha * step
+                v_new, g_new = self._potential(trial, z, inertia, h, start_d, forces, drags)
+                if v_new <= value + ARMIJO * alpha * slope:
+                    break
+                if v_new < value and (best is None or v_new < best[1]):
+                    best = (trial, v_new, g_new)
+                alpha *= 0.5
+                self.report.line_search_halvings += 1
+            else:
+                # the obstacles' distances are interpolated on a grid, so their gradient is
+                # not exactly the potential's: take the lowest trial if one is lower
+                if best is None:
+                    self.report.failed_searches += 1
+                    break
+                trial, v_new, g_new = best
+            s = trial - y
+            yv = g_new - g
+            if float((s * yv).sum()) > 1e-300:
+                s_hist.append(s)
+                y_hist.append(yv)
+                if len(s_hist) > HISTORY:
+                    s_hist.pop(0)
+                    y_hist.pop(0)
+            gain = value - v_new
+            y, value, g = trial, v_new, g_new
+            self.report.iterations += 1
+            moved = float(np.abs(s).max())
+            if moved < tol or (gain <= SETTLED * (start_value - value) and moved < 100 * tol):
+                converged = True
+                break
+        self.report.steps += 1
+        # a step that needed many iterations on a kept factorisation gets a fresh one next
+        self._hard = self.report.iterations - iterations > KEEP_ITERATIONS
+        self.report.unconverged += int(not converged)
+        self.report.capped += int(not converged and self.report.failed_searches == failed)
+        v_new = (y - x) / h
+        if self.contact is not None:
+            self.report.pushed += self.contact.push_out(y, v_new)
+            y[~self.free] = x[~self.free]
+        v_new[~self.free] = 0.0
+        return y, v_new
+
+    def mechanical_energy(self, x: np.ndarray, v: np.ndarray, gravity: np.ndarray) -> float:
+        """Kinetic + internal + gravity's potential energy (J)."""
+        kinetic = 0.5 * float((self.m[:, None] * v * v).sum())
+        internal = self.energy(x)[0]
+        return kinetic + internal - float((self.m[:, None] * gravity[None] * x).sum())

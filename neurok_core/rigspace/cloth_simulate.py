@@ -1,0 +1,396 @@
+"""Simulation of a cloth object (every loose part an open sheet) at its own resolution (design
+section 15): conditions -> the sheet's nodes and energies (:mod:`.cloth`) -> backward-Euler
+steps -> the vertices of every frame, and a rig fitted to them for a rig bake.
+
+The conditions act as they do on the rig space's bones: pins hold their vertices exactly at
+rest (their simulation nodes are fixed), forces and winds act on the nodes under their anchor,
+drag handles pull their anchor along a minimum-jerk path by a spring, initial velocities start
+the nodes near their anchor (or every node), and the ground and colliders stop the nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from ..dynamics.conditions import SimulationConditions
+from ..dynamics.obstacles import MeshDistance, Obstacles
+from ..geometry import edge_keys, face_cross, unique_edges
+from ..metrics import edge_strain
+from ..results import SimulationResult
+from ..rig import BoneRig, quats_from_matrices
+from .bones import loose_parts
+from .cloth import (
+    ClothContact,
+    ClothEnergy,
+    ClothMaterial,
+    ClothStep,
+    bending_matrix,
+    node_masses,
+    sim_mesh,
+)
+from .plausibility import _Collider, sample_faces
+from .space import RigSettings
+
+TWO_PI = 2.0 * math.pi
+REFERENCE_G = 9.81  # m/s^2: the weight a cloth's bending length is measured under
+KICK_RADIUS = 0.25  # object sizes: an initial velocity at a point starts the nodes this near it
+TRAVEL = 0.02  # object sizes a node may travel in a step near obstacles
+MAX_SUBSTEPS = 8  # steps a frame, at most
+MAX_RESTORE = 2.0  # an undamped step's velocity is scaled by at most this to keep its energy
+
+
+def is_cloth(vertices: np.ndarray, faces: np.ndarray) -> bool:
+    """Whether every loose part of the mesh is an open sheet (has an edge with one face)."""
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    if not len(faces):
+        return False
+    parts = loose_parts(np.asarray(vertices), faces)
+    keys = edge_keys(faces)[0]  # (3F,) each face's three edges
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    open_face = (counts[inverse.ravel()].reshape(-1, 3) == 1).any(1)
+    face_part = parts[faces[:, 0]]
+    used = np.unique(face_part)
+    return bool(np.isin(used, face_part[open_face]).all()) and len(np.unique(parts)) == len(used)
+
+
+def _anchor_vertex(vertices: np.ndarray, anchor) -> int:
+    if anchor.vertex is not None:
+        return int(anchor.vertex)
+    return int(cKDTree(vertices).query(np.asarray(anchor.point))[1])
+
+
+def _min_jerk(tau: float) -> float:
+    tau = min(max(tau, 0.0), 1.0)
+    return tau**3 * (10 - 15 * tau + 6 * tau**2)
+
+
+class _Run:
+    """What a cloth run builds once: nodes, masses, energies, contact, the step, the loads."""
+
+    def __init__(self, vertices, faces, conditions, settings: RigSettings, material):
+        self.vertices, self.faces, self.cond = vertices, faces, conditions
+        self.mesh = sim_mesh(vertices, faces)
+        nodes, f = self.mesh.nodes, self.mesh.faces
+        self.size = float(np.ptp(vertices, 0).max()) or 1.0
+        area = float(np.linalg.norm(face_cross(nodes, f), axis=1).sum()) / 2.0
+        self.m = node_masses(nodes, f, conditions.mass)
+        edges = unique_edges(f)
+        lengths = np.linalg.norm(nodes[edges[:, 1]] - nodes[edges[:, 0]], axis=1)
+        keep = lengths > 0
+        edges, lengths = edges[keep], lengths[keep]
+        # a small object's loads act faster: every stiffness scaled as the rig space's is
+        need = math.sqrt(_load(conditions) / (settings.contact_depth * self.size))
+        contact = max(TWO_PI * settings.contact_hz, need)
+        stiffen = contact / (TWO_PI * settings.contact_hz)
+        omega = TWO_PI * settings.cloth_hz * stiffen
+        k = conditions.mass * omega**2 * self.size**2 / max(float((lengths**2).sum()), 1e-300)
+        rigidity = conditions.mass / max(area, 1e-300) * REFERENCE_G * material.bending_length**3
+        energy = ClothEnergy(
+            edges,
+            lengths,
+            np.full(len(edges), k),
+            material.compression,
+            bending_matrix(nodes, f) * rigidity,
+        )
+        self.free = np.ones(len(nodes), dtype=bool)
+        for p in conditions.pins:
+            nodes_p, w = self.mesh.weights(int(p))
+            self.free[nodes_p[w > 0]] = False
+        obstacles = _obstacles(conditions, self.size)
+        self.contact = None
+        if obstacles:
+            self.contact = ClothContact(
+                obstacles,
+                self.m * contact**2,
+                settings.contact_margin * self.size,
+                conditions.friction,
+                settings.friction_slip * self.size / (conditions.fps * 2),
+            )
+        share = min(1.0, conditions.damping / 0.1)  # none in an undamped run
+        zeta = material.stretch_damping * share
+        self.step = ClothStep(
+            self.m,
+            self.free,
+            energy,
+            self.contact,
+            damping=conditions.damping,
+            stretch_zeta=zeta,
+            omega=omega,
+            size=self.size,
+            bending_damping=material.bending_damping * share,
+        )
+        self.gravity = np.asarray(conditions.gravity, dtype=np.float64)
+        self.drag_k = conditions.mass * _drag_omega(conditions, self.size) ** 2
+        self.drag_from: dict[int, np.ndarray] = {}
+
+    def forces(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """(forces (n, 3) N, the uniform acceleration (3,) m/s^2 in them) at time ``t``: the
+        forces on the nodes under their anchors, gravity and the winds (a wind's force spread
+        by mass)."""
+        fps, last = self.cond.fps, (self.cond.frames - 1) / self.cond.fps
+        out = np.zeros_like(self.mesh.nodes)
+        accel = self.gravity.copy()
+        for c in self.cond.forces:
+            end = last if c.end_frame is None else c.end_frame / fps
+            if c.start_frame / fps <= t <= end:
+                nodes, w = self.mesh.weights(_anchor_vertex(self.vertices, c.anchor))
+                out[nodes] += w[:, None] * np.asarray(c.vector)[None]
+        for wind in self.cond.winds:
+            end = last if wind.end_frame is None else wind.end_frame / fps
+            if wind.start_frame / fps <= t <= end:
+                accel += np.asarray(wind.vector) / self.cond.mass
+        return out + self.m[:, None] * accel[None], accel
+
+    def drags(self, t: float, x: np.ndarray) -> list:
+        """[(nodes, weights, k, target)] of the drag handles holding at time ``t``."""
+        out = []
+        fps = self.cond.fps
+        for i, d in enumerate(self.cond.drags):
+            start, end = d.start_frame / fps, d.frame / fps
+            if not start <= t <= end:
+                continue
+            nodes, w = self.mesh.weights(_anchor_vertex(self.vertices, d.anchor))
+            if i not in self.drag_from:
+                self.drag_from[i] = w @ x[nodes]
+            origin = self.drag_from[i]
+            window = max((end - start) * 0.75, 1e-9)
+            target = origin + _min_jerk((t - start) / window) * (np.asarray(d.target) - origin)
+            out.append((nodes, w, self.drag_k, target))
+        return out
+
+    def initial_velocity(self) -> np.ndarray:
+        v = np.zeros_like(self.mesh.nodes)
+        tree = None
+        for c in self.cond.velocities:
+            if c.anchor is None:
+                v += np.asarray(c.velocity)[None]
+                continue
+            tree = tree or cKDTree(self.mesh.nodes)
+            centre = self.vertices[_anchor_vertex(self.vertices, c.anchor)]
+            radius = KICK_RADIUS * self.size
+            near = tree.query_ball_point(centre, radius)
+            d = np.linalg.norm(self.mesh.nodes[near] - centre, axis=1)
+            v[near] += (1.0 - d / radius)[:, None] ** 2 * np.asarray(c.velocity)[None]
+        v[~self.free] = 0.0
+        return v
+
+
+def _load(conditions: SimulationConditions) -> float:
+    return (
+        float(np.linalg.norm(conditions.gravity))
+        + sum(float(np.linalg.norm(f.vector)) for f in conditions.forces) / conditions.mass
+    )
+
+
+def _drag_omega(conditions: SimulationConditions, size: float) -> float:
+    from .simulate import DRAG_HZ, DRAG_SAG
+
+    return max(TWO_PI * DRAG_HZ, math.sqrt(_load(conditions) / (DRAG_SAG * size)))
+
+
+def _obstacles(conditions: SimulationConditions, size: float) -> Obstacles:
+    cell = size / 100
+    band = max(4 * cell, 0.01 * size)
+    meshes = [MeshDistance(c.vertices, c.faces, cell, band, c.name) for c in conditions.colliders]
+    return Obstacles(conditions.ground, meshes)
+
+
+def node_rig(mesh, nodes: np.ndarray) -> BoneRig:
+    """A rig that replays a cloth's motion: a bone at every node of its simulation mesh
+    (``mesh``: :class:`~neurok_core.rigspace.cloth.SimMesh`; ``nodes`` (T, n, 3) their
+    positions), each vertex weighted by its embedding (its own node alone where the nodes are
+    the vertices: exact), each bone's head on its node and its turn the one-ring's rigid fit
+    (Kabsch), blended linearly as the rig space's rigs are."""
+    rest = mesh.nodes
+    n = len(rest)
+    edges = unique_edges(mesh.faces) if len(mesh.faces) else np.zeros((0, 2), dtype=np.int64)
+    ends = np.concatenate([edges, edges[:, ::-1]])  # both directions: (node, neighbour)
+    arm = rest[ends[:, 1]] - rest[ends[:, 0]]  # (2E, 3)
+    moved = nodes[:, ends[:, 1]] - nodes[:, ends[:, 0]]  # (T, 2E, 3)
+    cov = np.zeros((len(nodes), n, 3, 3))
+    np.add.at(cov, (slice(None), ends[:, 0]), arm[None, :, :, None] * moved[:, :, None, :])
+    u, _, vt = np.linalg.svd(cov)  # (T, n, 3, 3)
+    v_ = np.swapaxes(vt, -1, -2)
+    d = np.sign(np.linalg.det(v_ @ np.swapaxes(u, -1, -2)))
+    d[d == 0] = 1.0
+    v_[..., 2] *= d[..., None]
+    turn = v_ @ np.swapaxes(u, -1, -2)  # (T, n, 3, 3): rest arms onto moved ones
+    lone = np.bincount(ends[:, 0], minlength=n) == 0
+    turn[:, lone] = np.eye(3)
+    quats = quats_from_matrices(turn)
+    translations = nodes - np.einsum("tnij,nj->tni", turn, rest)
+    if mesh.identity:
+        bones = np.arange(n)[:, None]
+        weights = np.ones((n, 1))
+    else:
+        bones, weights = mesh.faces[mesh.tri], mesh.bary
+    return BoneRig(
+        rest.copy(),
+        quats,
+        translations,
+        bones.astype(np.int32),
+        weights.astype(np.float32),
+        blend="lbs",
+    )
+
+
+def _plausibility(run: _Run, positions: np.ndarray, cancelled: bool, unconverged: int) -> dict:
+    faces = run.faces[sample_faces(run.faces)]
+    strain = edge_strain(run.vertices, positions, faces) if len(faces) else np.zeros(1)
+    depth = np.zeros(len(positions))
+    if run.cond.ground is not None:
+        depth = np.maximum(depth, run.cond.ground - positions[..., 2].min(1))
+    for c in run.cond.colliders:
+        col = _Collider(c.vertices, c.faces, 1e-6 * run.size)
+        used = np.unique(faces)
+        for t in range(len(positions)):
+            depth[t] = max(depth[t], float(col.depth(positions[t, used]).max(initial=0.0)))
+    return {
+        "edge_strain_max": float(strain.max()),
+        "edge_strain_frame": int(strain.argmax()),
+        "penetration_max": float(depth.max() / run.size),
+        "penetration_frame": int(depth.argmax()),
+        "integration": "cut short" if cancelled else "complete",
+    }
+
+
+def simulate_cloth(
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    conditions: SimulationConditions,
+    *,
+    settings: RigSettings,
+    material: ClothMaterial | None = None,
+    on_frame=None,
+    on_progress=None,
+    want_vertices: bool = True,
+    time_limit: float | None = None,
+    want_rig: bool = True,
+) -> SimulationResult:
+    """Simulate ``conditions`` on a cloth mesh (:func:`is_cloth`); the arguments as
+    :func:`~neurok_core.rigspace.simulate.simulate_rig`'s. The result's rig is fitted to its
+    vertices (``fit_rig``) when ``want_rig``."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
+    vertices = np.asarray(vertices, dtype=np.float64)
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    run = _Run(vertices, faces, conditions, settings, material or ClothMaterial())
+    built = time.perf_counter() - started
+    # two steps a frame at least where a cloth may rest on something (at one, a cloth on a
+    # box crept 0.56% of its size over its last ten frames)
+    least = max(settings.cloth_substeps, conditions.substeps or 1, 2 if run.contact else 1)
+    x = run.mesh.nodes.copy()
+    v = run.initial_velocity()
+    step = run.step
+    energy = step.mechanical_energy(x, v, run.gravity)
+    target = energy  # what an undamped run keeps
+    energies = [energy]
+    frames = [vertices.copy()]  # the rest shape exactly (an embedding holds it to a cell)
+    node_frames = [x.copy()]
+    cancelled = timed_out = False
+    if on_frame is not None and on_frame(0, vertices.astype(np.float32), energy) is False:
+        cancelled = True
+    if on_progress is not None:
+        on_progress("simulate", 1 / conditions.frames)
+    for frame in range(1, conditions.frames if not cancelled else 1):
+        if deadline is not None and time.monotonic() > deadline:
+            cancelled = timed_out = True
+            break
+        # near obstacles, steps short enough that no node travels more than TRAVEL sizes in
+        # one (a node that crosses a thin wall in one step is not stopped)
+        substeps = least
+        if run.contact is not None:
+            speed = float(np.linalg.norm(v, axis=1).max())
+            substeps = max(
+                least, min(MAX_SUBSTEPS, math.ceil(speed / conditions.fps / (TRAVEL * run.size)))
+            )
+        h = 1.0 / (conditions.fps * substeps)
+        for s in range(substeps):
+            t = (frame - 1) / conditions.fps + s * h
+            forces, accel = run.forces(t)
+            drags = run.drags(t, x)
+            x0, mean0 = x, (run.m[:, None] * v).sum(0) / run.m.sum()
+            x, v = step.advance(x, v, h, forces, drags)
+            energy = step.mechanical_energy(x, v, run.gravity)
+            if conditions.damping == 0.0:
+                # keep the energy: the start's plus the loads' work (gravity's is in the
+                # energy); a drag's spring holds energy of its own, so it resets the target
+                loads = forces - run.m[:, None] * run.gravity[None]
+                work = float((loads * (x - x0)).sum())
+                target = energy if drags else target + work
+                # the velocity relative to the mean is scaled; what backward Euler takes from a
+                # uniform acceleration a (a fall's position leads by h^2 a / 2 a step: 1/2 M
+                # |h a|^2 of energy) is left to it, not turned into relative motion
+                mean = (run.m[:, None] * v).sum(0) / run.m.sum()
+                size = float(np.linalg.norm(accel))
+                if size > 0:
+                    gain = float((mean - mean0) @ accel) / size
+                    target -= 0.5 * float(run.m.sum()) * min(max(gain, 0.0), h * size) ** 2
+                rel = v - mean[None]
+                rel[~run.free] = 0.0
+                spare = 0.5 * float((run.m[:, None] * rel * rel).sum())
+                want = target - energy + spare
+                if spare > 0 and want > 0:
+                    v = mean[None] + rel * min(math.sqrt(want / spare), MAX_RESTORE)
+                    v[~run.free] = 0.0
+                    energy = step.mechanical_energy(x, v, run.gravity)
+        if not np.isfinite(x).all():
+            from ..errors import SimulationError
+
+            raise SimulationError(
+                f"the cloth's motion could not be integrated at frame {frame}: lower the forces"
+            )
+        verts = run.mesh.embed(x)
+        frames.append(verts)
+        node_frames.append(x.copy())
+        energies.append(energy)
+        if on_progress is not None:
+            on_progress("simulate", (frame + 1) / conditions.frames)
+        if on_frame is not None:
+            out = verts.astype(np.float32) if want_vertices else None
+            if on_frame(frame, out, energy) is False:
+                cancelled = True
+                break
+    positions = np.stack(frames)  # (T, N, 3) float64
+    if conditions.pins:
+        pins = np.asarray(conditions.pins)
+        positions[:, pins] = vertices[pins]
+    rig = node_rig(run.mesh, np.stack(node_frames)) if want_rig else None
+    report = step.report
+    info = {
+        "dynamics": "rig",
+        "space": {
+            "kind": "cloth",
+            "nodes": len(run.mesh.nodes),
+            "embedded": not run.mesh.identity,
+            "bones": None if rig is None else rig.num_bones,
+        },
+        "space_seconds": round(built, 3),
+        "substeps": int(report.steps),
+        "iterations": int(report.iterations),
+        "factorisations": int(report.factorisations),
+        "unconverged_steps": int(report.unconverged),
+        "line_search_halvings": int(report.line_search_halvings),
+        "failed_searches": int(report.failed_searches),
+        "capped_steps": int(report.capped),
+        "pushed_out": int(report.pushed),
+        "halvings": 0,
+        "pins": "exact" if conditions.pins else "none",
+        "cancelled": bool(cancelled),
+        "timed_out": bool(timed_out),
+        **_plausibility(run, positions, cancelled, report.unconverged),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    return SimulationResult(
+        positions=positions.astype(np.float32) if want_vertices else None,
+        rig=rig,
+        times=np.arange(len(positions)) / conditions.fps,
+        energy=np.asarray(energies),
+        conditions=conditions.to_dict(),
+        q=None,
+        info=info,
+    )

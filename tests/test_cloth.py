@@ -1,0 +1,166 @@
+"""Cloth at its own resolution (neurok_core.rigspace.cloth, cloth_simulate): the bending
+operator, the step's potential, the simulation mesh, and motions with known answers."""
+
+import math
+
+import numpy as np
+import pytest
+import trimesh
+from scipy.spatial.transform import Rotation
+
+from neurok_core.dynamics import Force, InitialVelocity, SimulationConditions
+from neurok_core.geometry import unique_edges
+from neurok_core.rigspace.cloth import (
+    ClothEnergy,
+    ClothStep,
+    bending_matrix,
+    node_masses,
+    sim_mesh,
+)
+from neurok_core.rigspace.cloth_simulate import is_cloth, simulate_cloth
+from neurok_core.rigspace.space import RigSettings
+
+
+def _sheet(nx: int, ny: int, width: float = 1.0, depth: float = 0.6, z: float = 1.0):
+    """A flat quad grid split into triangles, in the XY plane at height ``z``; (vertices, faces,
+    the vertices along x = 0, those along x = width)."""
+    xs, ys = np.meshgrid(np.linspace(0, width, nx), np.linspace(0, depth, ny), indexing="ij")
+    v = np.stack([xs.ravel(), ys.ravel(), np.full(nx * ny, z)], 1)
+    i, j = np.meshgrid(np.arange(nx - 1), np.arange(ny - 1), indexing="ij")
+    a = (i * ny + j).ravel()
+    f = np.concatenate([np.stack([a, a + ny, a + ny + 1], 1), np.stack([a, a + ny + 1, a + 1], 1)])
+    return v, f, np.arange(ny), np.arange((nx - 1) * ny, nx * ny)
+
+
+def test_bending_keeps_rigid_motions_free_and_measures_a_cylinders_curvature():
+    v, f, _, _ = _sheet(30, 20, 1.16, 0.76)
+    q = bending_matrix(v, f)
+    assert abs(q - q.T).max() < 1e-9
+    r = Rotation.from_rotvec([0.3, 1.0, -0.4]).as_matrix()
+    moved = v @ r.T + 0.3
+    assert abs(0.5 * (moved * (q @ moved)).sum()) < 1e-8
+    radius = 0.5  # rolled about the y axis: curvature 2 / m, area 1.16 x 0.76
+    th = v[:, 0] / radius
+    rolled = np.stack([radius * np.sin(th), v[:, 1], radius * (1 - np.cos(th))], 1)
+    energy = 0.5 * (rolled * (q @ rolled)).sum()
+    assert energy == pytest.approx(0.5 / radius**2 * 1.16 * 0.76, rel=0.1)
+
+
+def test_the_steps_potential_has_the_gradient_it_reports():
+    rng = np.random.default_rng(0)
+    v, f, pins, _ = _sheet(6, 5)
+    m = node_masses(v, f, 1.0)
+    e = unique_edges(f)
+    lengths = np.linalg.norm(v[e[:, 1]] - v[e[:, 0]], axis=1)
+    energy = ClothEnergy(e, lengths, np.full(len(e), 100.0), 0.3, bending_matrix(v, f) * 0.01)
+    free = np.ones(len(v), bool)
+    free[pins] = False
+    step = ClothStep(
+        m,
+        free,
+        energy,
+        None,
+        damping=0.2,
+        stretch_zeta=0.5,
+        omega=50.0,
+        size=1.0,
+        bending_damping=0.1,
+    )
+    step.x0 = v + rng.normal(0, 0.01, v.shape)  # the step's start (the viscous terms')
+    x = v + rng.normal(0, 0.02, v.shape)
+    z = v + rng.normal(0, 0.02, v.shape)
+    d0 = energy.g @ v
+    start = np.sqrt((d0 * d0).sum(1))
+    forces = rng.normal(0, 1, v.shape)
+    drags = [(np.array([3, 4, 9]), np.array([0.2, 0.3, 0.5]), 50.0, np.array([0.1, 0.2, 0.3]))]
+    args = (z, 50.0, 0.01, start, forces, drags)
+    _, grad = step._potential(x, *args)
+    numeric = np.zeros_like(x)
+    eps = 1e-6
+    for i in np.flatnonzero(free):
+        for k in range(3):
+            xp, xm = x.copy(), x.copy()
+            xp[i, k] += eps
+            xm[i, k] -= eps
+            numeric[i, k] = (step._potential(xp, *args)[0] - step._potential(xm, *args)[0]) / (
+                2 * eps
+            )
+    assert np.abs(numeric - grad).max() < 1e-6 * np.abs(grad).max()
+    assert not grad[~free].any()
+
+
+def test_a_big_sheet_is_simulated_on_a_coarser_mesh_that_holds_its_vertices():
+    v, f, _, _ = _sheet(200, 100)
+    mesh = sim_mesh(v, f, max_nodes=2000)
+    assert not mesh.identity and len(mesh.nodes) <= 2600
+    cell = math.sqrt(0.6 / 2000)  # the clustering's cell: the sheet's area over the nodes
+    assert np.abs(mesh.embed(mesh.nodes) - v).max() < 0.5 * cell  # the rim clamped inside
+    assert np.allclose(mesh.bary.sum(1), 1.0) and (mesh.bary >= 0).all()
+
+
+def test_a_cloth_is_an_object_of_open_sheets():
+    v, f, _, _ = _sheet(5, 4)
+    box = trimesh.creation.box((0.2, 0.2, 0.2))
+    assert is_cloth(v, f)
+    assert not is_cloth(box.vertices, box.faces)
+    both_v = np.concatenate([v, box.vertices + 3.0])
+    both_f = np.concatenate([f, box.faces + len(v)])
+    assert not is_cloth(both_v, both_f)
+
+
+def test_a_sheet_pinned_along_an_edge_falls_and_hangs_keeping_its_size():
+    """A 1 x 0.6 m sheet lying flat, pinned along one short edge, damped at 3/s as Blender's
+    default air: by 2 s its free edge hangs about its length below the pins (Blender's cloth on
+    the same grid: 0.97 m at 1 s, 1.16 m at 2 s for a 1.16 m sheet), its edges within 3% of
+    their lengths, the pins exactly at rest."""
+    v, f, pins, far = _sheet(25, 15)
+    cond = SimulationConditions(pins=tuple(pins.tolist()), mass=0.1, damping=3.0, frames=49)
+    result = simulate_cloth(v, f, cond, settings=RigSettings(), want_rig=False)
+    drop = v[far, 2].mean() - result.positions[:, far, 2].mean(1)
+    assert 0.75 < drop[24] < 1.1 and 0.85 < drop[48] < 1.1
+    assert result.info["edge_strain_max"] < 0.03
+    assert np.array_equal(
+        result.positions[:, pins], np.broadcast_to(v[pins].astype(np.float32), (49, len(pins), 3))
+    )
+
+
+def test_an_undamped_kick_keeps_its_energy():
+    v, f, pins, far = _sheet(12, 8)
+    kick = InitialVelocity((0.0, 0.0, 0.5), vertex=int(far[3]))
+    cond = SimulationConditions(
+        pins=tuple(pins.tolist()), gravity=(0, 0, 0), velocities=(kick,), frames=121, fps=12.0
+    )
+    result = simulate_cloth(v, f, cond, settings=RigSettings(), want_rig=False)
+    energy = result.energy
+    assert energy[0] > 0 and np.abs(energy / energy[0] - 1).max() < 0.01
+    assert np.abs(result.positions[-1] - v).max() > 0.01  # it moved
+
+
+def test_a_push_moves_the_cloth_and_the_rig_replays_it_roughly():
+    v, f, pins, far = _sheet(15, 9)
+    push = Force(vertex=int(far[4]), direction=(0, 0, 1), strength=2.0, end_frame=6)
+    cond = SimulationConditions(
+        pins=tuple(pins.tolist()), forces=(push,), gravity=(0, 0, 0), damping=0.5, frames=13
+    )
+    result = simulate_cloth(v, f, cond, settings=RigSettings())
+    assert result.positions[6, far[4], 2] > v[far[4], 2] + 0.05
+    rig = result.rig
+    assert rig is not None and rig.num_frames == 13 and math.isfinite(rig.translations.sum())
+
+
+def test_the_rig_of_a_cloth_replays_its_motion():
+    """A bone at every node: where the nodes are the vertices the rig replays them exactly;
+    on a coarser simulation mesh, within a cell of it (a rim vertex lies outside the coarse
+    mesh by up to half a cell, and its bones turn that offset)."""
+    v, f, pins, far = _sheet(15, 9)
+    cond = SimulationConditions(pins=tuple(pins.tolist()), mass=0.1, damping=3.0, frames=25)
+    result = simulate_cloth(v, f, cond, settings=RigSettings())
+    assert result.rig.num_bones == len(v)
+    for t in (5, 24):
+        np.testing.assert_allclose(result.rig.skin(v, t), result.positions[t], atol=1e-5)
+    big, big_f, big_pins, _ = _sheet(60, 40)
+    cond = SimulationConditions(pins=tuple(big_pins.tolist()), damping=3.0, frames=13)
+    result = simulate_cloth(big, big_f, cond, settings=RigSettings())  # on about 600 nodes
+    assert result.rig.num_bones == result.info["space"]["nodes"] <= 800
+    cell = math.sqrt(0.6 / result.info["space"]["nodes"])  # the sheet's area per node
+    assert np.abs(result.rig.skin(big, 12) - result.positions[12]).max() < cell

@@ -1,0 +1,145 @@
+"""The cloth at its own resolution (neurok_core.rigspace.cloth) beside Blender's cloth, in one
+process, on the same flag.
+
+    python -m training.benchmarks.bench_cloth [--nx 30 --nz 20] [--damping 3.0] [--json out.json]
+
+A 1.16 x 0.76 m quad-grid flag (``nx`` x ``nz`` vertices) pinned along its hoist (x = 0), under
+gravity for 48 frames at 24 fps, in two poses: **upright** (in the XZ plane, the hoist
+vertical: it sags in its own plane) and **flat** (in the XY plane, lying at z = 1.5 m: it falls
+and hangs). Blender's cloth: a Cloth modifier with its defaults (quality 5, no collisions),
+pinned by a vertex group, baked with ``bpy.ops.ptcache.bake``; NeuROK: ``simulate_cloth`` on
+the same mesh (split into triangles), 0.15 kg/m^2, the user's damping ``--damping`` (1/s).
+Prints the far edge's mean drop at 1 s and 2 s, the mean edge strain at the end and the
+seconds of each, and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+FRAMES = 49  # frame 0 (rest) and 48 frames: 2 s at 24 fps
+
+
+def flag(nx: int, nz: int, flat: bool):
+    """(vertices (N, 3), quads (Q, 4), pins, far edge) of the flag."""
+    xs, zs = np.meshgrid(np.linspace(0, 1.16, nx), np.linspace(0.0, 0.76, nz), indexing="ij")
+    v = np.stack([xs.ravel(), np.zeros(nx * nz), 1.5 + zs.ravel()], 1)
+    if flat:
+        v = np.stack([xs.ravel(), zs.ravel(), np.full(nx * nz, 1.5)], 1)
+    i, j = np.meshgrid(np.arange(nx - 1), np.arange(nz - 1), indexing="ij")
+    a = (i * nz + j).ravel()
+    quads = np.stack([a, a + nz, a + nz + 1, a + 1], 1)
+    return v, quads, np.arange(nz), np.arange((nx - 1) * nz, nx * nz)
+
+
+def blender_cloth(v, quads, pins) -> tuple[np.ndarray, float]:
+    """Blender's cloth (its defaults) on the mesh: (positions (T, N, 3), bake seconds)."""
+    import bpy
+
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    mesh = bpy.data.meshes.new("flag")
+    mesh.vertices.add(len(v))
+    mesh.vertices.foreach_set("co", v.astype(np.float32).ravel())
+    mesh.loops.add(quads.size)
+    mesh.loops.foreach_set("vertex_index", quads.astype(np.int32).ravel())
+    mesh.polygons.add(len(quads))
+    mesh.polygons.foreach_set("loop_start", np.arange(0, quads.size, 4, dtype=np.int32))
+    mesh.update(calc_edges=True)
+    obj = bpy.data.objects.new("flag", mesh)
+    scene = bpy.context.scene
+    scene.collection.objects.link(obj)
+    scene.render.fps = 24
+    obj.vertex_groups.new(name="Pin").add(pins.tolist(), 1.0, "REPLACE")
+    modifier = obj.modifiers.new("Cloth", "CLOTH")
+    modifier.settings.vertex_group_mass = "Pin"
+    cache = modifier.point_cache
+    cache.frame_start, cache.frame_end = 1, FRAMES
+    bpy.context.view_layer.objects.active = obj
+    with bpy.context.temp_override(scene=scene, active_object=obj, point_cache=cache):
+        start = time.perf_counter()
+        bpy.ops.ptcache.bake(bake=True)
+        seconds = time.perf_counter() - start
+    out = []
+    for frame in range(1, FRAMES + 1):
+        scene.frame_set(frame)
+        evaluated = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        m = evaluated.to_mesh()
+        co = np.empty(len(m.vertices) * 3)
+        m.vertices.foreach_get("co", co)
+        evaluated.to_mesh_clear()
+        out.append(co.reshape(-1, 3))
+    return np.stack(out), seconds
+
+
+def neurok_cloth(v, quads, pins, damping: float) -> tuple[np.ndarray, float, dict]:
+    from neurok_core.dynamics import SimulationConditions
+    from neurok_core.rigspace.cloth_simulate import simulate_cloth
+    from neurok_core.rigspace.space import RigSettings
+
+    tris = np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]])
+    area = 1.16 * 0.76
+    cond = SimulationConditions(
+        pins=tuple(pins.tolist()), mass=0.15 * area, damping=damping, frames=FRAMES
+    )
+    start = time.perf_counter()
+    result = simulate_cloth(v, tris, cond, settings=RigSettings(), want_rig=False)
+    return result.positions.astype(np.float64), time.perf_counter() - start, result.info
+
+
+def figures(v, quads, far, positions) -> dict:
+    drop = v[far, 2].mean() - positions[:, far, 2].mean(1)
+    e = np.unique(np.sort(np.concatenate([quads[:, [0, 1]], quads[:, [1, 2]]]), 1), axis=0)
+    rest = np.linalg.norm(v[e[:, 1]] - v[e[:, 0]], axis=1)
+    last = np.linalg.norm(positions[-1, e[:, 1]] - positions[-1, e[:, 0]], axis=1)
+    return {
+        "drop_1s": round(float(drop[24]), 4),
+        "drop_2s": round(float(drop[FRAMES - 1]), 4),
+        "strain_end": round(float(np.abs(last / rest - 1).mean()), 4),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nx", type=int, default=30)
+    parser.add_argument("--nz", type=int, default=20)
+    parser.add_argument("--damping", type=float, default=3.0)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    rows = []
+    for pose in ("upright", "flat"):
+        v, quads, pins, far = flag(args.nx, args.nz, pose == "flat")
+        ours, ours_s, info = neurok_cloth(v, quads, pins, args.damping)
+        theirs, theirs_s = blender_cloth(v, quads, pins)
+        rows.append(
+            {
+                "pose": pose,
+                "vertices": len(v),
+                "blender": figures(v, quads, far, theirs) | {"seconds": round(theirs_s, 3)},
+                "neurok": figures(v, quads, far, ours)
+                | {"seconds": round(ours_s, 3), "iterations": info["iterations"]},
+            }
+        )
+    print(
+        "| pose | vertices | drop at 1 s: Blender / NeuROK | at 2 s | strain at the end | seconds |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        b, n = r["blender"], r["neurok"]
+        print(
+            f"| {r['pose']} | {r['vertices']} | {b['drop_1s']:.3f} / {n['drop_1s']:.3f} m"
+            f" | {b['drop_2s']:.3f} / {n['drop_2s']:.3f} m"
+            f" | {b['strain_end']:.2%} / {n['strain_end']:.2%}"
+            f" | {b['seconds']:.2f} / {n['seconds']:.2f} s |"
+        )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,13 +5,14 @@ The engine's conditions schema (``neurok_core.dynamics.conditions``) is the one 
 between the two sides: the add-on builds ``SimulationConditions`` itself (so bad values are
 refused in Blender, before any engine starts, with the engine's own messages) and the request
 carries its ``to_dict``; ``DYNAMICS`` names the coordinates a motion can be integrated in (the
-request's ``dynamics``, the Physics panel's choice), ``DEFAULT_DYNAMICS`` the default of both;
-the engine's rule for a likely implausible result (``neurok_core.doubts``) words Simulate's
-warning as it words the CLI's. ``write_pc2`` writes point caches; a rig
-bake reads the engine's rig and poses it with ``neurok_core.rig`` (``BoneRig``, the quaternion
-helpers). Installed, ``neurok_core`` ships beside ``neurok_blender`` in the extension's package;
-in a development checkout it is a top-level package. ``tests/test_layout.py`` proves that
-importing the add-on never imports torch.
+request's ``dynamics``, the Physics panel's choice), ``DEFAULT_DYNAMICS`` the default of both,
+``CLOTH_MATERIALS`` a cloth's presets (the panel's Cloth Material); the engine's rule for a
+likely implausible result (``neurok_core.doubts``) words Simulate's warning as it words the
+CLI's. ``write_pc2`` writes point caches; a rig bake reads the engine's rig and poses it with
+``neurok_core.rig`` (``BoneRig``, the quaternion helpers). Installed, ``neurok_core`` ships
+beside ``neurok_blender`` in the extension's package; in a development checkout it is a
+top-level package. ``tests/test_layout.py`` proves that importing the add-on never imports
+torch.
 """
 
 try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
@@ -23,6 +24,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
         warning,
     )
     from ..neurok_core.dynamics.conditions import (
+        CLOTH_MATERIALS,
         DEFAULT_DYNAMICS,
         DYNAMICS,
         Collider,
@@ -43,6 +45,7 @@ except ImportError:  # a development checkout, where neurok_core is top level
         warning,
     )
     from neurok_core.dynamics.conditions import (
+        CLOTH_MATERIALS,
         DEFAULT_DYNAMICS,
         DYNAMICS,
         Collider,
@@ -56,6 +59,7 @@ except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
 
 __all__ = [
+    "CLOTH_MATERIALS",
     "DEFAULT_DYNAMICS",
     "DYNAMICS",
     "BoneRig",

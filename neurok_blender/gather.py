@@ -361,6 +361,7 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
             colliders=colliders,
             friction=physics.friction,
             bounciness=physics.bounciness,
+            material="" if physics.cloth_material == "NONE" else physics.cloth_material.lower(),
         )
         conditions.validate(len(world))
     except ConditionError as exc:

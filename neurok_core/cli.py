@@ -27,7 +27,7 @@ import numpy as np
 
 from .blas import pick_blas_kernel
 from .doubts import warning
-from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
+from .dynamics.conditions import CLOTH_MATERIALS, DEFAULT_DYNAMICS, DYNAMICS
 from .errors import ConditionError, MeshError, NeuROKError, SimulationError
 from .meshio import read_mesh
 
@@ -160,6 +160,8 @@ def build_conditions(args, vertices: np.ndarray):
         fields["friction"] = args.friction
     if args.bounciness is not None:
         fields["bounciness"] = args.bounciness
+    if args.material is not None:
+        fields["material"] = args.material
     fields["colliders"] = tuple(base.get("colliders", ())) + tuple(
         read_collider(path) for path in args.collider
     )
@@ -531,6 +533,13 @@ def make_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="restitution of the contact, 0 to 1 (0.1)",
+    )
+    sim.add_argument(
+        "--material",
+        default=None,
+        help="a cloth's material, as Blender's cloth presets: "
+        + ", ".join(CLOTH_MATERIALS)
+        + " (default: its own, with --damping as its air damping)",
     )
     sim.add_argument(
         "--exact-kinematics",

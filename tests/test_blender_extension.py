@@ -125,6 +125,7 @@ def test_gather_world_space_request(tmp_path, zip_path):
     assert out["dynamics"] == "rig" and out["latent_dynamics"] == "latent"
     assert "checkpoint folder" in out["latent_missing_checkpoint"]
     assert out["rig_missing_checkpoint"].endswith("nowhere")
+    assert out["default_material"] == "" and out["denim"] == "denim"
 
 
 def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
@@ -138,6 +139,7 @@ def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
     assert {"mass", "stiffness", "damping", "use_gravity", "pin_group", "dynamics"} <= set(
         mesh["props"]
     )
+    assert "cloth_material" in mesh["props"]
     assert "bake_mode" in mesh["props"]
     assert "neurok.simulate" in mesh["operators"]
     assert {"strength", "use_frame_range", "frame_start", "frame_end"} <= set(

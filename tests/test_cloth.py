@@ -9,8 +9,11 @@ import trimesh
 from scipy.spatial.transform import Rotation
 
 from neurok_core.dynamics import Force, InitialVelocity, SimulationConditions
+from neurok_core.dynamics.conditions import CLOTH_MATERIALS
+from neurok_core.errors import ConditionError
 from neurok_core.geometry import unique_edges
 from neurok_core.rigspace.cloth import (
+    CLOTH_PRESETS,
     ClothEnergy,
     ClothStep,
     bending_matrix,
@@ -164,3 +167,20 @@ def test_the_rig_of_a_cloth_replays_its_motion():
     assert result.rig.num_bones == result.info["space"]["nodes"] <= 800
     cell = math.sqrt(0.6 / result.info["space"]["nodes"])  # the sheet's area per node
     assert np.abs(result.rig.skin(big, 12) - result.positions[12]).max() < cell
+
+
+def test_the_presets_are_the_conditions_materials_and_move_apart():
+    """Blender's presets by their names; a silk and a denim flag, lying flat and pinned at
+    the hoist, fall along far-edge paths apart by at least 10% of the motion (Blender's own
+    presets: silk hangs at once, denim swings back)."""
+    assert tuple(sorted(CLOTH_PRESETS)) == CLOTH_MATERIALS
+    v, f, pins, far = _sheet(20, 12, 1.16, 0.76)
+    paths = {}
+    for name in ("silk", "denim"):
+        cond = SimulationConditions(pins=tuple(pins.tolist()), mass=0.13, frames=25, material=name)
+        result = simulate_cloth(v, f, cond, settings=RigSettings(), want_rig=False)
+        paths[name] = v[far, 2].mean() - result.positions[:, far, 2].mean(1)
+    motion = max(paths["silk"].max(), paths["denim"].max())
+    assert np.abs(paths["silk"] - paths["denim"]).max() > 0.1 * motion
+    with pytest.raises(ConditionError, match="material must be one of"):
+        SimulationConditions(material="wool")

@@ -12,6 +12,8 @@ from neurok_core.dynamics import Collider, Force, SimulationConditions
 from neurok_core.dynamics.obstacles import MeshDistance, Obstacles
 from neurok_core.metrics import edge_strain
 from neurok_core.rigspace import RigSettings, simulate_rig
+from neurok_core.rigspace.cloth import ClothMaterial
+from neurok_core.rigspace.cloth_simulate import simulate_cloth
 from neurok_core.rigspace.plausibility import SAMPLE_FACES, sample_faces
 
 
@@ -37,7 +39,8 @@ def test_a_cloth_made_to_stretch_is_warned_of():
     strain is the mesh's own (every edge, every frame) and its warning says so."""
     vertices, faces, pole, _ = flag_mesh()
     conditions = SimulationConditions(frames=24, pins=tuple(pole.tolist()), mass=0.2, damping=0.8)
-    result = simulate_rig(vertices, faces, conditions, settings=RigSettings(cloth_hz=10.0 / 800))
+    soft = ClothMaterial(stretch_hz=ClothMaterial().stretch_hz / 800)
+    result = simulate_cloth(vertices, faces, conditions, settings=RigSettings(), material=soft)
     info = result.info
     strain = edge_strain(vertices, result.positions, faces)  # (T,) all edges
     assert info["edge_strain_max"] == pytest.approx(strain.max(), rel=1e-4)

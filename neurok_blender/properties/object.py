@@ -15,7 +15,7 @@ from bpy.props import (
     StringProperty,
 )
 
-from ..core import DEFAULT_DYNAMICS, DYNAMICS
+from ..core import CLOTH_MATERIALS, DEFAULT_DYNAMICS, DYNAMICS
 from .condition import NeuROKConditionSettings
 
 # the engine's dynamics (``core.DYNAMICS``, the request's ``dynamics``) as the panel shows them
@@ -61,6 +61,19 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         default=0.2,
         min=0.0,
         soft_max=20.0,
+    )
+    cloth_material: EnumProperty(
+        name="Cloth Material",
+        description=(
+            "For a cloth (a mesh of open sheets, in the rig space): moves as Blender's cloth"
+            " preset of that name (its stretch, bending and air damping, added to Damping)"
+        ),
+        items=(("NONE", "Default", "The cloth's own material; Damping is its air damping", 0),)
+        + tuple(
+            (name.upper(), name.capitalize(), f"As Blender's {name.capitalize()} cloth preset", i)
+            for i, name in enumerate(CLOTH_MATERIALS, 1)
+        ),
+        default="NONE",
     )
     use_gravity: BoolProperty(
         name="Gravity",

@@ -133,6 +133,7 @@ class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
         layout.prop(physics, "mass")
         layout.prop(physics, "stiffness", text="Stiffness (Hz)")
         layout.prop(physics, "damping")
+        layout.prop(physics, "cloth_material")
         row = layout.row(heading="Gravity")
         row.prop(physics, "use_gravity", text="")
         scene = context.scene

@@ -305,6 +305,9 @@ def _conditions_of(items: Any, cls: type, what: str) -> tuple:
     return tuple(out)
 
 
+CLOTH_MATERIALS = ("cotton", "denim", "leather", "rubber", "silk")  # Blender's cloth presets
+
+
 @dataclass(frozen=True)
 class SimulationConditions:
     """Everything the simulator needs besides the object.
@@ -330,6 +333,9 @@ class SimulationConditions:
         dropped ball rebounds to bounciness^2 of its drop; 1 keeps the energy of an impact. The
         rig space gives each hitting point this share by an impulse; the latent dynamics damp
         their contact so that its restitution is this (``contact.restitution_damping``).
+    material: a cloth's material, one of ``CLOTH_MATERIALS`` (Blender's cloth presets: it moves
+        as Blender's preset does), or "" for the default one; acts on a cloth only (an object
+        of open sheets in the rig space).
     With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
     translation added to its learned coordinates), so it can fall onto what it meets.
     """
@@ -352,6 +358,7 @@ class SimulationConditions:
     colliders: tuple[Collider, ...] = ()
     friction: float = 0.5
     bounciness: float = 0.1
+    material: str = ""
 
     def __post_init__(self):
         s = object.__setattr__
@@ -401,6 +408,15 @@ class SimulationConditions:
             "bounciness",
             _number(self.bounciness, "bounciness", low=0, low_open=False, high=1.0),
         )
+        if not isinstance(self.material, str) or self.material.lower() not in (
+            "",
+            *CLOTH_MATERIALS,
+        ):
+            raise ConditionError(
+                f"material must be one of {', '.join(CLOTH_MATERIALS)} (or empty for the default);"
+                f" got {self.material!r}"
+            )
+        s(self, "material", self.material.lower())
         self._check_frames()
         self._check_conflicts()
 
@@ -550,6 +566,7 @@ def _from_dict(cls: type, data: Any, what: str) -> Any:
 
 __all__ = [
     "Anchor",
+    "CLOTH_MATERIALS",
     "Collider",
     "Drag",
     "Force",

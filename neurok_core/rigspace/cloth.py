@@ -65,16 +65,57 @@ ACROSS = 0.05  # the initial Hessian's springs resist turning at least this shar
 class ClothMaterial:
     """A cloth's material: ``bending_length`` (m, Peirce's: the overhang over which a strip of
     the cloth droops 41.5 deg under its own weight; silk about 0.01, cotton 0.02, denim 0.04,
-    leather 0.06), ``compression`` (the springs' stiffness when shortened, a share of their
+    leather 0.06), ``stretch_hz`` (the frequency of its uniform stretch: 10 Hz gives a 1.16 x
+    0.76 m flag pinned at its hoist the in-plane sag of Blender's default cloth),
+    ``air_damping`` (1/s, added to the user's damping: a node's kinetic energy decays as
+    exp(-2 c t)), ``compression`` (the springs' stiffness when shortened, a share of their
     stretching stiffness), ``stretch_damping`` (damping ratio of the stretching modes at a
-    user's damping of 0.1/s and above), ``bending_damping`` (s: the bending's viscous time,
-    tau B Q x', at a user's damping of 0.1/s and above). How stiffly it stretches is
-    ``RigSettings.cloth_hz``."""
+    damping of 0.1/s and above), ``bending_damping`` (s: the bending's viscous time, tau B Q
+    x', at a damping of 0.1/s and above)."""
 
     bending_length: float = 0.02
+    stretch_hz: float = 10.0
+    air_damping: float = 0.0
     compression: float = 1.0
     stretch_damping: float = 0.5
     bending_damping: float = 0.1
+
+
+# Blender's cloth defaults (its Cotton preset): vertex mass 0.3 kg, tension 15, bending 0.5,
+# air viscosity 1, which a 600-vertex flag lying flat and pinned at its hoist follows best
+# (far edge at 1 s and 2 s) with the default material and 1.5/s of air damping
+_BLENDER_COTTON = (0.3, 15.0, 0.5)
+_BLENDER_AIR = 1.5
+
+
+def blender_material(mass: float, tension: float, bending: float, air: float) -> ClothMaterial:
+    """The material that moves as Blender's cloth with these settings (vertex ``mass`` kg,
+    ``tension`` and ``bending`` stiffness, ``air`` viscosity) moves, scaled from its default:
+    the stretch frequency as sqrt(tension / mass), the bending length as (bending / mass)^(1/3)
+    (a rigidity over a weight), the air damping as air / mass (Blender's drag does not grow
+    with the mass)."""
+    m0, t0, b0 = _BLENDER_COTTON
+    default = ClothMaterial()
+    return ClothMaterial(
+        bending_length=default.bending_length * ((bending / mass) / (b0 / m0)) ** (1.0 / 3.0),
+        stretch_hz=default.stretch_hz * math.sqrt((tension / mass) / (t0 / m0)),
+        air_damping=_BLENDER_AIR * air * m0 / mass,
+    )
+
+
+# Blender 5.0's cloth presets: (vertex mass, tension, bending, air viscosity)
+CLOTH_PRESETS = {
+    "cotton": blender_material(0.3, 15.0, 0.5, 1.0),
+    "denim": blender_material(1.0, 40.0, 10.0, 1.0),
+    "leather": blender_material(0.4, 80.0, 150.0, 1.0),
+    "rubber": blender_material(3.0, 15.0, 25.0, 1.0),
+    "silk": blender_material(0.15, 5.0, 0.05, 1.0),
+}
+
+
+def cloth_material(name: str) -> ClothMaterial:
+    """The preset ``name`` ('' : the default material, no air damping of its own)."""
+    return CLOTH_PRESETS[name] if name else ClothMaterial()
 
 
 @dataclass(frozen=True)

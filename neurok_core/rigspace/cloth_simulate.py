@@ -29,6 +29,7 @@ from .cloth import (
     ClothMaterial,
     ClothStep,
     bending_matrix,
+    cloth_material,
     node_masses,
     sim_mesh,
 )
@@ -86,7 +87,7 @@ class _Run:
         need = math.sqrt(_load(conditions) / (settings.contact_depth * self.size))
         contact = max(TWO_PI * settings.contact_hz, need)
         stiffen = contact / (TWO_PI * settings.contact_hz)
-        omega = TWO_PI * settings.cloth_hz * stiffen
+        omega = TWO_PI * material.stretch_hz * stiffen
         k = conditions.mass * omega**2 * self.size**2 / max(float((lengths**2).sum()), 1e-300)
         rigidity = conditions.mass / max(area, 1e-300) * REFERENCE_G * material.bending_length**3
         energy = ClothEnergy(
@@ -110,14 +111,15 @@ class _Run:
                 conditions.friction,
                 settings.friction_slip * self.size / (conditions.fps * 2),
             )
-        share = min(1.0, conditions.damping / 0.1)  # none in an undamped run
+        self.damping = conditions.damping + material.air_damping  # 1/s
+        share = min(1.0, self.damping / 0.1)  # none in an undamped run
         zeta = material.stretch_damping * share
         self.step = ClothStep(
             self.m,
             self.free,
             energy,
             self.contact,
-            damping=conditions.damping,
+            damping=self.damping,
             stretch_zeta=zeta,
             omega=omega,
             size=self.size,
@@ -278,7 +280,8 @@ def simulate_cloth(
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    run = _Run(vertices, faces, conditions, settings, material or ClothMaterial())
+    material = material or cloth_material(conditions.material)
+    run = _Run(vertices, faces, conditions, settings, material)
     built = time.perf_counter() - started
     # two steps a frame at least where a cloth may rest on something (at one, a cloth on a
     # box crept 0.56% of its size over its last ten frames)
@@ -316,7 +319,7 @@ def simulate_cloth(
             x0, mean0 = x, (run.m[:, None] * v).sum(0) / run.m.sum()
             x, v = step.advance(x, v, h, forces, drags)
             energy = step.mechanical_energy(x, v, run.gravity)
-            if conditions.damping == 0.0:
+            if run.damping == 0.0:
                 # keep the energy: the start's plus the loads' work (gravity's is in the
                 # energy); a drag's spring holds energy of its own, so it resets the target
                 loads = forces - run.m[:, None] * run.gravity[None]

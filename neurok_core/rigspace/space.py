@@ -37,12 +37,11 @@ class RigSettings:
     and the solver's limits.
 
     rigidity_hz: how stiffly each bone keeps its shape (a bone's stretch mode);
-    stretch_hz: how stiffly a rope or elastic part keeps its edges' lengths;
-    cloth_hz: how stiffly a cloth (an object of open sheets, simulated at its own resolution:
-    :mod:`.cloth`) keeps them (10 Hz gives a 1.16 x 0.76 m flag pinned at its hoist the in-plane
-    sag of Blender's default cloth); cloth_substeps: a cloth's steps per frame (backward
-    Euler: at 1 or 2 a frame a 600-vertex flag's far edge drops within 1.3% of the same; two
-    at least near obstacles, more where its nodes move fast);
+    stretch_hz: how stiffly a rope or elastic part keeps its edges' lengths (a cloth's: its
+    material, :class:`~neurok_core.rigspace.cloth.ClothMaterial`);
+    cloth_substeps: a cloth's steps per frame (backward Euler: at 1 or 2 a frame a 600-vertex
+    flag's far edge drops within 1.3% of the same; two at least near obstacles, more where its
+    nodes move fast);
     glue_hz: how stiffly joints keep their parts attached (and rigid parts at their pins);
     contact_hz: the ground, colliders and fixed parts against the moving parts;
     stiff_damping: damping ratio of the rigidity and glue modes (they are meant never to
@@ -60,7 +59,6 @@ class RigSettings:
 
     rigidity_hz: float = 60.0
     stretch_hz: float = 40.0
-    cloth_hz: float = 10.0
     cloth_substeps: int = 1
     glue_hz: float = 40.0
     contact_hz: float = 60.0

@@ -261,6 +261,11 @@ def gather_world_space(params) -> dict:
         out["latent_missing_checkpoint"] = str(exc)
     obj.neurok.physics.dynamics = "rig"
     out["rig_missing_checkpoint"] = gather.gather(bpy.context, obj, missing).request.checkpoint
+    # a cloth material: the preset's name, in the engine's spelling
+    out["default_material"] = gather.gather(bpy.context, obj, settings).request.conditions.material
+    obj.neurok.physics.cloth_material = "DENIM"
+    out["denim"] = gather.gather(bpy.context, obj, settings).request.conditions.material
+    obj.neurok.physics.cloth_material = "NONE"
     # the force's Empty moved off its vertex: it then acts at the Empty's point
     force.location.z += 0.3
     bpy.context.view_layer.update()

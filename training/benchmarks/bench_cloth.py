@@ -1,16 +1,18 @@
 """The cloth at its own resolution (neurok_core.rigspace.cloth) beside Blender's cloth, in one
-process, on the same flag.
+process, on the same flag, preset by preset.
 
-    python -m training.benchmarks.bench_cloth [--nx 30 --nz 20] [--damping 3.0] [--json out.json]
+    python -m training.benchmarks.bench_cloth [--nx 30 --nz 20] [--json out.json]
 
 A 1.16 x 0.76 m quad-grid flag (``nx`` x ``nz`` vertices) pinned along its hoist (x = 0), under
 gravity for 48 frames at 24 fps, in two poses: **upright** (in the XZ plane, the hoist
 vertical: it sags in its own plane) and **flat** (in the XY plane, lying at z = 1.5 m: it falls
-and hangs). Blender's cloth: a Cloth modifier with its defaults (quality 5, no collisions),
-pinned by a vertex group, baked with ``bpy.ops.ptcache.bake``; NeuROK: ``simulate_cloth`` on
-the same mesh (split into triangles), 0.15 kg/m^2, the user's damping ``--damping`` (1/s).
-Prints the far edge's mean drop at 1 s and 2 s, the mean edge strain at the end and the
-seconds of each, and writes JSON.
+and hangs). Blender's cloth: a Cloth modifier with one of its presets (``scripts/presets/
+cloth``: Cotton, Denim, Leather, Rubber, Silk; no collisions), pinned by a vertex group, baked
+with ``bpy.ops.ptcache.bake``; NeuROK: ``simulate_cloth`` on the same mesh (split into
+triangles), 0.15 kg/m^2, the material of the same name and no damping of the user's. Rows:
+every preset lying flat, Cotton upright. Prints the far edge's mean drop at 1 s and 2 s (and
+how far NeuROK's is from Blender's), the mean edge strain at the end and the seconds of each,
+and writes JSON.
 """
 
 from __future__ import annotations
@@ -36,8 +38,22 @@ def flag(nx: int, nz: int, flat: bool):
     return v, quads, np.arange(nz), np.arange((nx - 1) * nz, nx * nz)
 
 
-def blender_cloth(v, quads, pins) -> tuple[np.ndarray, float]:
-    """Blender's cloth (its defaults) on the mesh: (positions (T, N, 3), bake seconds)."""
+def _apply_preset(settings, preset: str) -> None:
+    """Set Blender's cloth ``preset`` (its file's ``bpy.context.cloth.settings.X = V`` lines)."""
+    from pathlib import Path
+
+    import bpy
+
+    path = Path(bpy.utils.resource_path("LOCAL")) / "scripts" / "presets" / "cloth"
+    prefix = "bpy.context.cloth.settings."
+    for line in (path / f"{preset}.py").read_text().splitlines():
+        if line.startswith(prefix):
+            name, value = line[len(prefix) :].split(" = ")
+            setattr(settings, name, type(getattr(settings, name))(eval(value, {})))
+
+
+def blender_cloth(v, quads, pins, preset: str) -> tuple[np.ndarray, float]:
+    """Blender's cloth (its ``preset``) on the mesh: (positions (T, N, 3), bake seconds)."""
     import bpy
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -56,6 +72,7 @@ def blender_cloth(v, quads, pins) -> tuple[np.ndarray, float]:
     obj.vertex_groups.new(name="Pin").add(pins.tolist(), 1.0, "REPLACE")
     modifier = obj.modifiers.new("Cloth", "CLOTH")
     modifier.settings.vertex_group_mass = "Pin"
+    _apply_preset(modifier.settings, preset)
     cache = modifier.point_cache
     cache.frame_start, cache.frame_end = 1, FRAMES
     bpy.context.view_layer.objects.active = obj
@@ -75,7 +92,7 @@ def blender_cloth(v, quads, pins) -> tuple[np.ndarray, float]:
     return np.stack(out), seconds
 
 
-def neurok_cloth(v, quads, pins, damping: float) -> tuple[np.ndarray, float, dict]:
+def neurok_cloth(v, quads, pins, material: str) -> tuple[np.ndarray, float, dict]:
     from neurok_core.dynamics import SimulationConditions
     from neurok_core.rigspace.cloth_simulate import simulate_cloth
     from neurok_core.rigspace.space import RigSettings
@@ -83,7 +100,7 @@ def neurok_cloth(v, quads, pins, damping: float) -> tuple[np.ndarray, float, dic
     tris = np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]])
     area = 1.16 * 0.76
     cond = SimulationConditions(
-        pins=tuple(pins.tolist()), mass=0.15 * area, damping=damping, frames=FRAMES
+        pins=tuple(pins.tolist()), mass=0.15 * area, frames=FRAMES, material=material
     )
     start = time.perf_counter()
     result = simulate_cloth(v, tris, cond, settings=RigSettings(), want_rig=False)
@@ -106,16 +123,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nx", type=int, default=30)
     parser.add_argument("--nz", type=int, default=20)
-    parser.add_argument("--damping", type=float, default=3.0)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    cases = [(p, "flat") for p in ("Cotton", "Denim", "Leather", "Rubber", "Silk")]
     rows = []
-    for pose in ("upright", "flat"):
+    for preset, pose in [*cases, ("Cotton", "upright")]:
         v, quads, pins, far = flag(args.nx, args.nz, pose == "flat")
-        ours, ours_s, info = neurok_cloth(v, quads, pins, args.damping)
-        theirs, theirs_s = blender_cloth(v, quads, pins)
+        ours, ours_s, info = neurok_cloth(v, quads, pins, preset.lower())
+        theirs, theirs_s = blender_cloth(v, quads, pins, preset)
         rows.append(
             {
+                "preset": preset,
                 "pose": pose,
                 "vertices": len(v),
                 "blender": figures(v, quads, far, theirs) | {"seconds": round(theirs_s, 3)},
@@ -124,14 +142,15 @@ def main(argv=None) -> int:
             }
         )
     print(
-        "| pose | vertices | drop at 1 s: Blender / NeuROK | at 2 s | strain at the end | seconds |"
+        "| preset | pose | drop at 1 s: Blender / NeuROK | at 2 s | strain at the end | seconds |"
     )
     print("|---|---|---|---|---|---|")
     for r in rows:
         b, n = r["blender"], r["neurok"]
+        off = [n[k] / max(b[k], 1e-9) - 1.0 for k in ("drop_1s", "drop_2s")]
         print(
-            f"| {r['pose']} | {r['vertices']} | {b['drop_1s']:.3f} / {n['drop_1s']:.3f} m"
-            f" | {b['drop_2s']:.3f} / {n['drop_2s']:.3f} m"
+            f"| {r['preset']} | {r['pose']} | {b['drop_1s']:.3f} / {n['drop_1s']:.3f} m"
+            f" ({off[0]:+.0%}) | {b['drop_2s']:.3f} / {n['drop_2s']:.3f} m ({off[1]:+.0%})"
             f" | {b['strain_end']:.2%} / {n['strain_end']:.2%}"
             f" | {b['seconds']:.2f} / {n['seconds']:.2f} s |"
         )

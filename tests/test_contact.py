@@ -223,3 +223,22 @@ def test_colliders_are_validated_and_cross_json():
         SimulationConditions(ground=float("nan"))
     with pytest.raises(ConditionError, match="friction"):
         SimulationConditions(friction=-1)
+
+
+def test_a_grid_too_big_for_its_block_table_answers_the_same():
+    """A collider far larger than the object's cell keeps its blocks in a dictionary: the same
+    distances as a grid that indexes them with an array."""
+    from neurok_core.dynamics import obstacles
+
+    floor = trimesh.creation.box((2.0, 2.0, 0.1))
+    points = np.random.default_rng(0).uniform(-0.2, 0.2, (50, 3))
+    table = obstacles.MeshDistance(floor.vertices, floor.faces, 0.01, 0.04)
+    limit = obstacles.MAX_TABLE
+    obstacles.MAX_TABLE = 10
+    try:
+        plain = obstacles.MeshDistance(floor.vertices, floor.faces, 0.01, 0.04)
+    finally:
+        obstacles.MAX_TABLE = limit
+    assert table._slot_of is not None and plain._slot_of is None
+    for a, b in zip(table.query(points), plain.query(points), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -30,6 +30,7 @@ from scipy.spatial import cKDTree
 from ..errors import ConditionError
 
 BLOCK = 8  # cells per block side
+MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
 
 
@@ -115,6 +116,10 @@ class MeshDistance:
         self.hi = v.max(0) + band
         self.shape = np.maximum(np.ceil((self.hi - self.lo) / (cell * BLOCK)).astype(np.int64), 1)
         self._slots: dict[int, int] = {}
+        # the slot of every block, -1 until computed, where the grid has few enough blocks (a
+        # collider far larger than the object at its cell size keeps the dictionary alone)
+        count = int(np.prod(self.shape.astype(np.float64)))
+        self._slot_of = np.full(count, -1, dtype=np.int64) if count <= MAX_TABLE else None
         self._store = np.empty((16, BLOCK + 1, BLOCK + 1, BLOCK + 1))
 
     def _pseudo_normals(self) -> None:
@@ -232,6 +237,8 @@ class MeshDistance:
             self._store = np.concatenate([self._store, np.empty_like(self._store)])
         self._store[slot] = values.reshape(BLOCK + 1, BLOCK + 1, BLOCK + 1)
         self._slots[key] = slot
+        if self._slot_of is not None:
+            self._slot_of[key] = slot
         return slot
 
     @property
@@ -253,8 +260,16 @@ class MeshDistance:
         local = cell - block * BLOCK
         frac = g - cell  # in [0, 1] (a point on the box's far face: 1)
         keys = (block[:, 0] * self.shape[1] + block[:, 1]) * self.shape[2] + block[:, 2]
-        unique, inverse = np.unique(keys, return_inverse=True)
-        slots = np.array([self._block(int(k)) for k in unique])[inverse.reshape(-1)]
+        if self._slot_of is not None:
+            slots = self._slot_of[keys]
+            missing = slots < 0
+            if missing.any():  # blocks not computed yet: each once
+                for key in np.unique(keys[missing]):
+                    self._block(int(key))
+                slots = self._slot_of[keys]
+        else:
+            unique, inverse = np.unique(keys, return_inverse=True)
+            slots = np.array([self._block(int(k)) for k in unique])[inverse.reshape(-1)]
         i, j, k = local[:, 0], local[:, 1], local[:, 2]
         s = self._store
         c = np.empty((len(x), 2, 2, 2))

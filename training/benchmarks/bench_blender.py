@@ -1,7 +1,8 @@
 """NeuROK against Blender's own cloth, in Blender, on the same sheets and frame range.
 
     python -m training.benchmarks.bench_blender [--vertices 5000 20000 100000] [--frames 120]
-        [--skip-cloth] [--checkpoint CKPT] [--threads N] [--bake rig] [--json out.json]
+        [--skip-cloth] [--checkpoint CKPT] [--threads N] [--bake rig] [--dynamics rig|latent]
+        [--json out.json]
 
 For each size, in a fresh Blender (the ``bpy`` module, its own temporary user folder, the built
 extension installed as a user installs it): a 1 x 0.5 m horizontal sheet of about N vertices
@@ -118,12 +119,14 @@ def run_cloth(vertices: int, frames: int) -> dict:
     return {"seconds": round(seconds, 2), "edge_drop_m": round(drop, 4), "quality": 5}
 
 
-def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0):
-    """A sheet (placed at ``x`` m) set up for NeuROK: pin group, bake mode; (obj, free edge)."""
+def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0, dynamics: str = "rig"):
+    """A sheet (placed at ``x`` m) set up for NeuROK: pin group, bake mode, ``dynamics`` (the
+    rig space, where a sheet is a cloth at its own resolution, or the learned space's
+    pipeline: model, encoding); (obj, free edge)."""
     obj, free = sheet_object(name, vertices)
     obj.location.x = x
     obj.neurok.physics.pin_group = "Pin"
-    obj.neurok.physics.dynamics = "latent"  # the learned space's pipeline (model, encoding)
+    obj.neurok.physics.dynamics = dynamics
     obj.neurok.output.bake_mode = bake
     return obj, free
 
@@ -199,11 +202,11 @@ def run_one(args) -> dict:
         bake = "POINT_CACHE" if nx * ny >= POINT_CACHE_FROM else "SHAPE_KEYS"
     try:
         out["neurok"] = simulate_timed(
-            *neurok_sheet(args.one, bake.upper(), "NeuROK sheet"), args.frames
+            *neurok_sheet(args.one, bake.upper(), "NeuROK sheet", 0.0, args.dynamics), args.frames
         )
         # again with the engine already running (as once the NeuROK tab was shown), on another
         # sheet (moved 2 m: a new mesh to the engine, no kinematic space cached for it)
-        warm, free = neurok_sheet(args.one, bake.upper(), "Warm sheet", 2.0)
+        warm, free = neurok_sheet(args.one, bake.upper(), "Warm sheet", 2.0, args.dynamics)
         out["neurok_warm"] = simulate_timed(warm, free, args.frames)
         # and that sheet once more: the engine keeps its kinematic space
         out["neurok_again"] = simulate_timed(warm, free, args.frames)
@@ -263,6 +266,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--bake", default="auto", choices=("auto", "shape_keys", "point_cache", "rig")
     )
+    parser.add_argument(
+        "--dynamics", default="rig", choices=("rig", "latent"), help="NeuROK's (rig: a cloth)"
+    )
     parser.add_argument("--json", default=None, help="write the results here as JSON")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--zip", default=None, help=argparse.SUPPRESS)
@@ -304,6 +310,7 @@ def main(argv=None) -> int:
                 env["OMP_NUM_THREADS"] = str(args.threads)
             cmd = [sys.executable, "-m", "training.benchmarks.bench_blender", "--one", str(n)]
             cmd += ["--zip", str(zip_path), "--frames", str(args.frames), "--bake", args.bake]
+            cmd += ["--dynamics", args.dynamics]
             cmd += ["--checkpoint", args.checkpoint] if args.checkpoint else []
             cmd += ["--skip-cloth"] if args.skip_cloth else []
             proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)

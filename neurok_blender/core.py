@@ -6,13 +6,13 @@ between the two sides: the add-on builds ``SimulationConditions`` itself (so bad
 refused in Blender, before any engine starts, with the engine's own messages) and the request
 carries its ``to_dict``; ``DYNAMICS`` names the coordinates a motion can be integrated in (the
 request's ``dynamics``, the Physics panel's choice), ``DEFAULT_DYNAMICS`` the default of both,
-``CLOTH_MATERIALS`` a cloth's presets (the panel's Cloth Material); the engine's rule for a
-likely implausible result (``neurok_core.doubts``) words Simulate's warning as it words the
-CLI's. ``write_pc2`` writes point caches; a rig bake reads the engine's rig and poses it with
-``neurok_core.rig`` (``BoneRig``, the quaternion helpers). Installed, ``neurok_core`` ships
-beside ``neurok_blender`` in the extension's package; in a development checkout it is a
-top-level package. ``tests/test_layout.py`` proves that importing the add-on never imports
-torch.
+``CLOTH_MATERIALS`` a cloth's presets (the panel's Cloth Material), ``is_cloth`` which meshes
+are cloth (Automatic bakes them as shape keys); the engine's rule for a likely implausible
+result (``neurok_core.doubts``) words Simulate's warning as it words the CLI's. ``write_pc2``
+writes point caches; a rig bake reads the engine's rig and poses it with ``neurok_core.rig``
+(``BoneRig``, the quaternion helpers). Installed, ``neurok_core`` ships beside
+``neurok_blender`` in the extension's package; in a development checkout it is a top-level
+package. ``tests/test_layout.py`` proves that importing the add-on never imports torch.
 """
 
 try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
@@ -36,6 +36,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     from ..neurok_core.errors import ConditionError
     from ..neurok_core.pc2 import write_pc2
     from ..neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
+    from ..neurok_core.sheets import is_cloth
 except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.doubts import (
         edge_strain,
@@ -57,6 +58,7 @@ except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.errors import ConditionError
     from neurok_core.pc2 import write_pc2
     from neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
+    from neurok_core.sheets import is_cloth
 
 __all__ = [
     "CLOTH_MATERIALS",
@@ -74,6 +76,7 @@ __all__ = [
     "quat_to_matrix",
     "edge_strain",
     "frames_on_barrier",
+    "is_cloth",
     "penetration",
     "short_warning",
     "warning",

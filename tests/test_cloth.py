@@ -20,8 +20,9 @@ from neurok_core.rigspace.cloth import (
     node_masses,
     sim_mesh,
 )
-from neurok_core.rigspace.cloth_simulate import is_cloth, simulate_cloth
+from neurok_core.rigspace.cloth_simulate import simulate_cloth
 from neurok_core.rigspace.space import RigSettings
+from neurok_core.sheets import is_cloth
 
 
 def _sheet(nx: int, ny: int, width: float = 1.0, depth: float = 0.6, z: float = 1.0):
@@ -184,3 +185,53 @@ def test_the_presets_are_the_conditions_materials_and_move_apart():
     assert np.abs(paths["silk"] - paths["denim"]).max() > 0.1 * motion
     with pytest.raises(ConditionError, match="material must be one of"):
         SimulationConditions(material="wool")
+
+
+def test_an_undamped_pinned_cloth_under_gravity_keeps_its_energy():
+    v, f, pins, _ = _sheet(12, 8)
+    cond = SimulationConditions(pins=tuple(pins.tolist()), frames=97)
+    result = simulate_cloth(v, f, cond, settings=RigSettings(), want_rig=False)
+    assert np.abs(result.energy / result.energy[0] - 1).max() < 0.01
+
+
+def test_curved_or_closed_or_soup_meshes_are_no_cloth_and_a_welded_seam_holds():
+    """A bowl, a sphere missing a face and a box stored as a triangle soup keep their bones;
+    a flat sheet whose seam is stored twice is one cloth that does not come apart."""
+    bowl = trimesh.creation.icosphere(subdivisions=2)
+    keep = bowl.triangles_center[:, 2] < 0.1
+    assert not is_cloth(bowl.vertices, bowl.faces[keep])
+    assert not is_cloth(bowl.vertices, bowl.faces[1:])
+    box = trimesh.creation.box((0.2, 0.2, 0.2))
+    soup = box.vertices[box.faces].reshape(-1, 3)
+    assert not is_cloth(soup, np.arange(len(soup)).reshape(-1, 3))
+    v, f, pins, far = _sheet(10, 6)
+    seam = np.flatnonzero(np.isclose(v[:, 0], v[:, 0].max() / 9 * 5))  # a column: stored twice
+    remap = np.arange(len(v))
+    remap[seam] = len(v) + np.arange(len(seam))
+    right = (v[f][:, :, 0] > v[seam[0], 0] - 1e-9).all(1)  # the faces right of the seam
+    seamed_f = np.where(right[:, None], remap[f], f)
+    seamed_v = np.concatenate([v, v[seam]])
+    copy = seam
+    assert is_cloth(seamed_v, seamed_f)
+    cond = SimulationConditions(pins=tuple(pins.tolist()), damping=1.0, frames=25)
+    result = simulate_cloth(seamed_v, seamed_f, cond, settings=RigSettings(), want_rig=False)
+    np.testing.assert_allclose(result.positions[-1][copy], result.positions[-1][len(v) :])
+
+
+def test_a_long_ribbon_and_a_big_sheet_at_rest_stay_whole_and_still():
+    """A 5 m x 1 cm ribbon of 1,400 vertices (narrower than a clustering cell of its area) is
+    simulated, not refused; a 2,400-vertex sheet on a coarser mesh with nothing acting on it
+    does not move from frame 0 to frame 1 (each vertex's offset from its triangle kept)."""
+    ribbon, rf, rpins, _ = _sheet(700, 2, 5.0, 0.01)
+    cond = SimulationConditions(pins=tuple(rpins.tolist()), damping=1.0, frames=5)
+    result = simulate_cloth(ribbon, rf, cond, settings=RigSettings(), want_rig=False)
+    assert np.isfinite(result.positions).all()
+    v, f, pins, _ = _sheet(60, 40)
+    still = SimulationConditions(gravity=(0, 0, 0), frames=3)
+    result = simulate_cloth(v, f, still, settings=RigSettings())
+    assert result.info["space"]["embedded"]  # on a coarser mesh
+    assert np.abs(result.positions[1] - v).max() < 1e-6
+    cond = SimulationConditions(pins=tuple(pins.tolist()), damping=1.0, frames=13)
+    result = simulate_cloth(v, f, cond, settings=RigSettings())
+    pinned = result.rig.skin(v, 12)[pins]
+    assert np.abs(pinned - v[pins]).max() < 1e-6  # the rig holds the pins too

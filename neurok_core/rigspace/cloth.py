@@ -46,6 +46,7 @@ from scipy.sparse.linalg import splu
 from scipy.spatial import cKDTree
 
 from ..geometry import cross3, face_cross
+from ..sheets import welded
 
 MAX_NODES = 600  # a sheet with more vertices is simulated on a coarser mesh of about this many
 ITERATIONS = 20  # quasi-Newton iterations a step, at most
@@ -120,55 +121,69 @@ def cloth_material(name: str) -> ClothMaterial:
 
 @dataclass(frozen=True)
 class SimMesh:
-    """The simulation mesh of a sheet: ``nodes`` (n, 3), ``faces`` (F, 3); each vertex of the
-    sheet (N,) sits at bary . nodes[faces[tri]] + offset * the triangle's unit normal."""
+    """The simulation mesh of a sheet: ``nodes`` (n, 3), ``faces`` (F, 3). Vertex i of the
+    sheet (N,) is node ``node[i]`` where that is >= 0 (coincident vertices share one), else it
+    is embedded in triangle ``tri[i]``: at its barycentric point ``bary[i]`` plus ``local[i]``
+    in the triangle's frame (its first edge, the normal x that edge, the normal), so that the
+    rest nodes give the rest vertices exactly and the offset turns with the triangle."""
 
     nodes: np.ndarray
     faces: np.ndarray
-    tri: np.ndarray  # (N,) int64
+    node: np.ndarray  # (N,) int64, -1 for an embedded vertex
+    tri: np.ndarray  # (N,) int64 (embedded vertices)
     bary: np.ndarray  # (N, 3)
-    offset: np.ndarray  # (N,)
-    identity: bool  # the nodes are the vertices themselves (tri, bary unused)
+    local: np.ndarray  # (N, 3)
+
+    @property
+    def identity(self) -> bool:
+        """Whether every vertex is a node of its own (no weld, no embedding)."""
+        return bool((self.node == np.arange(len(self.node))).all())
 
     def embed(self, x: np.ndarray) -> np.ndarray:
         """The sheet's vertices (N, 3) when the nodes are at ``x`` (n, 3)."""
-        if self.identity:
-            return x.copy()
-        corners = x[self.faces[self.tri]]  # (N, 3, 3)
-        out = np.einsum("nk,nkd->nd", self.bary, corners)
-        normal = face_cross(x, self.faces)[self.tri]
-        normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
-        return out + self.offset[:, None] * normal
+        out = np.empty((len(self.node), 3))
+        own = self.node >= 0
+        out[own] = x[self.node[own]]
+        if not own.all():
+            held = ~own
+            corners = x[self.faces[self.tri[held]]]  # (M, 3, 3)
+            frame = _frames(corners)  # (M, 3, 3): rows e1, e2, n
+            out[held] = np.einsum("mk,mkd->md", self.bary[held], corners) + np.einsum(
+                "mk,mkd->md", self.local[held], frame
+            )
+        return out
 
     def weights(self, vertex: int) -> tuple[np.ndarray, np.ndarray]:
         """(nodes (k,), weights (k,)): where a load on sheet vertex ``vertex`` acts."""
-        if self.identity:
-            return np.array([vertex]), np.ones(1)
+        if self.node[vertex] >= 0:
+            return np.array([self.node[vertex]]), np.ones(1)
         return self.faces[self.tri[vertex]], self.bary[vertex]
 
 
-def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, target: int):
-    """A coarser mesh of about ``target`` nodes by vertex clustering on a grid (Rossignac and
-    Borrel 1993): each occupied cell is a node at its vertices' mean, each face whose corners
-    fall in three different cells a face; (nodes, faces, cluster of each vertex)."""
-    area = float(np.linalg.norm(face_cross(vertices, faces), axis=1).sum()) / 2.0
-    cell = math.sqrt(area / max(target, 1))
-    for _ in range(8):
-        key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
-        _, cluster = np.unique(key, axis=0, return_inverse=True)
-        cluster = cluster.ravel()
-        count = int(cluster.max()) + 1
-        if count <= 1.3 * target:
-            break
-        cell *= math.sqrt(count / target)
+def _frames(corners: np.ndarray) -> np.ndarray:
+    """(M, 3, 3) each triangle's orthonormal frame (rows: its first edge, the normal x that
+    edge, the unit normal) from its corners (M, 3, 3)."""
+    e1 = corners[:, 1] - corners[:, 0]
+    n = cross3(e1, corners[:, 2] - corners[:, 0])
+    n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
+    e1 /= np.maximum(np.linalg.norm(e1, axis=1, keepdims=True), 1e-300)
+    return np.stack([e1, cross3(n, e1), n], 1)
+
+
+def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
+    """A coarser mesh by vertex clustering on a grid of ``cell`` m (Rossignac and Borrel 1993):
+    each occupied cell a node at its vertices' mean, each face whose corners fall in three
+    different cells a face; (nodes, faces)."""
+    key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
+    _, cluster = np.unique(key, axis=0, return_inverse=True)
+    cluster = cluster.ravel()
+    count = int(cluster.max()) + 1
     nodes = np.zeros((count, 3))
     np.add.at(nodes, cluster, vertices)
     nodes /= np.bincount(cluster, minlength=count)[:, None]
     f = cluster[faces]
     keep = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
-    f = np.unique(np.sort(f[keep], 1), axis=0)
-    # orient each kept face as most of the faces that collapsed onto it
-    return nodes, f, cluster
+    return nodes, np.unique(np.sort(f[keep], 1), axis=0)
 
 
 def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -185,27 +200,53 @@ def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
 
 
 def sim_mesh(vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES) -> SimMesh:
-    """The simulation mesh of a sheet: its own vertices up to ``max_nodes``, else a coarser
-    mesh (vertex clustering) in whose nearest triangle each vertex is embedded."""
-    n = len(vertices)
-    if n <= max_nodes:
-        return SimMesh(
-            vertices.copy(),
-            proper_faces(vertices, faces),
-            np.zeros(0, int),
-            np.zeros((0, 3)),
-            np.zeros(0),
-            True,
-        )
-    nodes, f, _ = _cluster_mesh(vertices, faces, max_nodes)
+    """The simulation mesh of a sheet: its own (welded) vertices up to ``max_nodes``, else a
+    coarser mesh by vertex clustering; a vertex that is no node (a coarse mesh's, or one whose
+    faces have no area) is embedded in its nearest triangle. Raises MeshError for a sheet that
+    has no face of any area."""
+    from ..errors import MeshError
+
+    vertices = np.asarray(vertices, dtype=np.float64)
+    first, f, node = welded(vertices, faces)
+    nodes = vertices[first]
     f = proper_faces(nodes, f)
-    tri, bary, offset = _embed(vertices, nodes, f)
-    return SimMesh(nodes, f, tri, bary, offset, False)
+    if len(nodes) > max_nodes:
+        area = float(np.linalg.norm(face_cross(nodes, f), axis=1).sum()) / 2.0
+        cell = math.sqrt(area / max_nodes)
+        for _ in range(8):  # the clusters' count near max_nodes, and some faces kept
+            coarse, coarse_f = _cluster_mesh(nodes, f, cell)
+            coarse_f = proper_faces(coarse, coarse_f)
+            if len(coarse) > 1.3 * max_nodes:
+                cell *= math.sqrt(len(coarse) / max_nodes)
+            elif len(coarse_f) < max(1, len(coarse) // 2):  # a strip narrower than a cell
+                cell *= 0.5
+            else:
+                nodes, f, node = coarse, coarse_f, np.full(len(vertices), -1)
+                break
+    if not len(f):
+        raise MeshError("the cloth has no face of any area: nothing to simulate it on")
+    used = np.zeros(len(nodes), dtype=bool)
+    used[f.ravel()] = True
+    node = np.where(node >= 0, node, -1)
+    node[(node >= 0) & ~used[np.maximum(node, 0)]] = -1  # a node of no face: embedded
+    tri = np.zeros(len(vertices), dtype=np.int64)
+    bary = np.zeros((len(vertices), 3))
+    local = np.zeros((len(vertices), 3))
+    held = np.flatnonzero(node < 0)
+    if len(held):
+        tri[held], bary[held], local[held] = _embed(vertices[held], nodes, f)
+    # the nodes no face uses are left out
+    keep = np.flatnonzero(used)
+    renumber = np.full(len(nodes), -1)
+    renumber[keep] = np.arange(len(keep))
+    node = np.where(node >= 0, renumber[np.maximum(node, 0)], -1)
+    return SimMesh(nodes[keep], renumber[f], node, tri, bary, local)
 
 
 def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8):
     """Each point's nearest triangle among the ``k`` whose centres are nearest, its barycentric
-    coordinates there (clamped into the triangle) and its offset along the unit normal."""
+    coordinates there (clamped into the triangle) and the rest of its offset in the triangle's
+    frame (:func:`_frames`), so that the rest nodes give the point exactly."""
     from ..dynamics.obstacles import closest_on_triangles
 
     centres = nodes[faces].mean(1)
@@ -224,10 +265,11 @@ def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8)
     a, b, c = tris[:, 0], tris[:, 1], tris[:, 2]
     normal = cross3(b - a, c - a)
     normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
-    offset = ((points - a) * normal).sum(1)
-    flat = points - offset[:, None] * normal
+    flat = points - ((points - a) * normal).sum(1)[:, None] * normal
     bary = _barycentric(flat, a, b, c)
-    return best, bary, offset
+    rest = points - np.einsum("nk,nkd->nd", bary, tris)  # what the barycentric point misses
+    local = np.einsum("nkd,nd->nk", _frames(tris), rest)
+    return best, bary, local
 
 
 def _barycentric(p, a, b, c) -> np.ndarray:

@@ -18,11 +18,10 @@ from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import SimulationConditions
 from ..dynamics.obstacles import MeshDistance, Obstacles
-from ..geometry import edge_keys, face_cross, unique_edges
+from ..geometry import face_cross, unique_edges
 from ..metrics import edge_strain
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
-from .bones import loose_parts
 from .cloth import (
     ClothContact,
     ClothEnergy,
@@ -42,20 +41,6 @@ KICK_RADIUS = 0.25  # object sizes: an initial velocity at a point starts the no
 TRAVEL = 0.02  # object sizes a node may travel in a step near obstacles
 MAX_SUBSTEPS = 8  # steps a frame, at most
 MAX_RESTORE = 2.0  # an undamped step's velocity is scaled by at most this to keep its energy
-
-
-def is_cloth(vertices: np.ndarray, faces: np.ndarray) -> bool:
-    """Whether every loose part of the mesh is an open sheet (has an edge with one face)."""
-    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    if not len(faces):
-        return False
-    parts = loose_parts(np.asarray(vertices), faces)
-    keys = edge_keys(faces)[0]  # (3F,) each face's three edges
-    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    open_face = (counts[inverse.ravel()].reshape(-1, 3) == 1).any(1)
-    face_part = parts[faces[:, 0]]
-    used = np.unique(face_part)
-    return bool(np.isin(used, face_part[open_face]).all()) and len(np.unique(parts)) == len(used)
 
 
 def _anchor_vertex(vertices: np.ndarray, anchor) -> int:
@@ -201,12 +186,13 @@ def _obstacles(conditions: SimulationConditions, size: float) -> Obstacles:
     return Obstacles(conditions.ground, meshes)
 
 
-def node_rig(mesh, nodes: np.ndarray) -> BoneRig:
+def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
     """A rig that replays a cloth's motion: a bone at every node of its simulation mesh
     (``mesh``: :class:`~neurok_core.rigspace.cloth.SimMesh`; ``nodes`` (T, n, 3) their
-    positions), each vertex weighted by its embedding (its own node alone where the nodes are
-    the vertices: exact), each bone's head on its node and its turn the one-ring's rigid fit
-    (Kabsch), blended linearly as the rig space's rigs are."""
+    positions), each vertex weighted by its node (exact) or by its embedding, each bone's head
+    on its node and its turn the one-ring's rigid fit (Kabsch), the ``fixed`` nodes' (n,)
+    bones unturned (a pinned vertex embedded among them stays at rest), blended linearly as
+    the rig space's rigs are."""
     rest = mesh.nodes
     n = len(rest)
     edges = unique_edges(mesh.faces) if len(mesh.faces) else np.zeros((0, 2), dtype=np.int64)
@@ -222,14 +208,12 @@ def node_rig(mesh, nodes: np.ndarray) -> BoneRig:
     v_[..., 2] *= d[..., None]
     turn = v_ @ np.swapaxes(u, -1, -2)  # (T, n, 3, 3): rest arms onto moved ones
     lone = np.bincount(ends[:, 0], minlength=n) == 0
-    turn[:, lone] = np.eye(3)
+    turn[:, lone | fixed] = np.eye(3)
     quats = quats_from_matrices(turn)
     translations = nodes - np.einsum("tnij,nj->tni", turn, rest)
-    if mesh.identity:
-        bones = np.arange(n)[:, None]
-        weights = np.ones((n, 1))
-    else:
-        bones, weights = mesh.faces[mesh.tri], mesh.bary
+    own = mesh.node >= 0
+    bones = np.where(own[:, None], mesh.node[:, None], mesh.faces[mesh.tri])  # (N, 3)
+    weights = np.where(own[:, None], np.array([1.0, 0.0, 0.0]), mesh.bary)
     return BoneRig(
         rest.copy(),
         quats,
@@ -256,7 +240,10 @@ def _plausibility(run: _Run, positions: np.ndarray, cancelled: bool, unconverged
         "edge_strain_frame": int(strain.argmax()),
         "penetration_max": float(depth.max() / run.size),
         "penetration_frame": int(depth.argmax()),
-        "integration": "cut short" if cancelled else "complete",
+        # steps that ran out of iterations or of line search (the rig space's halvings)
+        "integration": "cut short"
+        if cancelled
+        else ("steps unconverged" if unconverged else "complete"),
     }
 
 
@@ -326,19 +313,20 @@ def simulate_cloth(
                 work = float((loads * (x - x0)).sum())
                 target = energy if drags else target + work
                 # the velocity relative to the mean is scaled; what backward Euler takes from a
-                # uniform acceleration a (a fall's position leads by h^2 a / 2 a step: 1/2 M
-                # |h a|^2 of energy) is left to it, not turned into relative motion
+                # free fall's uniform acceleration a (its position leads by h^2 a / 2 a step:
+                # 1/2 M |h a|^2 of energy) is left to it, not turned into relative motion
                 mean = (run.m[:, None] * v).sum(0) / run.m.sum()
                 size = float(np.linalg.norm(accel))
-                if size > 0:
+                if size > 0 and run.free.all() and run.contact is None:  # a free fall only
                     gain = float((mean - mean0) @ accel) / size
                     target -= 0.5 * float(run.m.sum()) * min(max(gain, 0.0), h * size) ** 2
-                rel = v - mean[None]
+                # (a pinned cloth's mean motion is no momentum: all of its velocity is scaled)
+                rel = v - mean[None] if run.free.all() else v.copy()
                 rel[~run.free] = 0.0
                 spare = 0.5 * float((run.m[:, None] * rel * rel).sum())
                 want = target - energy + spare
                 if spare > 0 and want > 0:
-                    v = mean[None] + rel * min(math.sqrt(want / spare), MAX_RESTORE)
+                    v = v - rel + rel * min(math.sqrt(want / spare), MAX_RESTORE)
                     v[~run.free] = 0.0
                     energy = step.mechanical_energy(x, v, run.gravity)
         if not np.isfinite(x).all():
@@ -362,7 +350,7 @@ def simulate_cloth(
     if conditions.pins:
         pins = np.asarray(conditions.pins)
         positions[:, pins] = vertices[pins]
-    rig = node_rig(run.mesh, np.stack(node_frames)) if want_rig else None
+    rig = node_rig(run.mesh, np.stack(node_frames), ~run.free) if want_rig else None
     report = step.report
     info = {
         "dynamics": "rig",

@@ -22,7 +22,8 @@ from ..errors import ConditionError
 from ..geometry import farthest_point_subsample
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
-from .cloth_simulate import is_cloth, simulate_cloth
+from ..sheets import is_cloth
+from .cloth_simulate import simulate_cloth
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator, OutOfTime

@@ -315,3 +315,24 @@ def test_a_closed_part_with_loose_vertices_after_it_gets_its_bones():
     case = fuzz_case(9)
     layout = geometric_bones(case.vertices, case.faces, elastic=False)
     assert len(layout.heads) >= 1
+
+
+def test_an_open_shell_with_bulk_is_a_solid_and_a_flat_sheet_a_sheet():
+    """A box missing one face (a robot link's shell, a scan with a hole) is one rigid part with
+    one bone; a flat open sheet gets its grid of bones, a half-cylinder shell is a solid too."""
+    box = trimesh.creation.box((0.3, 0.2, 0.1)).subdivide()
+    top = box.triangles_center[:, 2] > 0.049
+    open_box = box.faces[~top]
+    layout = geometric_bones(box.vertices, open_box, elastic=False)
+    assert [p.kind for p in layout.part_info] == ["rigid"] and len(layout.heads) == 1
+    x, y = np.meshgrid(np.linspace(0, 1, 12), np.linspace(0, 0.6, 8), indexing="ij")
+    sheet = np.stack([x.ravel(), y.ravel(), np.zeros(x.size)], 1)
+    i, j = np.meshgrid(np.arange(11), np.arange(7), indexing="ij")
+    a = (i * 8 + j).ravel()
+    faces = np.concatenate([np.stack([a, a + 8, a + 9], 1), np.stack([a, a + 9, a + 1], 1)])
+    layout = geometric_bones(sheet, faces, elastic=False)
+    assert [p.kind for p in layout.part_info] == ["sheet"] and len(layout.heads) > 1
+    angle = math.pi * x.ravel()  # the same grid bent into half a cylinder
+    shell = np.stack([np.cos(angle), y.ravel(), np.sin(angle)], 1) * [0.3, 1.0, 0.3]
+    layout = geometric_bones(shell, faces, elastic=False)
+    assert [p.kind for p in layout.part_info] == ["rigid"]

@@ -7,7 +7,8 @@ Every loose part gets at least one bone, and bones never blend across parts:
   it) or the user asked for an elastic object (stiffness > 0 on an object of one part: bones
   spread through it, so that it can bend and squash; in an object of several parts the
   stiffness acts on its joints and the parts stay rigid);
-- an **open sheet** (cloth: edges with one face) gets a grid of bones over its area;
+- an **open sheet** (cloth: edges with one face, nearly flat: ``neurok_core.sheets.flatness``)
+  gets a grid of bones over its area; an open shell with bulk is a solid's surface, as above;
 - a closed part that **bends at a boundary** (:func:`bend_segments`: two wide solid pieces
   joined along a seam of shared vertices, a laptop welded at its hinge, or along a sharp
   concave crease) is split there into segments, each a part of its own with its own bones;
@@ -34,6 +35,7 @@ from scipy.sparse.linalg import eigsh
 from scipy.spatial import cKDTree
 
 from ..geometry import cross3, edge_keys, face_cross, farthest_point_subsample
+from ..sheets import FLAT, flatness
 
 ROPE_SLENDERNESS = 15.0  # longest / second side of a closed part from which it bends like a rope
 MAX_CHAIN_BONES = 16  # bones along a rope or an elastic beam
@@ -186,7 +188,9 @@ def classify_part(
     areas = np.where(areas > 0, areas, areas.max() * 1e-6 + 1e-300)
     centre, axes, extents = _principal(pts, areas)
     closed = _is_closed(faces) if closed is None else closed
-    if not closed and len(faces):
+    # an open part is a sheet only when nearly flat (a cloth); an open shell with bulk (a
+    # robot's link, a scan missing a face, a bottle without its cap's face) is a solid's
+    if not closed and len(faces) and flatness(vertices, faces) >= FLAT:
         kind = "sheet"
     elif extents[0] >= ROPE_SLENDERNESS * max(extents[1], 1e-12):
         kind = "chain"

@@ -320,6 +320,15 @@ class Obstacles:
             out.append((rows[close], d[close], n[close]))
         return out
 
+    def entries(self, x: np.ndarray, reach: float):
+        """(rows (R,), d (R,), n (R, 3)): ``distances`` of every obstacle, concatenated (a point
+        near two obstacles is in twice)."""
+        found = self.distances(x, reach)
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, 3))
+        rows, dist, normal = zip(*found, strict=True)
+        return np.concatenate(rows), np.concatenate(dist), np.concatenate(normal)
+
     def clearance(self, x: np.ndarray) -> np.ndarray:
         """(P,) each point's signed distance to the nearest obstacle, exact (no grid): negative
         inside one; inf without obstacles; points farther than a mesh's band from it count as

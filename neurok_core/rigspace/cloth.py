@@ -1,36 +1,37 @@
-"""Cloth at its own resolution (design section 15): a sheet's nodes are its coordinates.
+"""Cloth at its own resolution (design section 14): a sheet's nodes are its coordinates.
 
 A sheet simulated as a few near-rigid bones cannot hang or fold; here every node of its
 simulation mesh moves on its own (the sheet's own vertices, or above ``MAX_NODES`` a coarser
 mesh with the sheet's vertices embedded in its triangles). The energies:
 
 - **membrane**: a linear spring on every edge of the simulation mesh's triangles (structural
-  and shear, as Blender's cloth), k_e / 2 (|d_e| - l_e)^2, softer by ``compression`` when
-  shortened (cloth buckles rather than shortens);
+  and shear, as Blender's cloth), k_e / 2 (|d_e| - l_e)^2, ``compression`` x as stiff when
+  shortened;
 - **bending**: the quadratic bending energy of Bergou et al. 2006 ("A quadratic bending model
   for inextensible surfaces"), 1/2 B sum_e |sum_i K_ei x_i|^2 / (A_e + A_e') over interior
   edges (1/2 B kappa^2 per area on a cylinder of curvature kappa), with a constant Hessian;
   B (N m) is the rigidity w c^3 of a cloth of weight w (N/m^2) and Peirce's bending length c;
 - **contact** with the ground and colliders: one-sided springs on each node's signed
-  distance inside a margin, with lagged Coulomb friction;
+  distance inside a margin, with lagged Coulomb friction, and nodes a step leaves inside an
+  obstacle put back on its surface;
 - **loads**: gravity, forces and winds on the nodes (through the embedding), drag springs,
-  air damping (the user's damping rate c: a node's kinetic energy decays as exp(-2 c t)).
+  air damping (the damping rate c: a node's kinetic energy decays as exp(-2 c t)).
 
 The step is **backward Euler**: x_{n+1} minimises the incremental potential
 
     Phi(x) = (1 + c h) / (2 h^2) |x - z|_M^2 + E(x) - f . x,  z = x_n + h v_n / (1 + c h),
 
-solved by quasi-Newton iterations (L-BFGS, a line search on Phi) whose initial Hessian is the
-constant matrix P = (1 + c h) M / h^2 + sum_e k_e g_e g_e^T + B Q (+ the contact and drag
-springs in force), factorised once per run and again only when the contact set or a drag
-changes (Liu et al. 2017, "Quasi-Newton methods for real-time simulation of hyperelastic
-materials"). A step costs at most ``ITERATIONS`` iterations, each one gradient and one
-back-substitution of an (n x n) factor for the three coordinates: its cost is bounded and
-does not depend on the motion.
+solved by quasi-Newton iterations (L-BFGS, an Armijo line search on Phi; Liu et al. 2017,
+"Quasi-Newton methods for real-time simulation of hyperelastic materials") whose initial
+Hessian is Phi's own at the step's start (springs PSD-projected but at least ``ACROSS`` as stiff
+across as along, the contact's normal springs and the friction's sticking), factorised over
+the free nodes' 3 n coordinates and kept for up to ``KEEP_STEPS`` steps away from obstacles. A
+step costs at most ``ITERATIONS`` iterations, each a gradient and a back-substitution: its cost
+is bounded.
 
 Backward Euler damps what the step does not resolve; an undamped run (c = 0) has its energy
-restored after each step (the velocity scaled so that kinetic + potential energy equals the
-last step's plus the loads' work; Dinev et al. 2018 project onto the energy likewise).
+kept by the caller, which scales the velocity after each step (Dinev et al. 2018 project onto
+the energy likewise).
 
 Shapes: nodes (n, 3) float64 metres; faces (F, 3) int64; the state x, v (n, 3).
 """
@@ -311,8 +312,9 @@ def bending_matrix(nodes: np.ndarray, faces: np.ndarray) -> sparse.csr_matrix:
     key = lo * len(nodes) + hi
     order = np.argsort(key, kind="stable")
     key_s = key[order]
-    pair = np.flatnonzero(key_s[1:] == key_s[:-1])  # consecutive equal keys: one interior edge
-    # an edge with three faces or more (a seam) contributes its first pair only
+    # consecutive equal keys: an interior edge (an edge of three faces or more, a seam, gives
+    # each consecutive pair of its faces)
+    pair = np.flatnonzero(key_s[1:] == key_s[:-1])
     h1, h2 = order[pair], order[pair + 1]
     i, j, k = lo[h1], hi[h1], he[h1, 2]
     l_ = he[h2, 2]
@@ -338,7 +340,7 @@ def bending_matrix(nodes: np.ndarray, faces: np.ndarray) -> sparse.csr_matrix:
 
 
 class ClothEnergy:
-    """The cloth's internal energies and their constant part: membrane springs on ``edges``
+    """The cloth's internal energies: membrane springs on ``edges``
     (E, 2) with rest ``lengths`` (E,) and stiffness ``k`` (E,) N/m (``compression`` x k when
     shortened) and bending B Q (``bending`` the (n, n) matrix B Q)."""
 
@@ -358,11 +360,10 @@ class ClothEnergy:
             ),
             shape=(e, n),
         )  # (E, n): d_e = x_j - x_i
-        self.laplacian = (self.g.T @ sparse.diags(self.k) @ self.g).tocsr()  # (n, n)
 
-    def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """(value J, gradient (n, 3))."""
-        d = self.g @ x  # (E, 3)
+    def __call__(self, x: np.ndarray, d: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        """(value J, gradient (n, 3)); ``d`` (E, 3): the edges' vectors at ``x``, when known."""
+        d = self.g @ x if d is None else d  # (E, 3)
         length = np.sqrt((d * d).sum(1))
         stretch = length - self.lengths
         k = np.where(stretch > 0, self.k, self.k * self.compression)
@@ -397,33 +398,24 @@ class ClothContact:
         self.mu, self.slip = float(mu), max(float(slip), 1e-12)
         self.reach = 2.0 * self.margin
         self.lagged = None  # (nodes, normals (m, 3), normal forces (m,), anchors) of the step
-        self._held: dict[int, np.ndarray] = {}  # node -> where friction holds it
+        self._held = np.full((len(self.k), 3), np.nan)  # where friction holds each node
 
     def _entries(self, x: np.ndarray, reach: float):
         """(nodes, signed distances, normals) of the nodes within ``reach`` of an obstacle."""
-        rows, dist, normal = [], [], []
-        for r, d, n in self.obstacles.distances(x, reach):
-            rows.append(r)
-            dist.append(d)
-            normal.append(n)
-        if not rows:
-            return np.zeros(0, int), np.zeros(0), np.zeros((0, 3))
-        return np.concatenate(rows), np.concatenate(dist), np.concatenate(normal)
+        return self.obstacles.entries(x, reach)
 
     def _anchors(self, nodes: np.ndarray, x: np.ndarray, normal: np.ndarray) -> np.ndarray:
         """Where friction holds each touching node (m, 3): where it stuck, kept from step to
         step while it stays within the slip of it (a node at rest under a sideways load does
         not creep a slip a step), else the point a slip behind it (it slides)."""
-        out = x.copy()
-        for i, node in enumerate(nodes):
-            held = self._held.get(int(node))
-            if held is None:
-                continue
-            u = x[i] - held
-            u -= (u @ normal[i]) * normal[i]
-            size = float(np.linalg.norm(u))
-            out[i] = x[i] - u if size <= self.slip else x[i] - u * (self.slip / size)
-        self._held = {int(n): out[i] for i, n in enumerate(nodes)}
+        held = self._held[nodes]  # (m, 3), NaN where the node did not touch last step
+        u = x - held
+        u -= (u * normal).sum(1, keepdims=True) * normal  # its slip across the normal
+        size = np.linalg.norm(u, axis=1)
+        out = x - u * np.minimum(1.0, self.slip / np.maximum(size, 1e-300))[:, None]
+        out = np.where(np.isnan(held), x, out)
+        self._held[:] = np.nan
+        self._held[nodes] = out
         return out
 
     def begin(self, x: np.ndarray, ahead: np.ndarray):
@@ -591,11 +583,11 @@ class ClothStep:
         dx = x - z
         value = inertia * float((self.m[:, None] * dx * dx).sum())
         grad = 2.0 * inertia * self.m[:, None] * dx
-        ve, ge = self.energy(x)
+        d = self.energy.g @ x  # (E, 3)
+        ve, ge = self.energy(x, d)
         value += ve
         grad += ge
         if self.beta > 0:  # viscous stretching: beta / (2 h) k (|d| - |d_start|)^2
-            d = self.energy.g @ x
             length = np.sqrt((d * d).sum(1))
             rate = length - start_d
             kk = self.energy.k * self.beta / h
@@ -637,12 +629,9 @@ class ClothStep:
         winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v)."""
         z, inertia, hat = self._target(x, v, h)
         touch = None if self.contact is None else self.contact.begin(x, hat)
-        key = (
-            h,
-            None if touch is None else touch[0].tobytes(),
-            tuple((nodes.tobytes(), k) for nodes, _, k, _ in drags),
-        )
-        # a kept factorisation ends a resting contact's iterations looser (its cloth crept)
+        key = (h, tuple((nodes.tobytes(), k) for nodes, _, k, _ in drags))
+        # near an obstacle a fresh one every step: a kept factorisation ended a resting
+        # contact's iterations looser (its cloth crept)
         if key != self._key or self._age >= KEEP_STEPS or self._hard or touch is not None:
             self._matrix(x, inertia, h, touch, drags)
             self._key, self._age = key, 0

@@ -1,6 +1,7 @@
-"""Simulation of a cloth object (every loose part an open sheet) at its own resolution (design
-section 15): conditions -> the sheet's nodes and energies (:mod:`.cloth`) -> backward-Euler
-steps -> the vertices of every frame, and a rig fitted to them for a rig bake.
+"""Simulation of a cloth (``neurok_core.sheets.is_cloth``: every loose part an open, nearly flat
+sheet) at its own resolution (design section 14): conditions -> the sheet's nodes and energies
+(:mod:`.cloth`) -> backward-Euler steps -> the vertices of every frame, and a rig of a bone per
+node for a rig bake.
 
 The conditions act as they do on the rig space's bones: pins hold their vertices exactly at
 rest (their simulation nodes are fixed), forces and winds act on the nodes under their anchor,
@@ -33,25 +34,14 @@ from .cloth import (
     sim_mesh,
 )
 from .plausibility import _Collider, sample_faces
+from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings
 
-TWO_PI = 2.0 * math.pi
 REFERENCE_G = 9.81  # m/s^2: the weight a cloth's bending length is measured under
 KICK_RADIUS = 0.25  # object sizes: an initial velocity at a point starts the nodes this near it
 TRAVEL = 0.02  # object sizes a node may travel in a step near obstacles
 MAX_SUBSTEPS = 8  # steps a frame, at most
 MAX_RESTORE = 2.0  # an undamped step's velocity is scaled by at most this to keep its energy
-
-
-def _anchor_vertex(vertices: np.ndarray, anchor) -> int:
-    if anchor.vertex is not None:
-        return int(anchor.vertex)
-    return int(cKDTree(vertices).query(np.asarray(anchor.point))[1])
-
-
-def _min_jerk(tau: float) -> float:
-    tau = min(max(tau, 0.0), 1.0)
-    return tau**3 * (10 - 15 * tau + 6 * tau**2)
 
 
 class _Run:
@@ -69,8 +59,7 @@ class _Run:
         keep = lengths > 0
         edges, lengths = edges[keep], lengths[keep]
         # a small object's loads act faster: every stiffness scaled as the rig space's is
-        need = math.sqrt(_load(conditions) / (settings.contact_depth * self.size))
-        contact = max(TWO_PI * settings.contact_hz, need)
+        contact = contact_omega(self.size, conditions, settings)
         stiffen = contact / (TWO_PI * settings.contact_hz)
         omega = TWO_PI * material.stretch_hz * stiffen
         k = conditions.mass * omega**2 * self.size**2 / max(float((lengths**2).sum()), 1e-300)
@@ -97,8 +86,7 @@ class _Run:
                 settings.friction_slip * self.size / (conditions.fps * 2),
             )
         self.damping = conditions.damping + material.air_damping  # 1/s
-        share = min(1.0, self.damping / 0.1)  # none in an undamped run
-        zeta = material.stretch_damping * share
+        zeta = material_damping(material.stretch_damping, self.damping)
         self.step = ClothStep(
             self.m,
             self.free,
@@ -108,11 +96,18 @@ class _Run:
             stretch_zeta=zeta,
             omega=omega,
             size=self.size,
-            bending_damping=material.bending_damping * share,
+            bending_damping=material_damping(material.bending_damping, self.damping),
         )
         self.gravity = np.asarray(conditions.gravity, dtype=np.float64)
-        self.drag_k = conditions.mass * _drag_omega(conditions, self.size) ** 2
+        self.drag_k = conditions.mass * drag_omega(self.size, conditions) ** 2
         self.drag_from: dict[int, np.ndarray] = {}
+        # where each force, drag and point velocity acts: its vertex (a point: the nearest)
+        tree = cKDTree(vertices)
+        self.anchor = {
+            id(c): int(c.vertex) if c.vertex is not None else int(tree.query(c.point)[1])
+            for c in (*conditions.forces, *conditions.drags, *conditions.velocities)
+            if c.vertex is not None or c.point is not None
+        }
 
     def forces(self, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(forces (n, 3) N, the uniform acceleration (3,) m/s^2 in them) at time ``t``: the
@@ -124,7 +119,7 @@ class _Run:
         for c in self.cond.forces:
             end = last if c.end_frame is None else c.end_frame / fps
             if c.start_frame / fps <= t <= end:
-                nodes, w = self.mesh.weights(_anchor_vertex(self.vertices, c.anchor))
+                nodes, w = self.mesh.weights(self.anchor[id(c)])
                 out[nodes] += w[:, None] * np.asarray(c.vector)[None]
         for wind in self.cond.winds:
             end = last if wind.end_frame is None else wind.end_frame / fps
@@ -140,12 +135,11 @@ class _Run:
             start, end = d.start_frame / fps, d.frame / fps
             if not start <= t <= end:
                 continue
-            nodes, w = self.mesh.weights(_anchor_vertex(self.vertices, d.anchor))
+            nodes, w = self.mesh.weights(self.anchor[id(d)])
             if i not in self.drag_from:
                 self.drag_from[i] = w @ x[nodes]
             origin = self.drag_from[i]
-            window = max((end - start) * 0.75, 1e-9)
-            target = origin + _min_jerk((t - start) / window) * (np.asarray(d.target) - origin)
+            target = origin + drag_progress(t, start, end) * (np.asarray(d.target) - origin)
             out.append((nodes, w, self.drag_k, target))
         return out
 
@@ -157,7 +151,7 @@ class _Run:
                 v += np.asarray(c.velocity)[None]
                 continue
             tree = tree or cKDTree(self.mesh.nodes)
-            centre = self.vertices[_anchor_vertex(self.vertices, c.anchor)]
+            centre = self.vertices[self.anchor[id(c)]]
             radius = KICK_RADIUS * self.size
             near = tree.query_ball_point(centre, radius)
             d = np.linalg.norm(self.mesh.nodes[near] - centre, axis=1)
@@ -165,18 +159,34 @@ class _Run:
         v[~self.free] = 0.0
         return v
 
-
-def _load(conditions: SimulationConditions) -> float:
-    return (
-        float(np.linalg.norm(conditions.gravity))
-        + sum(float(np.linalg.norm(f.vector)) for f in conditions.forces) / conditions.mass
-    )
-
-
-def _drag_omega(conditions: SimulationConditions, size: float) -> float:
-    from .simulate import DRAG_HZ, DRAG_SAG
-
-    return max(TWO_PI * DRAG_HZ, math.sqrt(_load(conditions) / (DRAG_SAG * size)))
+    def keep_energy(self, x, v, x0, mean0, h, forces, accel, drags, target: float) -> tuple:
+        """(v, energy, target) after an undamped step from ``x0`` (its mean velocity ``mean0``)
+        to (x, v): the velocity scaled (at most MAX_RESTORE) so that the energy is ``target``,
+        the start's plus the loads' work (gravity's is in the energy); a drag's spring holds
+        energy of its own, so it resets the target. A free cloth's velocity relative to its
+        mean is scaled, and what backward Euler takes from its free fall's uniform
+        acceleration a (its position leads by h^2 a / 2 a step: 1/2 M |h a|^2 of energy) is
+        left to it, not turned into relative motion; a pinned cloth's mean motion is no
+        momentum: all of its velocity is scaled."""
+        step, m = self.step, self.m[:, None]
+        energy = step.mechanical_energy(x, v, self.gravity)
+        work = float(((forces - m * self.gravity[None]) * (x - x0)).sum())
+        target = energy if drags else target + work
+        free = self.free.all() and self.contact is None
+        mean = (m * v).sum(0) / self.m.sum()
+        size = float(np.linalg.norm(accel))
+        if size > 0 and free:
+            gain = float((mean - mean0) @ accel) / size
+            target -= 0.5 * float(self.m.sum()) * min(max(gain, 0.0), h * size) ** 2
+        rel = v - mean[None] if self.free.all() else v.copy()
+        rel[~self.free] = 0.0
+        spare = 0.5 * float((m * rel * rel).sum())
+        want = target - energy + spare
+        if spare > 0 and want > 0:
+            v = v - rel + rel * min(math.sqrt(want / spare), MAX_RESTORE)
+            v[~self.free] = 0.0
+            energy = step.mechanical_energy(x, v, self.gravity)
+        return v, energy, target
 
 
 def _obstacles(conditions: SimulationConditions, size: float) -> Obstacles:
@@ -260,9 +270,10 @@ def simulate_cloth(
     time_limit: float | None = None,
     want_rig: bool = True,
 ) -> SimulationResult:
-    """Simulate ``conditions`` on a cloth mesh (:func:`is_cloth`); the arguments as
-    :func:`~neurok_core.rigspace.simulate.simulate_rig`'s. The result's rig is fitted to its
-    vertices (``fit_rig``) when ``want_rig``."""
+    """Simulate ``conditions`` on a cloth mesh (``neurok_core.sheets.is_cloth``); the arguments
+    as :func:`~neurok_core.rigspace.simulate.simulate_rig`'s, and ``material`` (None: the
+    conditions' preset). The result carries a rig of a bone per node (:func:`node_rig`) when
+    ``want_rig``."""
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     vertices = np.asarray(vertices, dtype=np.float64)
@@ -305,30 +316,12 @@ def simulate_cloth(
             drags = run.drags(t, x)
             x0, mean0 = x, (run.m[:, None] * v).sum(0) / run.m.sum()
             x, v = step.advance(x, v, h, forces, drags)
-            energy = step.mechanical_energy(x, v, run.gravity)
             if run.damping == 0.0:
-                # keep the energy: the start's plus the loads' work (gravity's is in the
-                # energy); a drag's spring holds energy of its own, so it resets the target
-                loads = forces - run.m[:, None] * run.gravity[None]
-                work = float((loads * (x - x0)).sum())
-                target = energy if drags else target + work
-                # the velocity relative to the mean is scaled; what backward Euler takes from a
-                # free fall's uniform acceleration a (its position leads by h^2 a / 2 a step:
-                # 1/2 M |h a|^2 of energy) is left to it, not turned into relative motion
-                mean = (run.m[:, None] * v).sum(0) / run.m.sum()
-                size = float(np.linalg.norm(accel))
-                if size > 0 and run.free.all() and run.contact is None:  # a free fall only
-                    gain = float((mean - mean0) @ accel) / size
-                    target -= 0.5 * float(run.m.sum()) * min(max(gain, 0.0), h * size) ** 2
-                # (a pinned cloth's mean motion is no momentum: all of its velocity is scaled)
-                rel = v - mean[None] if run.free.all() else v.copy()
-                rel[~run.free] = 0.0
-                spare = 0.5 * float((run.m[:, None] * rel * rel).sum())
-                want = target - energy + spare
-                if spare > 0 and want > 0:
-                    v = v - rel + rel * min(math.sqrt(want / spare), MAX_RESTORE)
-                    v[~run.free] = 0.0
-                    energy = step.mechanical_energy(x, v, run.gravity)
+                v, energy, target = run.keep_energy(
+                    x, v, x0, mean0, h, forces, accel, drags, target
+                )
+            else:
+                energy = step.mechanical_energy(x, v, run.gravity)
         if not np.isfinite(x).all():
             from ..errors import SimulationError
 

@@ -103,15 +103,8 @@ class WorldObstacle:
         self.obstacles = obstacles
 
     def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
-        idx, dist, grad = [], [], []
-        for r, d, n in self.obstacles.distances(x, reach):
-            idx.append(r)
-            dist.append(d)
-            grad.append(n)
-        if not idx:
-            return np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1]))
-        idx = np.concatenate(idx)
-        return idx, np.concatenate(dist), np.concatenate(grad), rows[idx]
+        idx, dist, grad = self.obstacles.entries(x, reach)
+        return idx, dist, grad, rows[idx]
 
     def rest_distance(self, points: np.ndarray) -> np.ndarray:
         return self.obstacles.clearance(points)

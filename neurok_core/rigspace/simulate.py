@@ -28,21 +28,8 @@ from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator, OutOfTime
 from .plausibility import plausibility
+from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
-
-TWO_PI = 2.0 * np.pi
-DRAG_HZ = 4.0  # the drag handle's spring (critically damped) on the grabbed point
-DRAG_SAG = 0.02  # object sizes the load may hold the grabbed point off its path, at most
-DRAG_ARRIVAL = 0.75  # share of the drag's window by which its path reaches the target
-FULL_DAMPING = 0.1  # 1/s: from this damping up the stiff modes get their full damping ratio
-
-
-def material_damping(ratio: float, damping: float) -> float:
-    """The damping ratio of the stiff modes (rigidity, stretching, glue) at the user's damping
-    rate: ``ratio`` from FULL_DAMPING up, in proportion below it, none at 0 (an
-    undamped run dissipates nothing: the midpoint step with discrete gradients keeps its
-    energy)."""
-    return ratio * min(1.0, damping / FULL_DAMPING)
 
 
 def _noop(*_args) -> None:
@@ -267,31 +254,6 @@ def _rest_speed(space: RigSpace, conditions: SimulationConditions, settings: Rig
     return max(float(np.sqrt(2.0 * np.linalg.norm(conditions.gravity) * fall)), 0.01 * size)
 
 
-def load_acceleration(conditions: SimulationConditions) -> float:
-    """The load per kg (m/s^2): gravity and every force on the object's mass."""
-    return (
-        float(np.linalg.norm(conditions.gravity))
-        + sum(float(np.linalg.norm(f.vector)) for f in conditions.forces) / conditions.mass
-    )
-
-
-def contact_omega(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
-    """The contact's frequency (rad/s): ``contact_hz``, or more where the load (gravity and
-    the forces per kg) resting on ``contact_share`` points would sink them further than
-    ``contact_depth`` object sizes (small objects)."""
-    need = np.sqrt(load_acceleration(conditions) / (settings.contact_depth * space.object_size))
-    return max(TWO_PI * settings.contact_hz, float(need))
-
-
-def drag_omega(space: RigSpace, conditions: SimulationConditions) -> float:
-    """The drag handle's frequency (rad/s): ``DRAG_HZ``, or more where the load (gravity
-    and the forces per kg, against which friction holds the object too) would keep the
-    grabbed point further than ``DRAG_SAG`` object sizes off its path (small objects: a
-    1 cm drawer pulled out by its handle stayed in)."""
-    need = np.sqrt(load_acceleration(conditions) / (DRAG_SAG * space.object_size))
-    return max(TWO_PI * DRAG_HZ, float(need))
-
-
 def _submesh(space: RigSpace, faces: np.ndarray):
     """(vertices, faces) of the rest mesh's faces selected by the mask ``faces`` (F,)."""
     f = space.faces[faces]
@@ -349,9 +311,7 @@ class _Loads:
                 continue
             if d["from"] is None:
                 d["from"] = d["row"] @ self.state.reshape(-1, 3)
-            window = (d["end"] - d["start"]) * DRAG_ARRIVAL
-            tau = min(max((t - d["start"]) / max(window, 1e-9), 0.0), 1.0)
-            s = tau**3 * (10 - 15 * tau + 6 * tau**2)  # minimum-jerk
+            s = drag_progress(t, d["start"], d["end"])
             d["spring"].targets = (d["from"] + s * (d["target"] - d["from"]))[None]
             out.append(d["spring"])
         return out
@@ -495,8 +455,8 @@ def simulate_rig(
 ) -> SimulationResult:
     """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig. An
     object whose every part is an open sheet (a cloth) is simulated at its own resolution
-    instead (:func:`~neurok_core.rigspace.cloth_simulate.simulate_cloth`), its rig fitted to
-    the motion.
+    instead (:func:`~neurok_core.rigspace.cloth_simulate.simulate_cloth`), its rig a bone per
+    simulated node.
 
     on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
     return False to stop. ``time_limit`` (seconds from the call): checked before every
@@ -536,7 +496,7 @@ def simulate_rig(
     # a small object's loads act faster (sqrt(g / L)): every stiff energy is made stiffer by
     # what its contact needs over contact_hz, so the motion is the same at every size; and
     # each bone stiffer than what it meets, so that a contact cannot squash it
-    contact = contact_omega(space, conditions, settings)
+    contact = contact_omega(space.object_size, conditions, settings)
     stiffen = contact / (TWO_PI * settings.contact_hz)
     rigid = max(TWO_PI * settings.rigidity_hz * stiffen, 2.0 * contact)
     energies = [_rigidity(space, rigid)]
@@ -552,7 +512,7 @@ def simulate_rig(
     energies += _bending(space, TWO_PI * conditions.stiffness) or []
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
-    loads = _Loads(space, conditions, drag_omega(space, conditions))
+    loads = _Loads(space, conditions, drag_omega(space.object_size, conditions))
     integ = Integrator(
         space,
         energies,

@@ -48,20 +48,14 @@ def grid_shape(vertices: int) -> tuple[int, int]:
     return max(2, round(vertices / ny)), ny
 
 
-def sheet_object(name: str, vertices: int):
-    """A 1 x 0.5 m quad-grid sheet at z = 1 m, pin group "Pin" along x = -0.5 (one short edge)."""
+def quad_object(name: str, co, quads):
+    """A mesh object of vertices ``co`` (V, 3) and quads (F, 4), linked to the scene."""
     import bpy
     import numpy as np
 
-    nx, ny = grid_shape(vertices)
-    xs, ys = np.meshgrid(np.linspace(-0.5, 0.5, nx), np.linspace(-0.25, 0.25, ny), indexing="ij")
-    co = np.stack([xs.ravel(), ys.ravel(), np.ones(nx * ny)], axis=1)  # (V, 3), index i*ny + j
-    i, j = np.meshgrid(np.arange(nx - 1), np.arange(ny - 1), indexing="ij")
-    a = (i * ny + j).ravel()
-    quads = np.stack([a, a + ny, a + ny + 1, a + 1], axis=1)  # (F, 4)
     mesh = bpy.data.meshes.new(name)
     mesh.vertices.add(len(co))
-    mesh.vertices.foreach_set("co", co.astype(np.float32).ravel())
+    mesh.vertices.foreach_set("co", np.asarray(co, dtype=np.float32).ravel())
     mesh.loops.add(quads.size)
     mesh.loops.foreach_set("vertex_index", quads.astype(np.int32).ravel())
     mesh.polygons.add(len(quads))
@@ -70,6 +64,20 @@ def sheet_object(name: str, vertices: int):
     mesh.validate()
     obj = bpy.data.objects.new(name, mesh)
     bpy.context.scene.collection.objects.link(obj)
+    return obj
+
+
+def sheet_object(name: str, vertices: int):
+    """A 1 x 0.5 m quad-grid sheet at z = 1 m, pin group "Pin" along x = -0.5 (one short edge)."""
+    import numpy as np
+
+    nx, ny = grid_shape(vertices)
+    xs, ys = np.meshgrid(np.linspace(-0.5, 0.5, nx), np.linspace(-0.25, 0.25, ny), indexing="ij")
+    co = np.stack([xs.ravel(), ys.ravel(), np.ones(nx * ny)], axis=1)  # (V, 3), index i*ny + j
+    i, j = np.meshgrid(np.arange(nx - 1), np.arange(ny - 1), indexing="ij")
+    a = (i * ny + j).ravel()
+    quads = np.stack([a, a + ny, a + ny + 1, a + 1], axis=1)  # (F, 4)
+    obj = quad_object(name, co, quads)
     group = obj.vertex_groups.new(name="Pin")
     group.add(list(range(ny)), 1.0, "REPLACE")  # i = 0: x = -0.5
     free = np.arange((nx - 1) * ny, nx * ny)  # i = nx - 1: the opposite edge

@@ -18,6 +18,7 @@ and writes JSON.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import time
 
@@ -49,25 +50,18 @@ def _apply_preset(settings, preset: str) -> None:
     for line in (path / f"{preset}.py").read_text().splitlines():
         if line.startswith(prefix):
             name, value = line[len(prefix) :].split(" = ")
-            setattr(settings, name, type(getattr(settings, name))(eval(value, {})))
+            setattr(settings, name, type(getattr(settings, name))(ast.literal_eval(value)))
 
 
 def blender_cloth(v, quads, pins, preset: str) -> tuple[np.ndarray, float]:
     """Blender's cloth (its ``preset``) on the mesh: (positions (T, N, 3), bake seconds)."""
     import bpy
 
+    from training.benchmarks.bench_blender import quad_object
+
     bpy.ops.wm.read_factory_settings(use_empty=True)
-    mesh = bpy.data.meshes.new("flag")
-    mesh.vertices.add(len(v))
-    mesh.vertices.foreach_set("co", v.astype(np.float32).ravel())
-    mesh.loops.add(quads.size)
-    mesh.loops.foreach_set("vertex_index", quads.astype(np.int32).ravel())
-    mesh.polygons.add(len(quads))
-    mesh.polygons.foreach_set("loop_start", np.arange(0, quads.size, 4, dtype=np.int32))
-    mesh.update(calc_edges=True)
-    obj = bpy.data.objects.new("flag", mesh)
+    obj = quad_object("flag", v, quads)
     scene = bpy.context.scene
-    scene.collection.objects.link(obj)
     scene.render.fps = 24
     obj.vertex_groups.new(name="Pin").add(pins.tolist(), 1.0, "REPLACE")
     modifier = obj.modifiers.new("Cloth", "CLOTH")

@@ -68,6 +68,23 @@ def test_mesh_distances_are_signed_and_the_grid_follows_them(sphere):
     assert np.abs(fd - grad).max() < 1e-5  # the gradient is that of the interpolant
 
 
+def test_the_grid_computes_only_the_nodes_its_queries_visit_and_each_exactly():
+    """A node is its exact signed distance (clipped to the band) and is computed when a query
+    first needs it: one point costs its cell's 8 nodes, not its block's 729."""
+    mesh = trimesh.creation.icosphere(2, 0.5)
+    md = MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.08)
+    md.query(np.array([[0.51, 0.013, -0.007]]))
+    assert md.blocks == 1 and np.isfinite(md._store[:1]).sum() == 8
+    # grid nodes near the surface, inside and out: the interpolant there is the node's value
+    rng = np.random.default_rng(3)
+    dirs = rng.normal(size=(400, 3))
+    p = (dirs / np.linalg.norm(dirs, axis=1, keepdims=True)) * rng.uniform(0.3, 0.7, (400, 1))
+    nodes = md.lo + np.round((p - md.lo) / md.cell) * md.cell
+    nodes = nodes[md.near(nodes)]
+    d, _ = md.query(nodes)
+    np.testing.assert_allclose(d, np.clip(md.exact(nodes), -0.08, 0.08), atol=1e-12)
+
+
 @pytest.mark.parametrize("sphere", [False, True])
 def test_distances_within_a_band_match_the_reference_and_leave_the_rest_out(sphere):
     mesh = trimesh.creation.icosphere(3, 0.5) if sphere else trimesh.creation.box((1, 0.6, 0.4))

@@ -4,20 +4,23 @@ Contact (``contact``) needs, at every right-hand side of the dynamics, the signe
 each tracked point to every obstacle (positive outside) and its gradient n = grad d. For the
 ground (the plane z = height, Z up) both are exact and trivial. For a mesh they come from a
 **lazy grid**: the exact signed distance at the nodes of a regular grid (spacing ``cell``),
-computed block by block (8 x 8 x 8 cells) the first time a point comes near, and interpolated
-trilinearly in between. d is then a continuous, piecewise-trilinear function of the position
-whose gradient is exact for it, so the contact force -dV/dx of a penalty V(d) is conservative
-and the integrator's energy balance holds. On a flat face the signed distance is linear, so the
-interpolation is exact there; near edges and corners it is off by at most about one cell.
+each node computed the first time a query needs it (stored in blocks of 8 x 8 x 8 cells, so
+that a run pays for the nodes its points visit, not for the volume around them), and
+interpolated trilinearly in between. d is then a continuous, piecewise-trilinear function of
+the position whose gradient is exact for it, so the contact force -dV/dx of a penalty V(d) is
+conservative and the integrator's energy balance holds. On a flat face the signed distance is
+linear, so the interpolation is exact there; near edges and corners it is off by at most about
+one cell.
 
 Exact distances at the nodes: the closest point on each candidate triangle (the regions of the
 triangle's Voronoi diagram, as in Ericson, "Real-Time Collision Detection", 2004, 5.1.5), the
 nearest one kept; its sign from the angle-weighted pseudo-normal of the closest feature (face,
 edge or vertex; Baerentzen and Aanaes, "Signed distance computation using the angle weighted
 pseudonormal", 2005), which is correct for closed meshes and, for an open one (a floor made of
-a plane), says "outside" on the side its faces' normals point to. Candidates of a block are the
-triangles whose bounding box lies within ``band`` of it; nodes farther than ``band`` from the
-mesh get +-band, so the grid is only meaningful (and only used) within ``band`` of the surface.
+a plane), says "outside" on the side its faces' normals point to. Candidates of a node are the
+triangles whose bounding box lies within ``band`` of its block; nodes farther than ``band`` from
+the mesh get +-band, so the grid is only meaningful (and only used) within ``band`` of the
+surface.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from ..errors import ConditionError
 BLOCK = 8  # cells per block side
 MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
+# a grid node's 8 corners' offsets in a block's flat node index ((BLOCK + 1)^3 per block)
+_CORNERS = np.ravel_multi_index(np.indices((2, 2, 2)), (BLOCK + 1,) * 3)  # (2, 2, 2)
 
 
 def closest_on_triangles(
@@ -121,6 +126,8 @@ class MeshDistance:
         count = int(np.prod(self.shape.astype(np.float64)))
         self._slot_of = np.full(count, -1, dtype=np.int64) if count <= MAX_TABLE else None
         self._store = np.empty((16, BLOCK + 1, BLOCK + 1, BLOCK + 1))
+        self._origins = np.empty((16, 3))  # each slot's block's lowest corner
+        self._candidates: list[np.ndarray] = []  # each slot's candidate triangles
 
     def _pseudo_normals(self) -> None:
         v, f, fn = self.vertices, self.faces, self.face_normals
@@ -196,6 +203,15 @@ class MeshDistance:
             return out
         rows = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if x])  # (K,)
         tris = np.repeat(np.arange(len(self.faces)), counts)  # (K,)
+        best_d2, best, best_tri, best_feat = self._nearest_pairs(p, rows, tris)
+        hit = np.flatnonzero(best_d2 <= band * band)
+        out[hit] = self._signed(p[hit], best[hit], best_tri[hit], best_feat[hit])
+        return out
+
+    def _nearest_pairs(self, p: np.ndarray, rows: np.ndarray, tris: np.ndarray):
+        """For each point of ``p`` (P, 3), its nearest among the candidate pairs (point
+        ``rows`` (K,), triangle ``tris`` (K,)): (squared distance (P,), inf without a pair;
+        closest point (P, 3); its triangle (P,); its feature (P,))."""
         best_d2 = np.full(len(p), np.inf)
         best = np.zeros((len(p), 3))
         best_tri = np.zeros(len(p), dtype=np.int64)
@@ -210,13 +226,13 @@ class MeshDistance:
             win = first[d2[first] < best_d2[r[first]]]
             best_d2[r[win]], best[r[win]] = d2[win], closest[win]
             best_tri[r[win]], best_feat[r[win]] = t[win], feature[win]
-        hit = np.flatnonzero(best_d2 <= band * band)
-        out[hit] = self._signed(p[hit], best[hit], best_tri[hit], best_feat[hit])
-        return out
+        return best_d2, best, best_tri, best_feat
 
     # -- the lazy grid -----------------------------------------------------------------------
     def _block(self, key: int) -> int:
-        """The store slot of block ``key``, computed now if it is new."""
+        """The store slot of block ``key``, made now if it is new: its nodes unknown (NaN,
+        computed when a query first needs them: ``_fill``) and its candidate triangles (those
+        whose boxes come within ``band`` of it)."""
         slot = self._slots.get(key)
         if slot is not None:
             return slot
@@ -225,21 +241,42 @@ class MeshDistance:
         lo = self.lo + idx * BLOCK * self.cell
         hi = lo + BLOCK * self.cell
         near = ((self.tri_lo <= hi + self.band) & (self.tri_hi >= lo - self.band)).all(1)
-        axis = np.arange(BLOCK + 1) * self.cell
-        nodes = np.stack(np.meshgrid(*(lo[k] + axis for k in range(3)), indexing="ij"), -1)
-        if near.any():
-            values = self.exact(nodes.reshape(-1, 3), np.flatnonzero(near))
-            values = np.clip(values, -self.band, self.band)
-        else:
-            values = np.full(nodes.shape[0] ** 3, self.band)
         slot = len(self._slots)
         if slot == len(self._store):
             self._store = np.concatenate([self._store, np.empty_like(self._store)])
-        self._store[slot] = values.reshape(BLOCK + 1, BLOCK + 1, BLOCK + 1)
+            self._origins = np.concatenate([self._origins, np.empty_like(self._origins)])
+        self._store[slot] = np.nan
+        self._origins[slot] = lo
+        self._candidates.append(np.flatnonzero(near))
         self._slots[key] = slot
         if self._slot_of is not None:
             self._slot_of[key] = slot
         return slot
+
+    def _fill(self, nodes: np.ndarray) -> None:
+        """Compute the store's nodes ``nodes`` (flat indices into it, unique): each node's
+        exact signed distance to its block's candidate triangles, clipped to +-band (+band
+        without a candidate)."""
+        per = (BLOCK + 1) ** 3
+        slot, local = np.divmod(nodes, per)
+        ijk = np.stack(np.unravel_index(local, (BLOCK + 1,) * 3), 1)  # (M, 3)
+        points = self._origins[slot] + ijk * self.cell  # (M, 3)
+        values = np.full(len(nodes), self.band)
+        order = np.argsort(slot, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, slot[order][1:] != slot[order][:-1], True])
+        rows, tris = [], []
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            mine, cand = order[a:b], self._candidates[slot[order[a]]]
+            if len(cand):
+                rows.append(np.repeat(mine, len(cand)))
+                tris.append(np.tile(cand, len(mine)))
+        if rows:
+            rows, tris = np.concatenate(rows), np.concatenate(tris)
+            d2, closest, tri, feat = self._nearest_pairs(points, rows, tris)
+            hit = np.flatnonzero(np.isfinite(d2))
+            signed = self._signed(points[hit], closest[hit], tri[hit], feat[hit])
+            values[hit] = np.clip(signed, -self.band, self.band)
+        self._store.reshape(-1)[nodes] = values
 
     @property
     def blocks(self) -> int:
@@ -270,13 +307,15 @@ class MeshDistance:
         else:
             unique, inverse = np.unique(keys, return_inverse=True)
             slots = np.array([self._block(int(k)) for k in unique])[inverse.reshape(-1)]
-        i, j, k = local[:, 0], local[:, 1], local[:, 2]
-        s = self._store
-        c = np.empty((len(x), 2, 2, 2))
-        for di in (0, 1):
-            for dj in (0, 1):
-                for dk in (0, 1):
-                    c[:, di, dj, dk] = s[slots, i + di, j + dj, k + dk]
+        # the 8 corners' flat indices into the store (P, 2, 2, 2)
+        side = BLOCK + 1
+        base = ((slots * side + local[:, 0]) * side + local[:, 1]) * side + local[:, 2]
+        corners = base[:, None, None, None] + _CORNERS
+        c = self._store.reshape(-1)[corners]
+        unknown = np.isnan(c)
+        if unknown.any():  # nodes no query needed before: each once
+            self._fill(np.unique(corners[unknown]))
+            c = self._store.reshape(-1)[corners]
         fx, fy, fz = frac[:, 0], frac[:, 1], frac[:, 2]
         cx = c[:, 0] + fx[:, None, None] * (c[:, 1] - c[:, 0])  # (P, 2, 2)
         cxy = cx[:, 0] + fy[:, None] * (cx[:, 1] - cx[:, 0])  # (P, 2)

@@ -256,7 +256,9 @@ class MeshDistance:
     def _fill(self, nodes: np.ndarray) -> None:
         """Compute the store's nodes ``nodes`` (flat indices into it, unique): each node's
         exact signed distance to its block's candidate triangles, clipped to +-band (+band
-        without a candidate)."""
+        without a candidate). A node's nearest triangle within ``band`` is one whose box comes
+        within ``band`` of the node, so those are tried first; a node with none that near
+        (farther than ``band`` from the mesh) takes its sign from all of its block's."""
         per = (BLOCK + 1) ** 3
         slot, local = np.divmod(nodes, per)
         ijk = np.stack(np.unravel_index(local, (BLOCK + 1,) * 3), 1)  # (M, 3)
@@ -270,12 +272,23 @@ class MeshDistance:
             if len(cand):
                 rows.append(np.repeat(mine, len(cand)))
                 tris.append(np.tile(cand, len(mine)))
-        if rows:
-            rows, tris = np.concatenate(rows), np.concatenate(tris)
-            d2, closest, tri, feat = self._nearest_pairs(points, rows, tris)
-            hit = np.flatnonzero(np.isfinite(d2))
-            signed = self._signed(points[hit], closest[hit], tri[hit], feat[hit])
-            values[hit] = np.clip(signed, -self.band, self.band)
+        if not rows:
+            self._store.reshape(-1)[nodes] = values
+            return
+        rows, tris = np.concatenate(rows), np.concatenate(tris)  # (K,) every candidate pair
+        p = points[rows]
+        gap = np.maximum(self.tri_lo[tris] - p, 0.0) + np.maximum(p - self.tri_hi[tris], 0.0)
+        near = (gap * gap).sum(1) <= self.band**2  # (K,) the box within band of the node
+        d2, closest, tri, feat = self._nearest_pairs(points, rows[near], tris[near])
+        far = np.flatnonzero(~(d2 <= self.band**2) & np.isin(np.arange(len(nodes)), rows))
+        if len(far):  # no triangle within band: the sign from the block's nearest
+            again = np.isin(rows, far)
+            redo = self._nearest_pairs(points, rows[again], tris[again])
+            for mine, theirs in zip((d2, closest, tri, feat), redo, strict=True):
+                mine[far] = theirs[far]
+        hit = np.flatnonzero(np.isfinite(d2))
+        signed = self._signed(points[hit], closest[hit], tri[hit], feat[hit])
+        values[hit] = np.clip(signed, -self.band, self.band)
         self._store.reshape(-1)[nodes] = values
 
     @property

@@ -14,7 +14,10 @@ Newton solve of small dense systems:
   Q_n|_{c M + D}^2 + V(Q) - f . Q (PSD-projected Hessians, a line search on it), so that a
   sustained contact settles;
 - **impacts**: a step in which a point enters a contact is cut at the moment it gets there,
-  where an impulse gives it ``bounciness`` times its approach speed (``_restitution``).
+  where an impulse gives it ``bounciness`` times its approach speed (``_restitution``). The
+  step's path is swept for them (its states at every ``SWEEP`` object sizes of the fastest
+  point's travel), so that no point passes through a thin obstacle, or a part, within a step
+  however long the step is; a step's length is then set by its accuracy (``TRAVEL``).
 
 c is the user's damping rate (kinetic energy decays as exp(-2 c t)); the stiff energies damp
 their own modes at the ratio ``zeta``: rigidity, stretching and contact compression through
@@ -46,8 +49,10 @@ ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be thi
 RESIDUAL = 1e-6  # or the step's equations' residual has fallen by this factor
 CHORD = 4  # iterations per Jacobian computed, at most, when a kept Jacobian serves
 CHORD_RATE = 0.5  # a kept Jacobian serves while the residual falls by this at each iteration
-TRAVEL = 0.01  # object sizes a contact point may move in one step
+TRAVEL = 0.05  # object sizes a contact point may move in one step
 MAX_SPLIT = 64  # most steps a substep is split into for that
+SWEEP = 0.01  # object sizes a contact point moves between the states a step's path is swept at
+MAX_SWEEP = 64  # most states a step's path is swept at
 TOI_PASSES = 3  # interpolations of the moment an impact happens within a step
 MAX_IMPACTS = 8  # impacts a step is cut at
 IMPACT_DEPTH = 0.25  # in contact margins: how close a point that bounces is to its contact
@@ -218,11 +223,11 @@ class Integrator:
 
     def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
         """(Q, V) after ``h`` seconds from time ``t``, in as many equal steps as keep every
-        contact point's motion per step under ``TRAVEL`` object sizes (no point passes
-        through a thin obstacle, or a part, within one step). The count comes from the
-        points' speeds at the start; a step in which they move more than twice that (an
-        object at rest that the load accelerates: a 1 cm drawer fell through its cabinet's
-        floor in one step) is taken again in shorter steps, down to ``h / MAX_SPLIT``."""
+        contact point's motion per step under ``TRAVEL`` object sizes (the step's accuracy;
+        impacts within a step are found by sweeping its path: ``step``). The count comes from
+        the points' speeds at the start; a step in which they move more than twice that (an
+        object at rest that the load accelerates) is taken again in shorter steps, down to
+        ``h / MAX_SPLIT``."""
         speed = max((c.speed(v) for c in self.contacts), default=0.0)
         count = int(min(np.ceil(speed * h / (TRAVEL * self.scale)), MAX_SPLIT)) or 1
         dt, shortest = h / count, h / MAX_SPLIT
@@ -263,7 +268,25 @@ class Integrator:
     def _impact_time(self, q0: np.ndarray, q1: np.ndarray) -> float | None:
         """The share of the step from ``q0`` to ``q1`` at which the first point that enters
         an obstacle's contact, having not touched it at the start, comes within half
-        ``IMPACT_DEPTH`` margins of it (linearly interpolated; None: no such point)."""
+        ``IMPACT_DEPTH`` margins of it (None: no such point). The path is swept at states
+        ``SWEEP`` object sizes of the fastest point's travel apart (linear in Q), so that a
+        point that goes in and out again within the step (through a thin floor) is found;
+        between the first state where a point is in and the one before, the moment is
+        linearly interpolated (``_entry_time``)."""
+        travel = max((c.travel(q0, q1) for c in self.contacts), default=0.0)
+        count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP)) or 1
+        before = q0
+        for k in range(1, count + 1):
+            after = q1 if k == count else q0 + (k / count) * (q1 - q0)
+            frac = self._entry_time(before, after)
+            if frac is not None:
+                return (k - 1 + frac) / count
+            before = after
+        return None
+
+    def _entry_time(self, q0: np.ndarray, q1: np.ndarray) -> float | None:
+        """``_impact_time`` between two states of a step, by linear interpolation of the
+        distances of the points in contact at ``q1`` that were not at the step's start."""
         first = None
         for c in self.contacts:
             idx, depth, _, _ = c._active(q1)

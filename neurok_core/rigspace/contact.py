@@ -229,8 +229,10 @@ class Contact:
         t = tangential / np.maximum(s, 1e-300)[:, None]
         slide = np.where(inner, 0.0, 1.0)[:, None, None] * t[:, :, None] * t[:, None, :]
         hk = scale[:, None, None] * (proj - slide)
-        big = np.einsum("la,lb,lij->aibj", e, e, hk).reshape(12 * nb, 12 * nb)
-        return value, grad, big
+        # sum_l (e_l e_l^T) (x) hk_l as one product: (4B, L) @ (L, 4B 9)
+        wide = (e[:, :, None, None] * hk[:, None]).reshape(len(e), -1)  # (L, 4B 9)
+        big = (e.T @ wide).reshape(4 * nb, 4 * nb, 3, 3).transpose(0, 2, 1, 3)
+        return value, grad, big.reshape(12 * nb, 12 * nb)
 
 
 class _ContactDamping:

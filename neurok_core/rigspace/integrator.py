@@ -17,7 +17,9 @@ Newton solve of small dense systems:
   where an impulse gives it ``bounciness`` times its approach speed (``_restitution``). The
   step's path is swept for them (its states at every ``SWEEP`` object sizes of the fastest
   point's travel), so that no point passes through a thin obstacle, or a part, within a step
-  however long the step is; a step's length is then set by its accuracy (``TRAVEL``).
+  however long the step is; a step's length is then set by its accuracy (``travel``: the
+  interpolated moment of an impact within a step whose end the contact already pushes back
+  is late by a share of the step, and its bounce with it, so these steps stay short).
 
 c is the user's damping rate (kinetic energy decays as exp(-2 c t)); the stiff energies damp
 their own modes at the ratio ``zeta``: rigidity, stretching and contact compression through
@@ -49,7 +51,7 @@ ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be thi
 RESIDUAL = 1e-6  # or the step's equations' residual has fallen by this factor
 CHORD = 4  # iterations per Jacobian computed, at most, when a kept Jacobian serves
 CHORD_RATE = 0.5  # a kept Jacobian serves while the residual falls by this at each iteration
-TRAVEL = 0.05  # object sizes a contact point may move in one step
+TRAVEL = 0.01  # object sizes a contact point may move in one step (``Integrator.travel``)
 MAX_SPLIT = 64  # most steps a substep is split into for that
 SWEEP = 0.01  # object sizes a contact point moves between the states a step's path is swept at
 MAX_SWEEP = 64  # most states a step's path is swept at
@@ -122,6 +124,7 @@ class Integrator:
         self._factor = None  # (step key, factorised Jacobian, damping matrix) of the last step
         self.report = StepReport()
         self.scale = space.object_size
+        self.travel = TRAVEL
 
     # -- the moving coordinates ----------------------------------------------------------------
     def _reduce(self, flat: np.ndarray) -> np.ndarray:
@@ -223,21 +226,21 @@ class Integrator:
 
     def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
         """(Q, V) after ``h`` seconds from time ``t``, in as many equal steps as keep every
-        contact point's motion per step under ``TRAVEL`` object sizes (the step's accuracy;
+        contact point's motion per step under ``travel`` object sizes (the step's accuracy;
         impacts within a step are found by sweeping its path: ``step``). The count comes from
         the points' speeds at the start; a step in which they move more than twice that (an
         object at rest that the load accelerates) is taken again in shorter steps, down to
         ``h / MAX_SPLIT``."""
         speed = max((c.speed(v) for c in self.contacts), default=0.0)
-        count = int(min(np.ceil(speed * h / (TRAVEL * self.scale)), MAX_SPLIT)) or 1
+        count = int(min(np.ceil(speed * h / (self.travel * self.scale)), MAX_SPLIT)) or 1
         dt, shortest = h / count, h / MAX_SPLIT
         done = 0.0
         while h - done > 1e-9 * h:
             dt = min(dt, h - done)
             q1, v1 = self.step(q, v, t + done, dt)
             moved = max((c.travel(q, q1) for c in self.contacts), default=0.0)
-            if moved > 2.0 * TRAVEL * self.scale and dt > shortest * (1.0 + 1e-9):
-                dt = max(dt * TRAVEL * self.scale / moved, shortest)
+            if moved > 2.0 * self.travel * self.scale and dt > shortest * (1.0 + 1e-9):
+                dt = max(dt * self.travel * self.scale / moved, shortest)
                 continue
             q, v = q1, v1
             done += dt
@@ -271,16 +274,21 @@ class Integrator:
         ``IMPACT_DEPTH`` margins of it (None: no such point). The path is swept at states
         ``SWEEP`` object sizes of the fastest point's travel apart (linear in Q), so that a
         point that goes in and out again within the step (through a thin floor) is found;
-        between the first state where a point is in and the one before, the moment is
-        linearly interpolated (``_entry_time``)."""
+        where a point is in at the first of them, the moment is linearly interpolated
+        (``_entry_time``), else it is the last state clear of the obstacle."""
         travel = max((c.travel(q0, q1) for c in self.contacts), default=0.0)
         count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP)) or 1
         before = q0
         for k in range(1, count + 1):
             after = q1 if k == count else q0 + (k / count) * (q1 - q0)
             frac = self._entry_time(before, after)
+            if frac is not None and k > 1:
+                # the step's end state had the contact acting: its path is no free flight,
+                # so the step stops at the last state clear of the obstacle, from where the
+                # rest of it finds the moment within one sweep's travel
+                return (k - 1) / count
             if frac is not None:
-                return (k - 1 + frac) / count
+                return frac / count
             before = after
         return None
 

@@ -27,6 +27,7 @@ from .cloth_simulate import simulate_cloth
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
 from .integrator import Integrator, OutOfTime
+from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
@@ -51,12 +52,14 @@ def _anchor_rest(space: RigSpace, anchor) -> np.ndarray:
 
 
 # -- energies of the space -------------------------------------------------------------------
-def _rigidity(space: RigSpace, omega: float) -> Rigidity:
-    """kappa_b = m_b R_b^2 omega^2 / 6 (the bone's uniform-stretch mode at ``omega``)."""
+def _rigidity(space: RigSpace, omega: float, exact=None) -> Rigidity:
+    """kappa_b = m_b R_b^2 omega^2 / 6 (the bone's uniform-stretch mode at ``omega``); zero
+    for the bones ``exact`` (B,) bool moves as exact rigid motions."""
     m = space.moments
     nb = space.num_bones
     kappa = np.zeros(nb)
-    for b in np.flatnonzero(~space.fixed):
+    moving = ~space.fixed if exact is None else ~space.fixed & ~exact
+    for b in np.flatnonzero(moving):
         mb = m[4 * b + 3, 4 * b + 3]
         r2 = np.trace(m[4 * b : 4 * b + 3, 4 * b : 4 * b + 3]) / max(mb, 1e-300)
         kappa[b] = mb * max(r2, (1e-3 * space.object_size) ** 2) * omega**2 / 6.0
@@ -259,6 +262,29 @@ def _submesh(space: RigSpace, faces: np.ndarray):
     f = space.faces[faces]
     used, inverse = np.unique(f, return_inverse=True)
     return space.vertices[used], inverse.reshape(f.shape)
+
+
+def rigid_coordinates(space: RigSpace) -> np.ndarray:
+    """(B,) bool: the moving bones that are a rigid part's one bone (the projected Newton
+    step moves them as exact rigid motions)."""
+    out = np.zeros(space.num_bones, dtype=bool)
+    for b, p in enumerate(space.bone_parts):
+        if p >= 0 and not space.fixed[b]:
+            alone = int((space.bone_parts == p).sum()) == 1
+            out[b] = alone and space.layout.part_info[p].kind == "rigid"
+    return out
+
+
+def use_newton(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
+    """Whether the run takes projected Newton steps (``newton_step``) instead of the midpoint
+    steps (``integrator``): as ``settings.step`` says, and for "auto" where it measured
+    faster or sturdier with the same motion (docs/experiments/rig_speed.md): a damped run
+    with a rigid part (an undamped one keeps its energy exactly with the midpoint step; an
+    object of bending parts alone, a rope or a jelly, is faster with it, whose exact
+    Jacobians converge where the projected Hessians of its springs do not)."""
+    if settings.step != "auto":
+        return settings.step == "newton"
+    return conditions.damping > 0 and bool(rigid_coordinates(space).any())
 
 
 # -- loads ------------------------------------------------------------------------------------
@@ -499,7 +525,9 @@ def simulate_rig(
     contact = contact_omega(space.object_size, conditions, settings)
     stiffen = contact / (TWO_PI * settings.contact_hz)
     rigid = max(TWO_PI * settings.rigidity_hz * stiffen, 2.0 * contact)
-    energies = [_rigidity(space, rigid)]
+    newton = use_newton(space, conditions, settings)
+    exact = rigid_coordinates(space) if newton else np.zeros(space.num_bones, dtype=bool)
+    energies = [_rigidity(space, rigid, exact)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
     glue = _glue(space, TWO_PI * settings.glue_hz * stiffen)
     stretch = _stretch(
@@ -513,10 +541,12 @@ def simulate_rig(
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
     loads = _Loads(space, conditions, drag_omega(space.object_size, conditions))
-    integ = Integrator(
+    step_kwargs = {"rigid": exact} if newton else {}
+    integ = (ProjectedNewton if newton else Integrator)(
         space,
         energies,
         loads,
+        **step_kwargs,
         damping=conditions.damping,
         zeta=material_damping(settings.stiff_damping, conditions.damping),
         contacts=contacts,

@@ -50,6 +50,8 @@ class RigSettings:
     which a cloth's or a rope's bending feeds (linear blending of turned bones shortens edges
     a little), so that damping them would damp the bending too;
     substeps: implicit steps per frame; newton_iterations: per step, before it is halved;
+    step: the implicit step, "midpoint" (``integrator``), "newton" (``newton_step``) or
+    "auto" (``simulate.use_newton``);
     contact_samples: points per part that meet obstacles (its vertices, farthest-point
     sampled where it has more); contact_share: how many of them hold the part's weight at
     contact_hz (each point's stiffness is the part's mass (2 pi contact_hz)^2 / contact_share,
@@ -73,6 +75,7 @@ class RigSettings:
     contact_depth: float = 0.001
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
+    step: str = "auto"  # "midpoint", "newton" (projected, rigid parts exact) or "auto"
 
 
 @dataclass

@@ -1,0 +1,327 @@
+"""Projected Newton on the incremental potential, with rigid bones on the rotation group.
+
+A step of length h from (Q_n, V_n) is backward Euler's: Q_{n+1} minimises the incremental
+potential (Kane et al. 2000; Li et al. 2020)
+
+    Phi(Q) = 1/(2 h^2) |Q - Q_n - h V_n|_M^2 + 1/(2 h) |Q - Q_n|_{c M + D}^2 + V(Q) - f . Q,
+
+c the user's damping rate, D the Rayleigh damping of the stiff energies, V every energy with
+the step's viscous terms, f the loads; V_{n+1} = (Q_{n+1} - Q_n) / h. It is L-stable: the stiff
+modes (glue, contact, rigidity) that a frame-rate step cannot resolve are damped instead of
+ringing, so the iterations do not chase them.
+
+**Coordinates.** A bone of a rigid part (one bone for the part) is a rotation and a centre,
+exactly: its unknowns are a turn phi (3) and a shift (3), retracted as F <- exp([phi]x) F,
+c <- c + shift (Rodrigues), so no rigidity energy holds it and a turn of any size costs Newton
+nothing. Every other bone keeps its affine map (its seen directions, ``RigSpace.coordinates``)
+and its rigidity energy. At an iterate the tangent basis T (12B, K) maps the unknowns to Q's
+entries; the reduced Hessian is T^T (grad^2 Phi) T, with each energy's own PSD-projected
+Hessian, plus, for each rigid bone, the curvature of the retraction: with
+Gamma = dPhi/dF, S = sym(F Gamma^T), the second-order term of Phi(exp([phi]x) F) is
+1/2 phi^T (S - tr(S) I) phi, projected to be positive semi-definite (Absil et al. 2008's
+Riemannian Newton, made a descent method). A backtracking line search on Phi along the
+retraction makes each iteration decrease it.
+
+**Undamped runs** (damping 0, no contact acting, or a perfectly elastic frictionless one) get
+back what backward Euler takes: after each step the velocities are scaled so that the energy is
+the step's start energy plus the loads' work (FEPR's energy constraint alone, Dinev et al.
+2018); a drag's spring, and a contact that dissipates, reset that target to the energy there.
+
+Impacts, the path's sweep, splitting steps and the stopping rules are the
+:class:`~neurok_core.rigspace.integrator.Integrator`'s; a step's contact points may travel
+``TRAVEL`` object sizes (5x the midpoint step's: its run is damped and its contact settles,
+so a bounce timed a little late matters less than a step count that grows with speed).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+from .energies import Linear
+from .integrator import Integrator, OutOfTime
+
+CONVERGED = 1e-5  # a Newton step this small (radians; centres and axes in object sizes)
+ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
+RESIDUAL = 1e-7  # or the reduced gradient has fallen by this factor
+MAX_TURN = 0.5  # radians a rigid bone may turn in one Newton iteration
+MAX_SHIFT = 0.2  # object sizes a centre (or an affine axis) may move in one iteration
+MAX_RESTORE = 1.5  # the most an undamped step's velocities are scaled up by
+TRAVEL = 0.05  # object sizes a contact point may move in one step (the midpoint step's: 0.01)
+CHORD = 4  # iterations per Hessian, at most, while a kept one serves
+CHORD_RATE = 0.5  # a kept Hessian serves while the reduced gradient halves at each iteration
+
+
+def rodrigues(phi: np.ndarray) -> np.ndarray:
+    """exp([phi]x) (L, 3, 3) of rotation vectors ``phi`` (L, 3)."""
+    theta = np.linalg.norm(phi, axis=1)  # (L,)
+    k = np.zeros((len(phi), 3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -phi[:, 2], phi[:, 1], -phi[:, 0]
+    k = k - np.swapaxes(k, 1, 2)
+    small = theta < 1e-8
+    t = np.where(small, 1.0, theta)
+    a = np.where(small, 1.0 - theta**2 / 6.0, np.sin(t) / t)
+    b = np.where(small, 0.5 - theta**2 / 24.0, (1.0 - np.cos(t)) / t**2)
+    return np.eye(3) + a[:, None, None] * k + b[:, None, None] * (k @ k)
+
+
+class ProjectedNewton(Integrator):
+    """Backward Euler steps by projected Newton (module docstring); ``rigid`` (B,) bool: the
+    bones moved as exact rigid motions (fixed bones are ignored). Otherwise the
+    :class:`Integrator`'s interface: ``advance``, ``energy``, ``report``."""
+
+    def __init__(self, space, energies, loads, *, rigid: np.ndarray, **kwargs):
+        super().__init__(space, energies, loads, **kwargs)
+        nb = space.num_bones
+        self.rigid = np.asarray(rigid, dtype=bool) & ~space.fixed
+        self.rigid_bones = np.flatnonzero(self.rigid)  # (L,)
+        # the affine bones' constant columns: their seen entries (or all twelve)
+        affine = (~space.fixed) & ~self.rigid
+        full = space.coordinates()
+        if full is None:
+            full = np.eye(12 * nb)[:, np.repeat(~space.fixed, 12)]
+        owner = np.argmax(np.abs(full) > 0, axis=0) // 12  # (K0,) each column's bone
+        self.affine_cols = full[:, affine[owner]]  # (12B, Ka)
+        self.affine_weight = np.tile(np.array([1.0] * 9 + [1.0 / space.object_size] * 3), nb)
+        self.travel = TRAVEL
+        self.target = None  # the undamped run's energy to keep (None: not started)
+        self._last = None  # (Q, V, h) at the start of the last step, for BDF2
+        self.keep = self.damping == 0.0
+
+    # -- coordinates -----------------------------------------------------------------------------
+    def _tangent(self, y: np.ndarray) -> np.ndarray:
+        """(12B, K) the unknowns' directions at ``y``: per rigid bone three turns
+        (Q[b, :3] = F^T, dF = [e_a]x F) and three shifts, then the affine columns."""
+        nb, rb = y.shape[0], self.rigid_bones
+        if not len(rb):
+            return self.affine_cols
+        cols = np.zeros((len(rb), 6, nb, 4, 3))
+        eye = np.eye(3)
+        for a in range(3):
+            # ([e_a]x F)^T = F^T [e_a]x^T: (L, 3, 3)
+            turn = np.swapaxes(
+                np.cross(eye[a][None, :, None], np.swapaxes(y[rb, :3, :], 1, 2), axis=1), 1, 2
+            )
+            cols[np.arange(len(rb)), a, rb, :3, :] = turn
+            cols[np.arange(len(rb)), 3 + a, rb, 3, a] = 1.0
+        rigid = cols.reshape(6 * len(rb), -1).T  # (12B, 6L)
+        return np.concatenate([rigid, self.affine_cols], 1)
+
+    def _retract(self, y: np.ndarray, step: np.ndarray) -> np.ndarray:
+        """The state ``step`` (K,) away from ``y`` along the unknowns (rotations exactly)."""
+        out = y.copy()
+        rb = self.rigid_bones
+        n = 6 * len(rb)
+        if len(rb):
+            phi = step[:n].reshape(-1, 6)  # (L, 6)
+            turn = rodrigues(phi[:, :3])  # (L, 3, 3)
+            f = np.swapaxes(y[rb, :3, :], 1, 2)  # (L, 3, 3)
+            out[rb, :3, :] = np.swapaxes(turn @ f, 1, 2)
+            out[rb, 3, :] += phi[:, 3:]
+        if self.affine_cols.shape[1]:
+            out += (self.affine_cols @ step[n:]).reshape(y.shape)
+        return out
+
+    def _rigidify(self, y: np.ndarray) -> np.ndarray:
+        """``y`` with each rigid bone's F on its nearest rotation (polar decomposition)."""
+        rb = self.rigid_bones
+        if not len(rb):
+            return y
+        out = y.copy()
+        u, _, vt = np.linalg.svd(np.swapaxes(y[rb, :3, :], 1, 2))
+        d = np.sign(np.linalg.det(u @ vt))
+        u[:, :, 2] *= d[:, None]
+        out[rb, :3, :] = np.swapaxes(u @ vt, 1, 2)
+        return out
+
+    def _curvature(self, y: np.ndarray, grad: np.ndarray, project: bool = True) -> np.ndarray:
+        """(L, 3, 3) each rigid bone's retraction curvature S - tr(S) I, S = sym(F Gamma^T),
+        Gamma = dPhi/dF (module docstring), projected to be positive semi-definite when
+        ``project``."""
+        rb = self.rigid_bones
+        f = np.swapaxes(y[rb, :3, :], 1, 2)  # (L, 3, 3)
+        gamma = np.swapaxes(grad.reshape(y.shape)[rb, :3, :], 1, 2)  # dPhi/dF
+        s = f @ np.swapaxes(gamma, 1, 2)
+        s = 0.5 * (s + np.swapaxes(s, 1, 2))
+        a = s - np.trace(s, axis1=1, axis2=2)[:, None, None] * np.eye(3)
+        if not project:
+            return a
+        w, v = np.linalg.eigh(a)
+        return (v * np.maximum(w, 0.0)[:, None, :]) @ np.swapaxes(v, 1, 2)
+
+    def _size(self, step: np.ndarray) -> float:
+        """The largest turn (radians), shift or affine change (object sizes) of a step (K,)."""
+        n = 6 * len(self.rigid_bones)
+        rigid = step[:n].reshape(-1, 6)
+        out = 0.0
+        if len(rigid):
+            out = max(
+                float(np.linalg.norm(rigid[:, :3], axis=1).max()),
+                float(np.abs(rigid[:, 3:]).max()) / self.scale,
+            )
+        if n < len(step):
+            flat = np.abs(self.affine_cols @ step[n:]) * self.affine_weight
+            out = max(out, float(flat.max()))
+        return out
+
+    # -- the step --------------------------------------------------------------------------------
+    def _step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, depth: int = 0):
+        """One backward Euler step, or two halves where Newton does not converge."""
+        if time.monotonic() > self.deadline:
+            raise OutOfTime
+        for c in self.contacts:
+            c.set_step(q, h)
+        last = self._last
+        history = last[:2] if last is not None and abs(last[2] - h) <= 1e-12 * h else None
+        out = self._solve(q, v, t, h, True, history)
+        if out is None:
+            if depth >= self.halvings:
+                from ..errors import SimulationError
+
+                raise SimulationError(
+                    f"the motion could not be integrated at t = {t:.3f} s (the implicit step "
+                    "did not converge after halving it); lower the forces or the speeds"
+                )
+            self.report.halvings += 1
+            q1, v1 = self._step(q, v, t, h / 2, depth + 1)
+            return self._step(q1, v1, t + h / 2, h / 2, depth + 1)
+        self.report.steps += 1
+        self.report.backward_euler += int(history is None)
+        self._last = (q, v, h)
+        return out
+
+    def _restitution(self, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
+        out = super()._restitution(q1, v1)
+        if out is not v1:
+            self._last = None  # an impulse: the next step starts afresh (backward Euler)
+        return out
+
+    def _solve(self, q, v, t, h, euler: bool = True, history=None):
+        """Projected Newton on the step's incremental potential; None when it does not
+        converge within ``iterations``. With ``history`` (Q_{n-1}, V_{n-1}) of a step of the
+        same length, BDF2's (module docstring), else backward Euler's."""
+        m = self.mass
+        cm = self.damping
+        v = self._project(v)
+        if history is None:
+            base, hh, drift = q, h, v
+        else:  # BDF2 as backward Euler of the step 2 h / 3 from its combinations
+            qp, vp = history
+            base, hh = (4.0 * q - qp) / 3.0, 2.0 * h / 3.0
+            drift = (4.0 * v - self._project(vp)) / 3.0
+        inertia, dscale = 1.0 / hh**2, 1.0 / hh
+        pull = base + hh * drift  # the momentum's predictor
+        viscous = []
+        for e in self.energies:
+            if getattr(e, "stiff", False) and hasattr(e, "dissipation"):
+                zeta = self.zeta if getattr(e, "zeta", None) is None else e.zeta
+                if zeta > 0:
+                    viscous.append(e.dissipation(base, dscale, zeta))
+        free = self.free
+        ridge = self.ridge
+        damp = None
+
+        def evaluate(yy, hessian):
+            nonlocal damp
+            value, grad, hess, dmat = self.potential(yy, t + h, hessian, viscous)
+            if damp is None:
+                damp = dmat if dmat is not None else np.zeros_like(m)
+            d_in = (yy - pull).reshape(-1)
+            d_q = (yy - base).reshape(-1)
+            visc = cm * (m @ d_q) + damp @ d_q
+            g = inertia * (m @ d_in) + dscale * visc + grad.reshape(-1)
+            g[free] += inertia * ridge * d_in[free]
+            merit = (
+                0.5 * inertia * float(d_in @ m @ d_in)
+                + 0.5 * inertia * ridge * float(d_in[free] @ d_in[free])
+                + 0.5 * dscale * float(d_q @ visc)
+                + value
+            )
+            return g, hess, merit
+
+        y = self._rigidify(pull)
+        first = previous = None
+        moved = np.inf
+        factor = None  # a factorised reduced Hessian of an earlier iterate, while it serves
+        hessians = 0
+        for _ in range(CHORD * self.iterations):
+            g, hess, merit = evaluate(y, factor is None)
+            basis = self._tangent(y)  # (12B, K)
+            gr = basis.T @ g
+            norm = float(np.linalg.norm(gr))
+            first = norm if first is None else first
+            if norm <= RESIDUAL * first or norm == 0.0:
+                moved = 0.0
+                break
+            if factor is not None and norm > CHORD_RATE * previous:
+                # the kept Hessian no longer halves the gradient: a fresh one at y
+                factor = None
+                g, hess, merit = evaluate(y, True)
+            previous = norm
+            if factor is None:
+                if hessians == self.iterations:
+                    break
+                hessians += 1
+                self.report.jacobians += 1
+                big = inertia * m + dscale * (cm * m + damp) + hess
+                hr = basis.T @ big @ basis
+                if len(self.rigid_bones):
+                    curv = self._curvature(y, g)
+                    for i in range(len(self.rigid_bones)):
+                        hr[6 * i : 6 * i + 3, 6 * i : 6 * i + 3] += curv[i]
+                hr[np.diag_indices_from(hr)] += inertia * ridge
+                try:
+                    factor = cho_factor(hr)
+                except (LinAlgError, ValueError):
+                    return None
+            step = -cho_solve(factor, gr)
+            if not np.isfinite(step).all():
+                return None
+            # bounded: a wild first iterate cannot throw the state away
+            size = self._size(step)
+            limit = MAX_TURN if len(self.rigid_bones) else MAX_SHIFT
+            if size > limit:
+                step *= limit / size
+            slope = float(gr @ step)
+            alpha = 1.0
+            for _ in range(16):
+                trial = self._retract(y, alpha * step)
+                if evaluate(trial, False)[2] <= merit + 1e-4 * alpha * slope:
+                    break
+                alpha *= 0.5
+            if alpha < 1.0:
+                factor = None  # the model was off: a fresh Hessian next
+            y = trial
+            self.report.iterations += 1
+            moved = alpha * self._size(step)
+            if moved < CONVERGED:
+                break
+        if moved > ACCEPTED or not np.isfinite(y).all():
+            return None
+        return y, (y - base) / hh
+
+    # -- energy ------------------------------------------------------------------------------------
+    def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
+        """The :class:`Integrator`'s ``advance``; an undamped run's velocities then scaled back
+        to the energy it keeps (module docstring)."""
+        q1, v1 = super().advance(q, v, t, h)
+        if not self.keep:
+            return q1, v1
+        energy = self.energy(q1, v1, t + h)
+        loads = self.loads(t + 0.5 * h)
+        lossy = self.bounciness < 1.0 or any(c.mu > 0 for c in self.contacts)
+        if self.target is None:
+            self.target = self.energy(q, v, t)
+        if any(not isinstance(e, Linear) for e in loads) or (lossy and self.touching(q1)):
+            self.target = energy  # a drag's spring, or a dissipating contact: from here on
+            return q1, v1
+        self.target += sum(-(e(q1, False)[0] - e(q, False)[0]) for e in loads)
+        flat = v1.reshape(-1)
+        kinetic = 0.5 * float(flat @ self.mass @ flat)
+        want = kinetic + self.target - energy
+        if kinetic > 0 and want > 0:
+            v1 = v1 * min(math.sqrt(want / kinetic), MAX_RESTORE)
+        return q1, v1

@@ -98,7 +98,8 @@ def test_an_undamped_spinning_body_keeps_its_energy_and_its_shape():
 
 
 @pytest.mark.parametrize(
-    ("damping", "elastic", "expected"), [(0.5, False, True), (0.0, False, False), (0.5, True, False)]
+    ("damping", "elastic", "expected"),
+    [(0.5, False, True), (0.0, False, False), (0.5, True, False)],
 )
 def test_which_runs_take_the_newton_step(damping, elastic, expected):
     """By default: a damped run with a rigid part (one bone)."""

@@ -85,6 +85,18 @@ def test_the_grid_computes_only_the_nodes_its_queries_visit_and_each_exactly():
     np.testing.assert_allclose(d, np.clip(md.exact(nodes), -0.08, 0.08), atol=1e-12)
 
 
+def test_the_grid_fills_its_nodes_in_bounded_chunks_with_the_same_values(monkeypatch):
+    from neurok_core.dynamics import obstacles
+
+    mesh = trimesh.creation.icosphere(3, 0.5)
+    x = np.random.default_rng(4).uniform(-0.6, 0.6, (1500, 3))
+    whole = MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.08).query(x)
+    monkeypatch.setattr(obstacles, "_PAIRS", 300)  # a few nodes' pairs a chunk
+    chunked = MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.08).query(x)
+    for a, b in zip(whole, chunked, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("sphere", [False, True])
 def test_distances_within_a_band_match_the_reference_and_leave_the_rest_out(sphere):
     mesh = trimesh.creation.icosphere(3, 0.5) if sphere else trimesh.creation.box((1, 0.6, 0.4))

@@ -258,7 +258,18 @@ class MeshDistance:
         exact signed distance to its block's candidate triangles, clipped to +-band (+band
         without a candidate). A node's nearest triangle within ``band`` is one whose box comes
         within ``band`` of the node, so those are tried first; a node with none that near
-        (farther than ``band`` from the mesh) takes its sign from all of its block's."""
+        (farther than ``band`` from the mesh) takes its sign from all of its block's. In
+        chunks of about ``_PAIRS`` node-triangle pairs (memory bounded)."""
+        slot = nodes // (BLOCK + 1) ** 3
+        count = np.array([len(self._candidates[k]) for k in range(len(self._candidates))])
+        ends = np.cumsum(np.maximum(count[slot], 1))
+        cuts = np.searchsorted(ends, np.arange(_PAIRS, ends[-1], _PAIRS), side="right")
+        for chunk in np.split(nodes, cuts):
+            if len(chunk):
+                self._fill_chunk(chunk)
+
+    def _fill_chunk(self, nodes: np.ndarray) -> None:
+        """``_fill`` for nodes whose candidate pairs fit in memory at once."""
         per = (BLOCK + 1) ** 3
         slot, local = np.divmod(nodes, per)
         ijk = np.stack(np.unravel_index(local, (BLOCK + 1,) * 3), 1)  # (M, 3)

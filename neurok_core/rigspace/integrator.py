@@ -254,8 +254,11 @@ class Integrator:
         if not self.contacts:
             return q1, v1
         cut = 1.0
-        for _ in range(TOI_PASSES):
+        for n in range(TOI_PASSES):
             frac = self._impact_time(q, q1)
+            free = self._free_impact(q, v, h) if n == 0 else None
+            if free is not None and (frac is None or free < frac):
+                frac = free  # the free flight meets the obstacle first
             if frac is None or frac <= 0.0:
                 break
             cut *= frac
@@ -267,6 +270,11 @@ class Integrator:
             q1, v1 = self._step(q1, v1, t + cut * h, (1.0 - cut) * h)
             v1 = self._restitution(q1, v1)
         return q1, v1
+
+    def _free_impact(self, q: np.ndarray, v: np.ndarray, h: float) -> float | None:
+        """The share of a step of ``h`` from (q, v) at which a point meets an obstacle in
+        free flight (None: not found, or not known for this step; ``newton_step``'s)."""
+        return None
 
     def _impact_time(self, q0: np.ndarray, q1: np.ndarray) -> float | None:
         """The share of the step from ``q0`` to ``q1`` at which the first point that enters

@@ -42,14 +42,16 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from .energies import Linear
-from .integrator import Integrator, OutOfTime
+from .integrator import MAX_SWEEP, SWEEP, Integrator, OutOfTime
 
 CONVERGED = 1e-5  # a Newton step this small (radians; centres and axes in object sizes)
 ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
 RESIDUAL = 1e-7  # or the reduced gradient has fallen by this factor
 MAX_TURN = 0.5  # radians a rigid bone may turn in one Newton iteration
 MAX_SHIFT = 0.2  # object sizes a centre (or an affine axis) may move in one iteration
-MAX_RESTORE = 1.5  # the most an undamped step's velocities are scaled up by
+MAX_RESTORE = 3.0  # the most an undamped step's velocities are scaled up by
+LIFT_TOLERANCE = 1e-4  # the share of its energy an undamped step may miss before its lift
+LIFTS = 3  # secant steps of a lift, at most
 TRAVEL = 0.05  # object sizes a contact point may move in one step (the midpoint step's: 0.01)
 CHORD = 4  # iterations per Hessian, at most, while a kept one serves
 CHORD_RATE = 0.5  # a kept Hessian serves while the reduced gradient halves at each iteration
@@ -88,7 +90,10 @@ class ProjectedNewton(Integrator):
         self.affine_weight = np.tile(np.array([1.0] * 9 + [1.0 / space.object_size] * 3), nb)
         self.travel = TRAVEL
         self.target = None  # the undamped run's energy to keep (None: not started)
-        self._last = None  # (Q, V, h) at the start of the last step, for BDF2
+        self._last = None  # (Q, V, h, Q_end) of the last step, for BDF2
+        # a contact that takes energy (an inelastic bounce, friction, damped compression)
+        self.lossy = self.bounciness < 1.0 or any(c.mu > 0 for c in self.contacts)
+        self.dissipated = False  # whether one acted since the energy target was set
         self.keep = self.damping == 0.0
 
     # -- coordinates -----------------------------------------------------------------------------
@@ -152,6 +157,18 @@ class ProjectedNewton(Integrator):
         w, v = np.linalg.eigh(a)
         return (v * np.maximum(w, 0.0)[:, None, :]) @ np.swapaxes(v, 1, 2)
 
+    def _bound(self, step: np.ndarray) -> float:
+        """The factor (<= 1) that keeps a step's turns within ``MAX_TURN`` radians and its
+        shifts and affine changes within ``MAX_SHIFT`` object sizes."""
+        n = 6 * len(self.rigid_bones)
+        rigid = step[:n].reshape(-1, 6)
+        turn = float(np.linalg.norm(rigid[:, :3], axis=1).max(initial=0.0))
+        shift = float(np.abs(rigid[:, 3:]).max(initial=0.0)) / self.scale
+        if n < len(step):
+            affine = np.abs(self.affine_cols @ step[n:]) * self.affine_weight
+            shift = max(shift, float(affine.max()))
+        return min(1.0, MAX_TURN / max(turn, 1e-300), MAX_SHIFT / max(shift, 1e-300))
+
     def _size(self, step: np.ndarray) -> float:
         """The largest turn (radians), shift or affine change (object sizes) of a step (K,)."""
         n = 6 * len(self.rigid_bones)
@@ -174,8 +191,8 @@ class ProjectedNewton(Integrator):
             raise OutOfTime
         for c in self.contacts:
             c.set_step(q, h)
-        last = self._last
-        history = last[:2] if last is not None and abs(last[2] - h) <= 1e-12 * h else None
+        last = self._last  # BDF2 from the last step only where this one continues it
+        history = last[:3] if last is not None and last[3] is q else None
         out = self._solve(q, v, t, h, True, history)
         if out is None:
             if depth >= self.halvings:
@@ -190,28 +207,82 @@ class ProjectedNewton(Integrator):
             return self._step(q1, v1, t + h / 2, h / 2, depth + 1)
         self.report.steps += 1
         self.report.backward_euler += int(history is None)
-        self._last = (q, v, h)
+        self._last = (q, v, h, out[0])
+        if self.keep and self.lossy and self.touching(out[0]):
+            self.dissipated = True
         return out
+
+    def _clear_share(self, y: np.ndarray, step: np.ndarray) -> float:
+        """The share of a Newton step from ``y`` that its line search may try: up to the
+        first of its states ``SWEEP`` object sizes of travel apart where a point not in
+        contact at ``y`` is (a penalty has a finite height: a long step to a state beyond a
+        thin obstacle has the lower potential, and Newton would take it)."""
+        if not self.contacts:
+            return 1.0
+        full = self._retract(y, step)
+        travel = max(c.travel(y, full) for c in self.contacts)
+        count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP))
+        if count <= 1:
+            return 1.0
+        touching = [c._active(y)[0] for c in self.contacts]
+        for k in range(1, count):
+            state = self._retract(y, (k / count) * step)
+            for c, before in zip(self.contacts, touching, strict=True):
+                if (~np.isin(c._active(state)[0], before)).any():
+                    return k / count
+        return 1.0
+
+    def _free_impact(self, q: np.ndarray, v: np.ndarray, h: float) -> float | None:
+        """Where the free flight from (q, v) over ``h`` first meets an obstacle: the bones'
+        velocities as turns and shifts (xi = (T^T M T)^-1 T^T M v), retracted along the path
+        at ``SWEEP`` object sizes of travel apart (exact rotations: a spinning part's points
+        do not leave its surface as a straight line in its F would make them). The solved
+        step's end has the contact already pushing back, so its path meets the obstacle
+        late, and a bounce timed late is too weak."""
+        if not self.contacts:
+            return None
+        basis = self._tangent(q)
+        mr = basis.T @ self.mass @ basis
+        mr[np.diag_indices_from(mr)] += self.ridge
+        try:
+            xi = np.linalg.solve(mr, basis.T @ (self.mass @ self._project(v).reshape(-1)))
+        except np.linalg.LinAlgError:
+            return None
+        end = self._retract(q, h * xi)
+        travel = max(c.travel(q, end) for c in self.contacts)
+        count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP)) or 1
+        before = q
+        for k in range(1, count + 1):
+            after = end if k == count else self._retract(q, (k / count) * h * xi)
+            frac = self._entry_time(before, after)
+            if frac is not None:
+                return (k - 1 + frac) / count
+            before = after
+        return None
 
     def _restitution(self, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
         out = super()._restitution(q1, v1)
         if out is not v1:
             self._last = None  # an impulse: the next step starts afresh (backward Euler)
+            self.dissipated |= self.bounciness < 1.0
         return out
 
     def _solve(self, q, v, t, h, euler: bool = True, history=None):
         """Projected Newton on the step's incremental potential; None when it does not
-        converge within ``iterations``. With ``history`` (Q_{n-1}, V_{n-1}) of a step of the
-        same length, BDF2's (module docstring), else backward Euler's."""
+        converge within ``iterations``. With ``history`` (Q_{n-1}, V_{n-1}, h_{n-1}) of the
+        step before, BDF2's with variable steps (module docstring), else backward Euler's."""
         m = self.mass
         cm = self.damping
         v = self._project(v)
         if history is None:
             base, hh, drift = q, h, v
         else:  # BDF2 as backward Euler of the step 2 h / 3 from its combinations
-            qp, vp = history
-            base, hh = (4.0 * q - qp) / 3.0, 2.0 * h / 3.0
-            drift = (4.0 * v - self._project(vp)) / 3.0
+            # x_{n+1} - a x_n + b x_{n-1} = c h v_{n+1} (and so for v), w = h_n / h_{n-1}
+            qp, vp, hp = history
+            w = h / hp
+            a, b, c = (1 + w) ** 2 / (1 + 2 * w), w * w / (1 + 2 * w), (1 + w) / (1 + 2 * w)
+            base, hh = a * q - b * qp, c * h
+            drift = a * v - b * self._project(vp)
         inertia, dscale = 1.0 / hh**2, 1.0 / hh
         pull = base + hh * drift  # the momentum's predictor
         viscous = []
@@ -261,7 +332,8 @@ class ProjectedNewton(Integrator):
                 factor = None
                 g, hess, merit = evaluate(y, True)
             previous = norm
-            if factor is None:
+            fresh = factor is None
+            if fresh:
                 if hessians == self.iterations:
                     break
                 hessians += 1
@@ -281,22 +353,25 @@ class ProjectedNewton(Integrator):
             if not np.isfinite(step).all():
                 return None
             # bounded: a wild first iterate cannot throw the state away
-            size = self._size(step)
-            limit = MAX_TURN if len(self.rigid_bones) else MAX_SHIFT
-            if size > limit:
-                step *= limit / size
+            step *= self._bound(step)
             slope = float(gr @ step)
-            alpha = 1.0
+            alpha = self._clear_share(y, step)
             for _ in range(16):
                 trial = self._retract(y, alpha * step)
                 if evaluate(trial, False)[2] <= merit + 1e-4 * alpha * slope:
                     break
                 alpha *= 0.5
+            else:  # no decrease along it: a kept Hessian is refreshed, a fresh one fails
+                if fresh:
+                    return None
+                factor = None
+                continue
             if alpha < 1.0:
                 factor = None  # the model was off: a fresh Hessian next
             y = trial
             self.report.iterations += 1
-            moved = alpha * self._size(step)
+            # the Newton step's own size: one the line search cut short has not converged
+            moved = self._size(step)
             if moved < CONVERGED:
                 break
         if moved > ACCEPTED or not np.isfinite(y).all():
@@ -312,11 +387,12 @@ class ProjectedNewton(Integrator):
             return q1, v1
         energy = self.energy(q1, v1, t + h)
         loads = self.loads(t + 0.5 * h)
-        lossy = self.bounciness < 1.0 or any(c.mu > 0 for c in self.contacts)
         if self.target is None:
             self.target = self.energy(q, v, t)
-        if any(not isinstance(e, Linear) for e in loads) or (lossy and self.touching(q1)):
-            self.target = energy  # a drag's spring, or a dissipating contact: from here on
+        if any(not isinstance(e, Linear) for e in loads) or self.dissipated:
+            # a drag's spring, or a contact that took energy: the energy from here on
+            self.target = energy
+            self.dissipated = False
             return q1, v1
         self.target += sum(-(e(q1, False)[0] - e(q, False)[0]) for e in loads)
         flat = v1.reshape(-1)
@@ -324,4 +400,31 @@ class ProjectedNewton(Integrator):
         want = kinetic + self.target - energy
         if kinetic > 0 and want > 0:
             v1 = v1 * min(math.sqrt(want / kinetic), MAX_RESTORE)
+        short = self.target - self.energy(q1, v1, t + h)
+        if short > LIFT_TOLERANCE * abs(self.target):
+            q1 = self._lift(q1, v1, t + h, short)
         return q1, v1
+
+    def _lift(self, q: np.ndarray, v: np.ndarray, t: float, short: float) -> np.ndarray:
+        """``q`` moved up its soft energies (gravity, the user's stiffness: not the stiff
+        ones, whose modes the step damps) by the least change in the metric M that gives
+        back ``short`` J the velocities could not (near a turning point, where the kinetic
+        energy is small): q + lambda T M_r^-1 T^T grad U, lambda by secant steps on the
+        total energy (FEPR's energy constraint on the positions, Dinev et al. 2018)."""
+        soft = [e for e in self.energies if not getattr(e, "stiff", False)]
+        target = self.energy(q, v, t) + short
+        for _ in range(LIFTS):
+            grad = sum((e(q, False)[1] for e in soft), np.zeros_like(q)).reshape(-1)
+            basis = self._tangent(q)
+            g = basis.T @ grad
+            mr = basis.T @ self.mass @ basis
+            mr[np.diag_indices_from(mr)] += self.ridge + 1e-12 * max(float(np.trace(mr)), 1e-300)
+            d = np.linalg.solve(mr, g)
+            rate = float(g @ d)  # dU / dlambda
+            if not rate > 0:
+                return q
+            q = self._retract(q, (short / rate) * d)
+            short = target - self.energy(q, v, t)
+            if abs(short) <= LIFT_TOLERANCE * abs(target):
+                break
+        return q

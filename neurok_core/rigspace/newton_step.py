@@ -194,6 +194,9 @@ class ProjectedNewton(Integrator):
         last = self._last  # BDF2 from the last step only where this one continues it
         history = last[:3] if last is not None and last[3] is q else None
         out = self._solve(q, v, t, h, True, history)
+        if out is None and history is not None:  # backward Euler, the sturdier, before halving
+            history = None
+            out = self._solve(q, v, t, h, True, None)
         if out is None:
             if depth >= self.halvings:
                 from ..errors import SimulationError

@@ -558,7 +558,9 @@ def simulate_rig(
         deadline=deadline,
     )
     q = space.rest()
-    stiff = [e for e in (energies[0], glue, stretch) if e is not None]
+    # the kick's soft modes with every bone's rigidity (a rigid part's bone moved as an
+    # exact rotation has none in the step, but its F may not shear either)
+    stiff = [e for e in (_rigidity(space, rigid), glue, stretch) if e is not None]
     v = _initial_velocity(space, conditions, q, stiff)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)

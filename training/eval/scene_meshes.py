@@ -1,9 +1,10 @@
 """The meshes of the plausibility scenes (design section 10): objects an artist would try first.
 
 Every scene mesh is built here from numpy grids (and trimesh's icosphere), not taken from the
-training data generator. Units are metres, Z is up, sizes are those of the real objects. Solid
-parts are closed, outward-oriented triangle meshes (positive signed volume); a cloth is one open
-sheet. Each mesh carries
+training data generator, except the gripper: pybullet's PR2 gripper, its links' own meshes
+(open shells) at rest (``training.data.robots``), as robots come to an artist. Units are
+metres, Z is up, sizes are those of the real objects. Solid parts are closed, outward-oriented
+triangle meshes (positive signed volume); a cloth is one open sheet. Each mesh carries
 
 - ``parts`` (N,) int32: the rigid part of each vertex (articulated objects), -1 where a part
   label means nothing (cloth, elastic, rope);
@@ -444,6 +445,34 @@ def arm(edge: float = 0.03) -> SceneMesh:
     return SceneMesh(v, f, parts, pins, True, "articulated", {"tip": tip}, None)
 
 
+def gripper() -> SceneMesh:
+    """pybullet's PR2 gripper (``training.data.robots``: 1,524 vertices, 32 cm): its palm
+    (part 0, pinned), two fingers (parts 1 and 3) hinged on it and their tips (2 and 4); the
+    links are open shells (a robot's meshes), so the mesh is not closed. ``knuckle`` = the
+    far end of the first finger (part 1)."""
+    from training.data import robots
+
+    asset = next(a for a in robots.ROBOTS if a.name == "pr2_gripper")
+    robot = robots.load_robot(asset)
+    try:
+        v = robots.pose_sequence(robot, robot.rest[None])[0].astype(np.float64)
+        sizes = [len(g.vertices) for g in robot.links]
+        starts = np.cumsum([0] + sizes)
+        f = np.concatenate([g.faces + s for g, s in zip(robot.links, starts, strict=False)])
+    finally:
+        robots.close(robot)
+    parts = np.repeat(np.arange(len(sizes)), sizes).astype(np.int32)
+    # its meshes' slivers (8 faces of under 1e-8 m^2) out, and the vertices they leave alone
+    area = 0.5 * np.linalg.norm(np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]), axis=1)
+    f = f[area > 1e-8]
+    used, f = np.unique(f, return_inverse=True)
+    v, parts, f = v[used], parts[used], f.reshape(-1, 3)
+    finger = np.flatnonzero(parts == 1)
+    knuckle = int(finger[np.argmax(v[finger, 0])])
+    pins = np.flatnonzero(parts == 0)
+    return SceneMesh(v, f.astype(np.int64), parts, pins, False, "articulated", {"knuckle": knuckle})
+
+
 BUILDERS = {
     "laptop": laptop,
     "chest": chest,
@@ -460,5 +489,6 @@ BUILDERS = {
     "arm": arm,
     "laptop_welded": laptop_welded,
     "bottle_cap": bottle_cap,
+    "gripper": gripper,
 }
 """Scene name -> builder of its mesh (default resolution)."""

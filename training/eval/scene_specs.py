@@ -14,6 +14,8 @@ with gravity (0, 0, -9.81) m/s^2:
 - jelly_beam: one end pinned (a cantilever), stiffness 2 Hz; ball: nothing pinned, stiffness
   3 Hz, an initial velocity of -2 m/s (whole ball) and -3 m/s at its top so it squashes and
   wobbles; rope: top end pinned, a push at its bottom end along +X for the first quarter;
+- arm, bottle_cap, gripper: the base (the bottle, the palm) pinned, a push along +Y at the
+  last link's tip, the cap's rim, the first finger's knuckle for the first quarter;
 - contact scenes (2.5 s each, long enough to land and settle): ball_drop, the ball (nothing
   pinned, 3 Hz) dropped 30 cm onto the ground; cloth_on_box, a free cloth dropped 5 cm onto a
   box standing on the ground; laptop_on_desk, the laptop with nothing pinned on a desk (a box
@@ -129,6 +131,7 @@ SCENES: dict[str, Scene] = {
     "arm": Scene(3.0, ("tip", (0, 1, 0)), push=Push("tip", (0, 1, 0), 3.0, 0.25)),
     "laptop_welded": Scene(1.5, ("lid_edge", None), push=Push("lid_edge", None, 2.0, 0.25)),
     "bottle_cap": Scene(0.5, ("rim", (0, 1, 0)), push=Push("rim", (0, 1, 0), 0.3, 0.25)),
+    "gripper": Scene(0.5, ("knuckle", (0, 1, 0)), push=Push("knuckle", (0, 1, 0), 1.0, 0.25)),
 }
 
 ARTICULATED = (
@@ -161,6 +164,7 @@ TARGETS: dict[str, tuple] = {
     "arm": ARTICULATED,
     "laptop_welded": (*ARTICULATED, ("closing_max_deg", ">=", 30.0)),
     "bottle_cap": ARTICULATED,
+    "gripper": ARTICULATED,
     "laptop_on_desk": (
         ("part_residual", "<=", 0.01),
         ("detached", "<=", 0.02),

@@ -44,6 +44,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from .energies import Linear
 from .integrator import MAX_SWEEP, SWEEP, Integrator, OutOfTime
 
+RAMP = (0.125, 0.125, 0.25, 0.5)  # the run's first step's steps, in shares of it
 CONVERGED = 1e-5  # a Newton step this small (radians; centres and axes in object sizes)
 ACCEPTED = 1e-4  # the last step of a step that ran out of iterations may be this large
 RESIDUAL = 1e-7  # or the reduced gradient has fallen by this factor
@@ -94,6 +95,7 @@ class ProjectedNewton(Integrator):
         # a contact that takes energy (an inelastic bounce, friction, damped compression)
         self.lossy = self.bounciness < 1.0 or any(c.mu > 0 for c in self.contacts)
         self.dissipated = False  # whether one acted since the energy target was set
+        self._started = False  # whether the run's first step was taken
         self.keep = self.damping == 0.0
 
     # -- coordinates -----------------------------------------------------------------------------
@@ -355,6 +357,9 @@ class ProjectedNewton(Integrator):
             step = -cho_solve(factor, gr)
             if not np.isfinite(step).all():
                 return None
+            moved = self._size(step)
+            if moved < CONVERGED:  # converged: a line search would only meet round-off
+                break
             # bounded: a wild first iterate cannot throw the state away
             step *= self._bound(step)
             slope = float(gr @ step)
@@ -385,15 +390,24 @@ class ProjectedNewton(Integrator):
     def advance(self, q: np.ndarray, v: np.ndarray, t: float, h: float):
         """The :class:`Integrator`'s ``advance``; an undamped run's velocities then scaled back
         to the energy it keeps (module docstring)."""
-        q1, v1 = super().advance(q, v, t, h)
+        if self._started:
+            q1, v1 = super().advance(q, v, t, h)
+        else:
+            # the run's first step: backward Euler on h/8, then BDF2 on h/8, h/4 and h/2, so
+            # that its start's error (a free fall's position lags 1/2 h^2 g behind) is 1/64
+            self._started = True
+            q1, v1, done = q, v, t
+            for share in RAMP:
+                q1, v1 = super().advance(q1, v1, done, share * h)
+                done += share * h
         if not self.keep:
             return q1, v1
         energy = self.energy(q1, v1, t + h)
         loads = self.loads(t + 0.5 * h)
-        if self.target is None:
-            self.target = self.energy(q, v, t)
-        if any(not isinstance(e, Linear) for e in loads) or self.dissipated:
-            # a drag's spring, or a contact that took energy: the energy from here on
+        if self.target is None or any(not isinstance(e, Linear) for e in loads) or self.dissipated:
+            # the first step (backward Euler: under a steady load it takes 1/2 |h a|_M^2,
+            # which given back would speed up a free fall), a drag's spring, or a contact that
+            # took energy: the energy from here on
             self.target = energy
             self.dissipated = False
             return q1, v1

@@ -140,17 +140,25 @@ class Contact:
         self.lagged = None  # (rows (L, 4B), unit normals (L, 3), normal forces (L,))
         self.start_active = np.zeros(0, int)  # the points touching at the step's start
         self.start = None  # (B, 4, 3) the state at the step's start
+        self._last_active = None  # (state, ``_active`` there)
 
     def positions(self, q: np.ndarray) -> np.ndarray:
         return self.points.rows @ q.reshape(-1, 3)
 
     def _active(self, q: np.ndarray):
-        """(index, depth t - d > 0, gradient g, row e) of the contacts that act at ``q``."""
+        """(index, depth t - d > 0, gradient g, row e) of the contacts that act at ``q``
+        (the last state's answer kept: a step asks for the same state several times, from
+        its potential, its viscous terms and its sweeps; callers do not change it)."""
+        last = self._last_active
+        if last is not None and last[0].shape == q.shape and np.array_equal(last[0], q):
+            return last[1]
         x = self.positions(q)
         idx, d, g, e = self.obstacle.entries(q, x, self.points.rows, self.reach)
         depth = self.points.threshold[idx] - d
         keep = depth > 0
-        return idx[keep], depth[keep], g[keep], e[keep]
+        out = idx[keep], depth[keep], g[keep], e[keep]
+        self._last_active = (q.copy(), out)
+        return out
 
     def touching(self, q: np.ndarray, v: np.ndarray | None = None, leaving: float = 0.0) -> bool:
         """Whether a point is in contact at ``q``; with velocities ``v``, one that does not

@@ -1,14 +1,18 @@
 """Projected Newton on the incremental potential, with rigid bones on the rotation group.
 
-A step of length h from (Q_n, V_n) is backward Euler's: Q_{n+1} minimises the incremental
-potential (Kane et al. 2000; Li et al. 2020)
+A step of length h from (Q_n, V_n) is BDF2's with variable steps (w = h / h_{n-1}):
+Q_{n+1} minimises the incremental potential (Kane et al. 2000; Li et al. 2020)
 
-    Phi(Q) = 1/(2 h^2) |Q - Q_n - h V_n|_M^2 + 1/(2 h) |Q - Q_n|_{c M + D}^2 + V(Q) - f . Q,
+    Phi(Q) = 1/(2 k^2) |Q - Q_b - k V_b|_M^2 + 1/(2 k) |Q - Q_b|_{c M + D}^2 + V(Q) - f . Q,
 
-c the user's damping rate, D the Rayleigh damping of the stiff energies, V every energy with
-the step's viscous terms, f the loads; V_{n+1} = (Q_{n+1} - Q_n) / h. It is L-stable: the stiff
-modes (glue, contact, rigidity) that a frame-rate step cannot resolve are damped instead of
-ringing, so the iterations do not chase them.
+with Q_b = a Q_n - b Q_{n-1}, V_b = a V_n - b V_{n-1}, k = c_w h (a = (1 + w)^2 / (1 + 2 w),
+b = w^2 / (1 + 2 w), c_w = (1 + w) / (1 + 2 w)) and V_{n+1} = (Q_{n+1} - Q_b) / k; c the
+user's damping rate, D the Rayleigh damping of the stiff energies, V every energy with the
+step's viscous terms, f the loads. Backward Euler (Q_b = Q_n, V_b = V_n, k = h) starts the run
+(ramped up: on h/8, then BDF2 on h/8, h/4 and h/2, so that a free fall's start lags 1/64 of
+what one backward Euler step leaves), and follows an impulse or a BDF2 step that does not
+converge. Both are L-stable: the stiff modes (glue, contact, rigidity) that a frame-rate step
+cannot resolve are damped instead of ringing, so the iterations do not chase them.
 
 **Coordinates.** A bone of a rigid part (one bone for the part) is a rotation and a centre,
 exactly: its unknowns are a turn phi (3) and a shift (3), retracted as F <- exp([phi]x) F,
@@ -19,18 +23,23 @@ entries; the reduced Hessian is T^T (grad^2 Phi) T, with each energy's own PSD-p
 Hessian, plus, for each rigid bone, the curvature of the retraction: with
 Gamma = dPhi/dF, S = sym(F Gamma^T), the second-order term of Phi(exp([phi]x) F) is
 1/2 phi^T (S - tr(S) I) phi, projected to be positive semi-definite (Absil et al. 2008's
-Riemannian Newton, made a descent method). A backtracking line search on Phi along the
-retraction makes each iteration decrease it.
+Riemannian Newton, made a descent method); it is kept over iterations while the gradient
+halves. A backtracking line search on Phi along the retraction makes each iteration decrease
+it, and never goes past the first state (swept at ``SWEEP`` object sizes) where a point not
+in contact touches: a penalty's height is finite, and a long Newton step to a state beyond a
+thin obstacle has the lower potential.
 
-**Undamped runs** (damping 0, no contact acting, or a perfectly elastic frictionless one) get
-back what backward Euler takes: after each step the velocities are scaled so that the energy is
-the step's start energy plus the loads' work (FEPR's energy constraint alone, Dinev et al.
-2018); a drag's spring, and a contact that dissipates, reset that target to the energy there.
+**Undamped runs** (``RigSettings(step="newton")`` with damping 0; the default takes the
+midpoint step for them) get back what the steps take: after each step the velocities are
+scaled so that the energy is the target, the energy after the first step plus the loads'
+work (FEPR's energy constraint alone, Dinev et al. 2018), and where they cannot (a turning
+point) the positions are lifted up the soft energies (``_lift``); a drag's spring, an
+inelastic impulse and a contact that takes energy reset the target to the energy there.
 
-Impacts, the path's sweep, splitting steps and the stopping rules are the
+Impacts are found on the solved step's path and on the free flight's (``_free_impact``);
+cutting, bouncing, splitting steps and the stopping rules are the
 :class:`~neurok_core.rigspace.integrator.Integrator`'s; a step's contact points may travel
-``TRAVEL`` object sizes (5x the midpoint step's: its run is damped and its contact settles,
-so a bounce timed a little late matters less than a step count that grows with speed).
+``TRAVEL`` object sizes (5x the midpoint step's).
 """
 
 from __future__ import annotations

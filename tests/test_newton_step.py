@@ -10,9 +10,9 @@ import dataclasses
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
-from test_rigspace import _box, _laptop
+from test_rigspace import _box, _laptop, _pushed_lid
 
-from neurok_core.dynamics import Force, InitialVelocity, SimulationConditions
+from neurok_core.dynamics import InitialVelocity, SimulationConditions
 from neurok_core.metrics import rigid_fit_residual
 from neurok_core.rigspace import RigSettings, build_rig_space, simulate_rig
 from neurok_core.rigspace.energies import Linear
@@ -64,15 +64,7 @@ def test_the_retraction_curvature_is_the_second_derivative_along_a_turn():
 
 
 def test_a_lid_closes_the_same_with_both_steps_and_stays_exactly_rigid():
-    v, f, nb = _laptop()
-    lid = np.arange(nb, len(v))
-    edge = lid[np.argmax(v[lid, 2])]
-    cond = SimulationConditions(
-        forces=(Force((0.0, -1.0, -0.3), 1.0, vertex=int(edge), end_frame=8),),
-        pins=tuple(range(nb)),
-        frames=36,
-        damping=0.5,
-    )
+    v, f, _, lid, cond = _pushed_lid()
     runs = {s: simulate_rig(v, f, cond, settings=RigSettings(step=s)) for s in ("midpoint", "auto")}
     newton, midpoint = runs["auto"], runs["midpoint"]
     assert newton.info["backward_euler_steps"] < newton.info["substeps"]  # BDF2 mostly
@@ -150,3 +142,14 @@ def test_which_runs_take_the_newton_step(damping, elastic, expected):
     assert use_newton(space, cond, settings) is expected
     assert use_newton(space, cond, RigSettings(step="midpoint")) is False
     assert use_newton(space, cond, RigSettings(step="newton")) is True
+
+
+def test_the_step_benchmark_runs_both_steps_on_a_scene_and_they_agree():
+    """``training.benchmarks.bench_steps`` (the figures of docs/experiments/rig_speed.md):
+    the bottle's cap by both steps, the same motion to 5% of its size, no halving."""
+    from training.benchmarks.bench_steps import run
+
+    midpoint, newton = run("bottle_cap", ["midpoint", "newton"], undamped=False)
+    assert (midpoint["step"], newton["step"]) == ("midpoint", "newton")
+    assert midpoint["off"] is None and newton["off"] < 0.05
+    assert newton["halvings"] == 0 and newton["steps"] > 0 and newton["motion"] > 0.05

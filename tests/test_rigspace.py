@@ -143,7 +143,9 @@ def _laptop():
     return v, f, len(base[0])
 
 
-def test_a_pushed_lid_closes_rigidly_about_its_hinge_and_rests_on_its_base():
+def _pushed_lid():
+    """(vertices, faces, base vertex count, the lid's vertices, conditions): the laptop's
+    base pinned, its lid's top edge pushed closed for 8 frames, 36 frames, damping 0.5."""
     v, f, nb = _laptop()
     lid = np.arange(nb, len(v))
     edge = lid[np.argmax(v[lid, 2])]
@@ -155,6 +157,11 @@ def test_a_pushed_lid_closes_rigidly_about_its_hinge_and_rests_on_its_base():
         fps=24.0,
         damping=0.5,
     )
+    return v, f, nb, lid, cond
+
+
+def test_a_pushed_lid_closes_rigidly_about_its_hinge_and_rests_on_its_base():
+    v, f, nb, lid, cond = _pushed_lid()
     result = simulate_rig(v, f, cond)
     x = result.positions.astype(np.float64)
     assert np.abs(x[:, :nb] - v[:nb].astype(np.float32)).max() == 0.0  # the base never moves

@@ -128,6 +128,7 @@ class MeshDistance:
         self._store = np.empty((16, BLOCK + 1, BLOCK + 1, BLOCK + 1))
         self._origins = np.empty((16, 3))  # each slot's block's lowest corner
         self._candidates: list[np.ndarray] = []  # each slot's candidate triangles
+        self._counts = np.zeros(16, dtype=np.int64)  # and how many
 
     def _pseudo_normals(self) -> None:
         v, f, fn = self.vertices, self.faces, self.face_normals
@@ -245,9 +246,11 @@ class MeshDistance:
         if slot == len(self._store):
             self._store = np.concatenate([self._store, np.empty_like(self._store)])
             self._origins = np.concatenate([self._origins, np.empty_like(self._origins)])
+            self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
         self._store[slot] = np.nan
         self._origins[slot] = lo
         self._candidates.append(np.flatnonzero(near))
+        self._counts[slot] = len(self._candidates[-1])
         self._slots[key] = slot
         if self._slot_of is not None:
             self._slot_of[key] = slot
@@ -260,9 +263,7 @@ class MeshDistance:
         within ``band`` of the node, so those are tried first; a node with none that near
         (farther than ``band`` from the mesh) takes its sign from all of its block's. In
         chunks of about ``_PAIRS`` node-triangle pairs (memory bounded)."""
-        slot = nodes // (BLOCK + 1) ** 3
-        count = np.array([len(self._candidates[k]) for k in range(len(self._candidates))])
-        ends = np.cumsum(np.maximum(count[slot], 1))
+        ends = np.cumsum(np.maximum(self._counts[nodes // (BLOCK + 1) ** 3], 1))
         cuts = np.searchsorted(ends, np.arange(_PAIRS, ends[-1], _PAIRS), side="right")
         for chunk in np.split(nodes, cuts):
             if len(chunk):

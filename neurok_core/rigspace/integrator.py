@@ -284,8 +284,7 @@ class Integrator:
         point that goes in and out again within the step (through a thin floor) is found;
         where a point is in at the first of them, the moment is linearly interpolated
         (``_entry_time``), else it is the last state clear of the obstacle."""
-        travel = max((c.travel(q0, q1) for c in self.contacts), default=0.0)
-        count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP)) or 1
+        count = self._sweeps(q0, q1)
         before = q0
         for k in range(1, count + 1):
             after = q1 if k == count else q0 + (k / count) * (q1 - q0)
@@ -299,6 +298,12 @@ class Integrator:
                 return frac / count
             before = after
         return None
+
+    def _sweeps(self, q0: np.ndarray, q1: np.ndarray) -> int:
+        """How many states (at least one) sweep the path from ``q0`` to ``q1``: one every
+        ``SWEEP`` object sizes of the contact point that moves most, at most ``MAX_SWEEP``."""
+        travel = max((c.travel(q0, q1) for c in self.contacts), default=0.0)
+        return int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP)) or 1
 
     def _entry_time(self, q0: np.ndarray, q1: np.ndarray) -> float | None:
         """``_impact_time`` between two states of a step, by linear interpolation of the
@@ -341,17 +346,22 @@ class Integrator:
             euler = True
             out = self._solve(q, v, t, h, euler)
         if out is None:
-            if depth >= self.halvings:
-                raise SimulationError(
-                    f"the motion could not be integrated at t = {t:.3f} s (the implicit step "
-                    "did not converge after halving it); lower the forces or the speeds"
-                )
-            self.report.halvings += 1
-            q1, v1 = self._step(q, v, t, h / 2, depth + 1)
-            return self._step(q1, v1, t + h / 2, h / 2, depth + 1)
+            return self._halves(q, v, t, h, depth)
         self.report.steps += 1
         self.report.backward_euler += int(euler)
         return out
+
+    def _halves(self, q: np.ndarray, v: np.ndarray, t: float, h: float, depth: int):
+        """A step that did not converge, taken again as two halves (``_step``); after
+        ``halvings`` of them, a SimulationError."""
+        if depth >= self.halvings:
+            raise SimulationError(
+                f"the motion could not be integrated at t = {t:.3f} s (the implicit step "
+                "did not converge after halving it); lower the forces or the speeds"
+            )
+        self.report.halvings += 1
+        q1, v1 = self._step(q, v, t, h / 2, depth + 1)
+        return self._step(q1, v1, t + h / 2, h / 2, depth + 1)
 
     def _restitution(self, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
         """Velocities after the impacts at ``q1``. The bones' motion is split into what the

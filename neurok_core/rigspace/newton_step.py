@@ -51,7 +51,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from .energies import Linear
-from .integrator import MAX_SWEEP, SWEEP, Integrator, OutOfTime
+from .integrator import Integrator, OutOfTime
 
 RAMP = (0.125, 0.125, 0.25, 0.5)  # the run's first step's steps, in shares of it
 CONVERGED = 1e-5  # a Newton step this small (radians; centres and axes in object sizes)
@@ -81,17 +81,17 @@ def rodrigues(phi: np.ndarray) -> np.ndarray:
 
 
 class ProjectedNewton(Integrator):
-    """Backward Euler steps by projected Newton (module docstring); ``rigid`` (B,) bool: the
+    """BDF2 steps by projected Newton (module docstring); ``rigid`` (B,) bool: the
     bones moved as exact rigid motions (fixed bones are ignored). Otherwise the
     :class:`Integrator`'s interface: ``advance``, ``energy``, ``report``."""
 
     def __init__(self, space, energies, loads, *, rigid: np.ndarray, **kwargs):
         super().__init__(space, energies, loads, **kwargs)
         nb = space.num_bones
-        self.rigid = np.asarray(rigid, dtype=bool) & ~space.fixed
-        self.rigid_bones = np.flatnonzero(self.rigid)  # (L,)
+        rigid = np.asarray(rigid, dtype=bool) & ~space.fixed
+        self.rigid_bones = np.flatnonzero(rigid)  # (L,)
         # the affine bones' constant columns: their seen entries (or all twelve)
-        affine = (~space.fixed) & ~self.rigid
+        affine = (~space.fixed) & ~rigid
         full = space.coordinates()
         if full is None:
             full = np.eye(12 * nb)[:, np.repeat(~space.fixed, 12)]
@@ -168,9 +168,9 @@ class ProjectedNewton(Integrator):
         w, v = np.linalg.eigh(a)
         return (v * np.maximum(w, 0.0)[:, None, :]) @ np.swapaxes(v, 1, 2)
 
-    def _bound(self, step: np.ndarray) -> float:
-        """The factor (<= 1) that keeps a step's turns within ``MAX_TURN`` radians and its
-        shifts and affine changes within ``MAX_SHIFT`` object sizes."""
+    def _extent(self, step: np.ndarray) -> tuple[float, float]:
+        """(the largest turn, radians; the largest shift or affine change, object sizes) of
+        a step (K,)."""
         n = 6 * len(self.rigid_bones)
         rigid = step[:n].reshape(-1, 6)
         turn = float(np.linalg.norm(rigid[:, :3], axis=1).max(initial=0.0))
@@ -178,47 +178,40 @@ class ProjectedNewton(Integrator):
         if n < len(step):
             affine = np.abs(self.affine_cols @ step[n:]) * self.affine_weight
             shift = max(shift, float(affine.max()))
+        return turn, shift
+
+    def _bound(self, step: np.ndarray) -> float:
+        """The factor (<= 1) that keeps a step's turns within ``MAX_TURN`` radians and its
+        shifts and affine changes within ``MAX_SHIFT`` object sizes."""
+        turn, shift = self._extent(step)
         return min(1.0, MAX_TURN / max(turn, 1e-300), MAX_SHIFT / max(shift, 1e-300))
 
     def _size(self, step: np.ndarray) -> float:
         """The largest turn (radians), shift or affine change (object sizes) of a step (K,)."""
-        n = 6 * len(self.rigid_bones)
-        rigid = step[:n].reshape(-1, 6)
-        out = 0.0
-        if len(rigid):
-            out = max(
-                float(np.linalg.norm(rigid[:, :3], axis=1).max()),
-                float(np.abs(rigid[:, 3:]).max()) / self.scale,
-            )
-        if n < len(step):
-            flat = np.abs(self.affine_cols @ step[n:]) * self.affine_weight
-            out = max(out, float(flat.max()))
-        return out
+        return max(self._extent(step))
+
+    def _reduced_mass(self, basis: np.ndarray) -> np.ndarray:
+        """T^T M T (K, K) with the ridge: the metric on the unknowns at ``basis``."""
+        mr = basis.T @ self.mass @ basis
+        mr[np.diag_indices_from(mr)] += self.ridge
+        return mr
 
     # -- the step --------------------------------------------------------------------------------
     def _step(self, q: np.ndarray, v: np.ndarray, t: float, h: float, depth: int = 0):
-        """One backward Euler step, or two halves where Newton does not converge."""
+        """One BDF2 step (backward Euler where it does not continue the last step, or where
+        BDF2 does not converge), or two halves where neither converges."""
         if time.monotonic() > self.deadline:
             raise OutOfTime
         for c in self.contacts:
             c.set_step(q, h)
         last = self._last  # BDF2 from the last step only where this one continues it
         history = last[:3] if last is not None and last[3] is q else None
-        out = self._solve(q, v, t, h, True, history)
+        out = self._solve(q, v, t, h, history)
         if out is None and history is not None:  # backward Euler, the sturdier, before halving
             history = None
-            out = self._solve(q, v, t, h, True, None)
+            out = self._solve(q, v, t, h, None)
         if out is None:
-            if depth >= self.halvings:
-                from ..errors import SimulationError
-
-                raise SimulationError(
-                    f"the motion could not be integrated at t = {t:.3f} s (the implicit step "
-                    "did not converge after halving it); lower the forces or the speeds"
-                )
-            self.report.halvings += 1
-            q1, v1 = self._step(q, v, t, h / 2, depth + 1)
-            return self._step(q1, v1, t + h / 2, h / 2, depth + 1)
+            return self._halves(q, v, t, h, depth)
         self.report.steps += 1
         self.report.backward_euler += int(history is None)
         self._last = (q, v, h, out[0])
@@ -233,9 +226,7 @@ class ProjectedNewton(Integrator):
         thin obstacle has the lower potential, and Newton would take it)."""
         if not self.contacts:
             return 1.0
-        full = self._retract(y, step)
-        travel = max(c.travel(y, full) for c in self.contacts)
-        count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP))
+        count = self._sweeps(y, self._retract(y, step))
         if count <= 1:
             return 1.0
         touching = [c._active(y)[0] for c in self.contacts]
@@ -256,15 +247,13 @@ class ProjectedNewton(Integrator):
         if not self.contacts:
             return None
         basis = self._tangent(q)
-        mr = basis.T @ self.mass @ basis
-        mr[np.diag_indices_from(mr)] += self.ridge
+        momentum = basis.T @ (self.mass @ self._project(v).reshape(-1))
         try:
-            xi = np.linalg.solve(mr, basis.T @ (self.mass @ self._project(v).reshape(-1)))
+            xi = np.linalg.solve(self._reduced_mass(basis), momentum)
         except np.linalg.LinAlgError:
             return None
         end = self._retract(q, h * xi)
-        travel = max(c.travel(q, end) for c in self.contacts)
-        count = int(min(np.ceil(travel / (SWEEP * self.scale)), MAX_SWEEP)) or 1
+        count = self._sweeps(q, end)
         before = q
         for k in range(1, count + 1):
             after = end if k == count else self._retract(q, (k / count) * h * xi)
@@ -281,7 +270,7 @@ class ProjectedNewton(Integrator):
             self.dissipated |= self.bounciness < 1.0
         return out
 
-    def _solve(self, q, v, t, h, euler: bool = True, history=None):
+    def _solve(self, q, v, t, h, history=None):
         """Projected Newton on the step's incremental potential; None when it does not
         converge within ``iterations``. With ``history`` (Q_{n-1}, V_{n-1}, h_{n-1}) of the
         step before, BDF2's with variable steps (module docstring), else backward Euler's."""
@@ -290,8 +279,7 @@ class ProjectedNewton(Integrator):
         v = self._project(v)
         if history is None:
             base, hh, drift = q, h, v
-        else:  # BDF2 as backward Euler of the step 2 h / 3 from its combinations
-            # x_{n+1} - a x_n + b x_{n-1} = c h v_{n+1} (and so for v), w = h_n / h_{n-1}
+        else:  # x_{n+1} - a x_n + b x_{n-1} = c h v_{n+1} (and so for v), w = h_n / h_{n-1}
             qp, vp, hp = history
             w = h / hp
             a, b, c = (1 + w) ** 2 / (1 + 2 * w), w * w / (1 + 2 * w), (1 + w) / (1 + 2 * w)
@@ -411,6 +399,8 @@ class ProjectedNewton(Integrator):
                 done += share * h
         if not self.keep:
             return q1, v1
+        flat = v1.reshape(-1)
+        kinetic = 0.5 * float(flat @ self.mass @ flat)
         energy = self.energy(q1, v1, t + h)
         loads = self.loads(t + 0.5 * h)
         if self.target is None or any(not isinstance(e, Linear) for e in loads) or self.dissipated:
@@ -421,12 +411,12 @@ class ProjectedNewton(Integrator):
             self.dissipated = False
             return q1, v1
         self.target += sum(-(e(q1, False)[0] - e(q, False)[0]) for e in loads)
-        flat = v1.reshape(-1)
-        kinetic = 0.5 * float(flat @ self.mass @ flat)
         want = kinetic + self.target - energy
         if kinetic > 0 and want > 0:
-            v1 = v1 * min(math.sqrt(want / kinetic), MAX_RESTORE)
-        short = self.target - self.energy(q1, v1, t + h)
+            scale = min(math.sqrt(want / kinetic), MAX_RESTORE)
+            v1 = v1 * scale
+            energy += (scale**2 - 1.0) * kinetic
+        short = self.target - energy
         if short > LIFT_TOLERANCE * abs(self.target):
             q1 = self._lift(q1, v1, t + h, short)
         return q1, v1
@@ -438,13 +428,13 @@ class ProjectedNewton(Integrator):
         energy is small): q + lambda T M_r^-1 T^T grad U, lambda by secant steps on the
         total energy (FEPR's energy constraint on the positions, Dinev et al. 2018)."""
         soft = [e for e in self.energies if not getattr(e, "stiff", False)]
-        target = self.energy(q, v, t) + short
+        target = self.target
         for _ in range(LIFTS):
             grad = sum((e(q, False)[1] for e in soft), np.zeros_like(q)).reshape(-1)
             basis = self._tangent(q)
             g = basis.T @ grad
-            mr = basis.T @ self.mass @ basis
-            mr[np.diag_indices_from(mr)] += self.ridge + 1e-12 * max(float(np.trace(mr)), 1e-300)
+            mr = self._reduced_mass(basis)
+            mr[np.diag_indices_from(mr)] += 1e-12 * max(float(np.trace(mr)), 1e-300)
             d = np.linalg.solve(mr, g)
             rate = float(g @ d)  # dU / dlambda
             if not rate > 0:

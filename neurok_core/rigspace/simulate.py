@@ -561,7 +561,8 @@ def simulate_rig(
     q = space.rest()
     # the kick's soft modes with every bone's rigidity (a rigid part's bone moved as an
     # exact rotation has none in the step, but its F may not shear either)
-    stiff = [e for e in (_rigidity(space, rigid), glue, stretch) if e is not None]
+    every = _rigidity(space, rigid) if exact.any() else energies[0]
+    stiff = [e for e in (every, glue, stretch) if e is not None]
     v = _initial_velocity(space, conditions, q, stiff)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)

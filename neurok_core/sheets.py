@@ -84,7 +84,15 @@ def flatness(vertices: np.ndarray, faces: np.ndarray) -> float:
     for faces of no area)."""
     v = np.asarray(vertices, dtype=np.float64)
     f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    normal = np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])  # (F, 3), 2 x area
+    a, b = v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]
+    normal = np.stack(  # (F, 3), 2 x area (np.cross is several times slower on long arrays)
+        [
+            a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],
+            a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
+            a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0],
+        ],
+        1,
+    )
     area = np.linalg.norm(normal, axis=1)
     total = float(area.sum())
     if total <= 0:

@@ -235,3 +235,70 @@ def test_a_long_ribbon_and_a_big_sheet_at_rest_stay_whole_and_still():
     result = simulate_cloth(v, f, cond, settings=RigSettings())
     pinned = result.rig.skin(v, 12)[pins]
     assert np.abs(pinned - v[pins]).max() < 1e-6  # the rig holds the pins too
+
+
+def test_the_banded_solve_is_the_matrixs_solve_and_a_wide_band_falls_back_to_lu():
+    from scipy import sparse
+
+    from neurok_core.rigspace import band
+
+    rng = np.random.default_rng(3)
+    v, f, pins, _ = _sheet(30, 20)
+    e = unique_edges(f)
+    n = len(v)
+    free = np.ones(n, bool)
+    free[pins] = False
+    lap = sparse.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    lap = lap + lap.T
+    lap = sparse.diags(np.asarray(lap.sum(1)).ravel()) - lap
+    spd = sparse.kron(lap, np.eye(3) + 0.2) + sparse.eye(3 * n) * 0.5
+    spd = spd + sparse.kron(bending_matrix(v, f), np.eye(3))
+    coo = spd.tocoo()
+    dofs = (3 * np.flatnonzero(free)[:, None] + np.arange(3)).ravel()
+    dense = spd.toarray()[np.ix_(dofs, dofs)]
+    rhs = rng.normal(size=(int(free.sum()), 3))
+    want = np.linalg.solve(dense, rhs.ravel()).reshape(-1, 3)
+    pairs = np.concatenate([e, np.stack([coo.row // 3, coo.col // 3], 1)])
+    for share in (band.BAND_SHARE, 0.0):  # the band, then the sparse LU
+        system = band.NodeSystem(free, pairs)
+        old, band.BAND_SHARE = band.BAND_SHARE, share
+        try:
+            system.factor(coo.row, coo.col, coo.data)
+        finally:
+            band.BAND_SHARE = old
+        assert (system._band is not None) == (share > 0)
+        np.testing.assert_allclose(system.solve(rhs), want, rtol=1e-9, atol=1e-12)
+
+
+def test_each_vertex_is_embedded_in_its_nearest_candidate_triangle():
+    from neurok_core.dynamics.obstacles import closest_on_triangles
+    from neurok_core.rigspace.cloth import _embed, _frames
+
+    rng = np.random.default_rng(1)
+    v, f, _, _ = _sheet(12, 9)
+    v[:, 2] += 0.15 * np.sin(3 * v[:, 0]) * np.cos(4 * v[:, 1])  # a curved sheet
+    points = v[rng.choice(len(v), 60)] + rng.normal(scale=0.03, size=(60, 3))
+    points = np.concatenate([points, v[:10] + [0.0, 0.0, 0.05]])  # beside its rim, above it
+    best, bary, local = _embed(points, v, f, k=8)
+    # the brute-force answer: each candidate's exact distance
+    from scipy.spatial import cKDTree
+
+    _, cand = cKDTree(v[f].mean(1)).query(points, k=8)
+    dist = np.stack(
+        [
+            np.linalg.norm(
+                points - closest_on_triangles(points, *np.moveaxis(v[f[c]], 1, 0))[0], axis=1
+            )
+            for c in cand.T
+        ],
+        1,
+    )
+    chosen = np.linalg.norm(
+        points - closest_on_triangles(points, *np.moveaxis(v[f[best]], 1, 0))[0], axis=1
+    )
+    np.testing.assert_allclose(chosen, dist.min(1), atol=1e-12)
+    corners = v[f[best]]
+    again = np.einsum("nk,nkd->nd", bary, corners) + np.einsum(
+        "nk,nkd->nd", local, _frames(corners)
+    )
+    np.testing.assert_allclose(again, points, atol=1e-12)

@@ -43,11 +43,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.sparse.linalg import splu
 from scipy.spatial import cKDTree
 
 from ..geometry import cross3, face_cross
 from ..sheets import welded
+from .band import NodeSystem
 
 MAX_NODES = 600  # a sheet with more vertices is simulated on a coarser mesh of about this many
 ITERATIONS = 20  # quasi-Newton iterations a step, at most
@@ -140,16 +140,18 @@ class SimMesh:
         """Whether every vertex is a node of its own (no weld, no embedding)."""
         return bool((self.node == np.arange(len(self.node))).all())
 
-    def embed(self, x: np.ndarray) -> np.ndarray:
-        """The sheet's vertices (N, 3) when the nodes are at ``x`` (n, 3)."""
-        out = np.empty((len(self.node), 3))
-        own = self.node >= 0
-        out[own] = x[self.node[own]]
+    def embed(self, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """The sheet's vertices (N, 3) when the nodes are at ``x`` (n, 3); with ``rows`` (M,)
+        only those vertices (M, 3)."""
+        node = self.node if rows is None else self.node[rows]
+        out = np.empty((len(node), 3))
+        own = node >= 0
+        out[own] = x[node[own]]
         if not own.all():
-            held = ~own
+            held = ~own if rows is None else rows[~own]
             corners = x[self.faces[self.tri[held]]]  # (M, 3, 3)
             frame = _frames(corners)  # (M, 3, 3): rows e1, e2, n
-            out[held] = np.einsum("mk,mkd->md", self.bary[held], corners) + np.einsum(
+            out[~own] = np.einsum("mk,mkd->md", self.bary[held], corners) + np.einsum(
                 "mk,mkd->md", self.local[held], frame
             )
         return out
@@ -176,15 +178,30 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
     each occupied cell a node at its vertices' mean, each face whose corners fall in three
     different cells a face; (nodes, faces)."""
     key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
-    _, cluster = np.unique(key, axis=0, return_inverse=True)
+    _, cluster = np.unique(_row_keys(key), return_inverse=True)
     cluster = cluster.ravel()
     count = int(cluster.max()) + 1
-    nodes = np.zeros((count, 3))
-    np.add.at(nodes, cluster, vertices)
-    nodes /= np.bincount(cluster, minlength=count)[:, None]
+    size = np.bincount(cluster, minlength=count)
+    nodes = np.stack([np.bincount(cluster, vertices[:, a], count) for a in range(3)], 1)
+    nodes /= size[:, None]
     f = cluster[faces]
     keep = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
-    return nodes, np.unique(np.sort(f[keep], 1), axis=0)
+    return nodes, _unique_rows(np.sort(f[keep], 1))[0]
+
+
+def _row_keys(rows: np.ndarray) -> np.ndarray:
+    """(M,) int64 keys equal exactly where the non-negative int rows (M, 3) are equal (one
+    number per row where their range allows, else the rows as bytes)."""
+    span = rows.max(0, initial=0) + 1
+    if float(np.prod(span.astype(np.float64))) < 2.0**62:
+        return (rows[:, 0] * span[1] + rows[:, 1]) * span[2] + rows[:, 2]
+    return np.unique(rows, axis=0, return_inverse=True)[1].ravel()
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct int rows of ``rows`` (M, 3), sorted, the index of each's first)."""
+    _, first = np.unique(_row_keys(rows), return_index=True)
+    return rows[first], first
 
 
 def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -196,7 +213,7 @@ def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
     size = float(np.ptp(nodes, 0).max()) if len(nodes) else 0.0
     area = np.linalg.norm(face_cross(nodes, f), axis=1) / 2.0
     f = f[area > 1e-12 * size * size]
-    _, first = np.unique(np.sort(f, 1), axis=0, return_index=True)
+    first = _unique_rows(np.sort(f, 1))[1]
     return f[np.sort(first)]
 
 
@@ -247,41 +264,75 @@ def sim_mesh(vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES
 def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8):
     """Each point's nearest triangle among the ``k`` whose centres are nearest, its barycentric
     coordinates there (clamped into the triangle) and the rest of its offset in the triangle's
-    frame (:func:`_frames`), so that the rest nodes give the point exactly."""
+    frame (:func:`_frames`), so that the rest nodes give the point exactly.
+
+    A triangle whose prism holds the point is at its plane's distance, and no triangle is
+    nearer than its plane: so a holding candidate is the nearest unless another candidate's
+    plane is nearer; only those points (a sheet's rim, a fold) are measured exactly, candidate
+    by candidate, and the others cost a plane distance per candidate and a prism test or two."""
     from ..dynamics.obstacles import closest_on_triangles
 
-    centres = nodes[faces].mean(1)
-    k = min(k, len(faces))
-    _, cand = cKDTree(centres).query(points, k=k)
-    cand = cand.reshape(len(points), k)
-    best = np.zeros(len(points), int)
-    best_d = np.full(len(points), np.inf)
-    for j in range(k):
-        tris = nodes[faces[cand[:, j]]]  # (N, 3, 3)
-        closest = closest_on_triangles(points, tris[:, 0], tris[:, 1], tris[:, 2])[0]
-        d = np.linalg.norm(points - closest, axis=1)
-        better = d < best_d
-        best[better], best_d[better] = cand[better, j], d[better]
-    tris = nodes[faces[best]]
-    a, b, c = tris[:, 0], tris[:, 1], tris[:, 2]
-    normal = cross3(b - a, c - a)
+    tris = nodes[faces]  # (F, 3, 3)
+    a, e0, e1 = tris[:, 0], tris[:, 1] - tris[:, 0], tris[:, 2] - tris[:, 0]
+    normal = cross3(e0, e1)
     normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
-    flat = points - ((points - a) * normal).sum(1)[:, None] * normal
-    bary = _barycentric(flat, a, b, c)
-    rest = points - np.einsum("nk,nkd->nd", bary, tris)  # what the barycentric point misses
-    local = np.einsum("nkd,nd->nk", _frames(tris), rest)
+    metric = np.stack([(e0 * e0).sum(1), (e0 * e1).sum(1), (e1 * e1).sum(1)], 1)  # (F, 3)
+    k = min(k, len(faces))
+    _, cand = cKDTree(tris.mean(1)).query(points, k=k)
+    cand = cand.reshape(len(points), k)
+    plane = np.abs(  # (N, k) each candidate's plane distance: a lower bound of its distance
+        np.einsum("nd,nkd->nk", points, normal[cand]) - (normal * a).sum(1)[cand]
+    )
+    held = np.full(len(points), np.inf)  # the plane distance of the candidate holding each
+    best = cand[:, 0].copy()
+    for j in range(k):
+        rows = np.flatnonzero(~np.isfinite(held))
+        if not len(rows):
+            break
+        t = cand[rows, j]
+        inside = _inside(points[rows] - a[t], e0[t], e1[t], metric[t])
+        rows, t = rows[inside], t[inside]
+        best[rows], held[rows] = t, plane[rows, j]
+    doubt = np.flatnonzero((plane < held[:, None]).any(1))  # a nearer plane, or none holds
+    if len(doubt):
+        best_d = held[doubt].copy()
+        p = points[doubt]
+        for j in range(k):
+            t = tris[cand[doubt, j]]
+            closest = closest_on_triangles(p, t[:, 0], t[:, 1], t[:, 2])[0]
+            d = np.linalg.norm(p - closest, axis=1)
+            better = d < best_d
+            best[doubt[better]], best_d[better] = cand[doubt[better], j], d[better]
+    t = tris[best]  # (N, 3, 3)
+    bary = _barycentric(points - a[best], e0[best], e1[best], metric[best])
+    rest = points - np.einsum("nk,nkd->nd", bary, t)  # what the barycentric point misses
+    local = np.einsum("nkd,nd->nk", _frames(t), rest)
     return best, bary, local
 
 
-def _barycentric(p, a, b, c) -> np.ndarray:
-    """(N, 3) barycentric coordinates of points ``p`` in triangles (a, b, c), clamped to it."""
-    v0, v1, v2 = b - a, c - a, p - a
-    d00, d01, d11 = (v0 * v0).sum(1), (v0 * v1).sum(1), (v1 * v1).sum(1)
-    d20, d21 = (v2 * v0).sum(1), (v2 * v1).sum(1)
-    den = np.maximum(d00 * d11 - d01 * d01, 1e-300)
-    v = (d11 * d20 - d01 * d21) / den
-    w = (d00 * d21 - d01 * d20) / den
-    out = np.clip(np.stack([1.0 - v - w, v, w], 1), 0.0, None)
+def _inside(offset, e0, e1, metric) -> np.ndarray:
+    """(N,) whether points at ``offset`` (N, 3) from their triangles' first corners project
+    into the triangles (edges ``e0``, ``e1`` (N, 3), their dot products ``metric`` (N, 3):
+    e0.e0, e0.e1, e1.e1): barycentric coordinates all >= 0, to rounding."""
+    v, w, den = _plane_coordinates(offset, e0, e1, metric)
+    tol = 1e-9 * den
+    return (den > 0) & (v >= -tol) & (w >= -tol) & (den - v - w >= -tol)
+
+
+def _plane_coordinates(offset, e0, e1, metric):
+    """(v, w, den) (N,) each: the projection of ``offset`` on its triangle's plane is
+    (v e0 + w e1) / den (arguments as :func:`_inside`'s; den = 0 for a triangle of no area)."""
+    d00, d01, d11 = metric[:, 0], metric[:, 1], metric[:, 2]
+    d20, d21 = (offset * e0).sum(1), (offset * e1).sum(1)
+    return d11 * d20 - d01 * d21, d00 * d21 - d01 * d20, d00 * d11 - d01 * d01
+
+
+def _barycentric(offset, e0, e1, metric) -> np.ndarray:
+    """(N, 3) barycentric coordinates of the projections of points (arguments as
+    :func:`_inside`'s) on their triangles, clamped into the triangles."""
+    v, w, den = _plane_coordinates(offset, e0, e1, metric)
+    den = np.maximum(den, 1e-300)
+    out = np.clip(np.stack([1.0 - (v + w) / den, v / den, w / den], 1), 0.0, None)
     return out / np.maximum(out.sum(1, keepdims=True), 1e-300)
 
 
@@ -517,10 +568,15 @@ class ClothStep:
         self.size = float(size)
         self.iterations = int(iterations)
         self.report = ClothReport()
-        self._lu = None
         self._key, self._age, self._hard = None, 0, False  # the factorisation's, its steps
-        self._dofs = (3 * self.idx[:, None] + np.arange(3)).ravel()
-        self._bending3 = sparse.kron(energy.bending, sparse.eye(3)).tocsr()
+        bending = energy.bending.tocoo()
+        self._bending3 = (  # B Q over the 3 coordinates: (rows, cols, values)
+            (3 * bending.row[:, None] + np.arange(3)).ravel(),
+            (3 * bending.col[:, None] + np.arange(3)).ravel(),
+            np.repeat(bending.data, 3),
+        )
+        pairs = np.concatenate([energy.edges, np.stack([bending.row, bending.col], 1)])
+        self._system = NodeSystem(self.free, pairs)
 
     # -- the step's matrix ----------------------------------------------------------------
     def _matrix(self, x: np.ndarray, inertia: float, h: float, touch, drags) -> None:
@@ -563,17 +619,11 @@ class ClothStep:
                 rows.append(3 * np.repeat(nodes, len(nodes)) + a)
                 cols.append(3 * np.tile(nodes, len(nodes)) + a)
                 vals.append(ww.ravel())
-        hess = sparse.csr_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-            shape=(3 * n, 3 * n),
-        )
-        hess = hess + sparse.diags(diag) + self._bending3 * (1.0 + self.tau / h)
-        self._lu = splu(
-            hess.tocsc()[self._dofs][:, self._dofs].tocsc(),
-            permc_spec="MMD_AT_PLUS_A",
-            diag_pivot_thresh=0.0,  # SPD: no pivoting, so the fill stays that of the ordering
-            options={"SymmetricMode": True},
-        )
+        b_rows, b_cols, b_vals = self._bending3
+        rows += [np.arange(3 * n), b_rows]
+        cols += [np.arange(3 * n), b_cols]
+        vals += [diag, b_vals * (1.0 + self.tau / h)]
+        self._system.factor(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
         self.report.factorisations += 1
 
     # -- the incremental potential ---------------------------------------------------------
@@ -613,7 +663,7 @@ class ClothStep:
 
     def _solve(self, g: np.ndarray) -> np.ndarray:
         out = np.zeros_like(g)
-        out[self.idx] = self._lu.solve(np.ascontiguousarray(g[self.idx].ravel())).reshape(-1, 3)
+        out[self.idx] = self._system.solve(g[self.idx])
         return out
 
     def _target(self, x, v, h):

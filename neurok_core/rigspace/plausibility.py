@@ -30,11 +30,11 @@ SAMPLE_FACES = 10_000  # faces whose edges and vertices are checked (a seeded sa
 CHUNK_POINTS = 2_000_000  # vertex positions skinned at once (frames x sampled vertices)
 
 
-def sample_faces(faces: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Rows of at most ``SAMPLE_FACES`` of ``faces`` (F, 3), all of them when there are fewer."""
-    if len(faces) <= SAMPLE_FACES:
+def sample_faces(faces: np.ndarray, seed: int = 0, count: int = SAMPLE_FACES) -> np.ndarray:
+    """Rows of at most ``count`` of ``faces`` (F, 3), all of them when there are fewer."""
+    if len(faces) <= count:
         return np.arange(len(faces))
-    return np.sort(np.random.default_rng(seed).choice(len(faces), SAMPLE_FACES, replace=False))
+    return np.sort(np.random.default_rng(seed).choice(len(faces), count, replace=False))
 
 
 def plausibility(

@@ -52,30 +52,49 @@ def components(count: int, edges: np.ndarray) -> np.ndarray:
 
 def is_cloth(vertices: np.ndarray, faces: np.ndarray) -> bool:
     """Whether the mesh is a cloth (module docstring)."""
+    return cloth_welding(vertices, faces) is not None
+
+
+def cloth_welding(vertices: np.ndarray, faces: np.ndarray):
+    """:func:`welded`'s answer for a cloth (module docstring), which a cloth's simulation mesh
+    starts from; None for a mesh that is no cloth."""
     v = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
     f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     if not len(f) or not len(v) or not np.isfinite(v).all():
-        return False
+        return None
     used = np.zeros(len(v), dtype=bool)
     used[f.ravel()] = True
     if not used.all():
-        return False
-    first, f, _ = welded(v, f)
+        return None
+    welding = welded(v, f)
+    first, f, _ = welding
     f = f[(f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])]
     if not len(f):
-        return False
+        return None
     n = len(first)
-    pairs = np.sort(np.stack([f[:, [0, 1]], f[:, [1, 2]], f[:, [2, 0]]], 1).reshape(-1, 2), 1)
-    keys = pairs[:, 0] * n + pairs[:, 1]
-    unique, counts = np.unique(keys, return_counts=True)
+    keys = np.concatenate(  # each edge of each face, as lo * n + hi
+        [
+            np.minimum(f[:, a], f[:, b]) * n + np.maximum(f[:, a], f[:, b])
+            for a, b in ((0, 1), (1, 2), (2, 0))
+        ]
+    )
+    keys.sort()
+    new = np.empty(len(keys), dtype=bool)  # each distinct key's first
+    new[0], new[1:] = True, keys[1:] != keys[:-1]
+    first_of = np.flatnonzero(new)
+    unique, counts = keys[first_of], np.diff(np.append(first_of, len(keys)))
     label = components(n, np.stack([unique // n, unique % n], 1))
     open_nodes = unique[counts == 1] // n
-    parts = np.unique(label[f[:, 0]])
-    if not np.isin(parts, label[open_nodes]).all():
-        return False
-    p = v[first]
     face_part = label[f[:, 0]]
-    return all(flatness(p, f[face_part == part]) >= FLAT for part in parts)
+    parts = np.unique(face_part)
+    if not np.isin(parts, label[open_nodes]).all():
+        return None
+    p = v[first]
+    if len(parts) == 1:
+        flat = flatness(p, f) >= FLAT
+    else:
+        flat = all(flatness(p, f[face_part == part]) >= FLAT for part in parts)
+    return welding if flat else None
 
 
 def flatness(vertices: np.ndarray, faces: np.ndarray) -> float:
@@ -84,19 +103,15 @@ def flatness(vertices: np.ndarray, faces: np.ndarray) -> float:
     for faces of no area)."""
     v = np.asarray(vertices, dtype=np.float64)
     f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    a, b = v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]
-    normal = np.stack(  # (F, 3), 2 x area (np.cross is several times slower on long arrays)
-        [
-            a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1],
-            a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2],
-            a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0],
-        ],
-        1,
+    corner = [v[c] for c in np.asarray(f.T, order="C")]  # 3 x (F, 3)
+    a, b = (corner[1] - corner[0]).T, (corner[2] - corner[0]).T  # (3, F) each
+    normal = np.stack(  # (3, F): 2 x area along the unit normal (np.cross is slower)
+        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
     )
-    area = np.linalg.norm(normal, axis=1)
+    area = np.sqrt((normal * normal).sum(0))  # (F,)
     total = float(area.sum())
     if total <= 0:
         return 0.0
-    unit = normal / np.maximum(area, 1e-300)[:, None]
-    moment = (unit * area[:, None]).T @ unit / total  # (3, 3)
+    # sum over faces of area x unit unit^T = N N^T / |N|
+    moment = (normal / np.maximum(area, 1e-300)) @ normal.T / total  # (3, 3)
     return float(np.linalg.eigvalsh(moment)[-1])

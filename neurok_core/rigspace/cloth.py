@@ -217,19 +217,26 @@ def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
     return f[np.sort(first)]
 
 
-def sim_mesh(vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES) -> SimMesh:
+def sim_mesh(
+    vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES, welding=None
+) -> SimMesh:
     """The simulation mesh of a sheet: its own (welded) vertices up to ``max_nodes``, else a
     coarser mesh by vertex clustering; a vertex that is no node (a coarse mesh's, or one whose
     faces have no area) is embedded in its nearest triangle. Raises MeshError for a sheet that
-    has no face of any area."""
+    has no face of any area. ``welding``: :func:`~neurok_core.sheets.welded`'s answer for
+    the mesh, where known."""
     from ..errors import MeshError
 
     vertices = np.asarray(vertices, dtype=np.float64)
-    first, f, node = welded(vertices, faces)
+    first, f, node = welded(vertices, faces) if welding is None else welding
     nodes = vertices[first]
-    f = proper_faces(nodes, f)
-    if len(nodes) > max_nodes:
+    if len(nodes) <= max_nodes:
+        f = proper_faces(nodes, f)
+    else:  # the coarse mesh's faces are made proper (a face of no area adds no area)
         area = float(np.linalg.norm(face_cross(nodes, f), axis=1).sum()) / 2.0
+        size = float(np.ptp(nodes, 0).max())
+        if not area > 1e-12 * size * size:
+            raise MeshError("the cloth has no face of any area: nothing to simulate it on")
         cell = math.sqrt(area / max_nodes)
         for _ in range(8):  # the clusters' count near max_nodes, and some faces kept
             coarse, coarse_f = _cluster_mesh(nodes, f, cell)
@@ -251,7 +258,9 @@ def sim_mesh(vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES
     bary = np.zeros((len(vertices), 3))
     local = np.zeros((len(vertices), 3))
     held = np.flatnonzero(node < 0)
-    if len(held):
+    if len(held) == len(vertices):  # a coarse mesh: every vertex embedded
+        tri, bary, local = _embed(vertices, nodes, f)
+    elif len(held):
         tri[held], bary[held], local[held] = _embed(vertices[held], nodes, f)
     # the nodes no face uses are left out
     keep = np.flatnonzero(used)
@@ -268,32 +277,41 @@ def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8)
 
     A triangle whose prism holds the point is at its plane's distance, and no triangle is
     nearer than its plane: so a holding candidate is the nearest unless another candidate's
-    plane is nearer; only those points (a sheet's rim, a fold) are measured exactly, candidate
-    by candidate, and the others cost a plane distance per candidate and a prism test or two."""
+    plane is nearer (beyond rounding); only those points (a sheet's rim, a fold) are measured
+    exactly, candidate by candidate, and the others cost a plane distance per candidate (none
+    where every node lies in one plane) and a prism test or two."""
     from ..dynamics.obstacles import closest_on_triangles
 
     tris = nodes[faces]  # (F, 3, 3)
     a, e0, e1 = tris[:, 0], tris[:, 1] - tris[:, 0], tris[:, 2] - tris[:, 0]
-    normal = cross3(e0, e1)
-    normal /= np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
+    frames = _frames(tris)  # (F, 3, 3): rows e0 / |e0|, n x that, the unit normal n
+    normal = frames[:, 2]
+    height = (normal * a).sum(1)  # (F,) each plane's offset along its normal
     metric = np.stack([(e0 * e0).sum(1), (e0 * e1).sum(1), (e1 * e1).sum(1)], 1)  # (F, 3)
+    rounding = 1e-9 * float(np.ptp(nodes, 0).max())
     k = min(k, len(faces))
     _, cand = cKDTree(tris.mean(1)).query(points, k=k)
     cand = cand.reshape(len(points), k)
-    plane = np.abs(  # (N, k) each candidate's plane distance: a lower bound of its distance
-        np.einsum("nd,nkd->nk", points, normal[cand]) - (normal * a).sum(1)[cand]
-    )
     held = np.full(len(points), np.inf)  # the plane distance of the candidate holding each
     best = cand[:, 0].copy()
     for j in range(k):
-        rows = np.flatnonzero(~np.isfinite(held))
+        rows = np.flatnonzero(held == np.inf)
         if not len(rows):
             break
         t = cand[rows, j]
-        inside = _inside(points[rows] - a[t], e0[t], e1[t], metric[t])
-        rows, t = rows[inside], t[inside]
-        best[rows], held[rows] = t, plane[rows, j]
-    doubt = np.flatnonzero((plane < held[:, None]).any(1))  # a nearer plane, or none holds
+        p = points[rows]
+        inside = _inside(p - a[t], e0[t], e1[t], metric[t])
+        rows, t, p = rows[inside], t[inside], p[inside]
+        best[rows] = t
+        held[rows] = np.abs(np.einsum("nd,nd->n", p, normal[t]) - height[t])
+    doubt = held == np.inf  # none holds it, or a candidate's plane is nearer than its holder
+    planar = np.abs((nodes - nodes[0]) @ normal[0]).max() <= rounding  # one plane for all
+    for j in range(0 if planar else k):
+        rows = np.flatnonzero(~doubt)
+        t = cand[rows, j]
+        plane = np.abs(np.einsum("nd,nd->n", points[rows], normal[t]) - height[t])
+        doubt[rows[plane < held[rows] - rounding]] = True
+    doubt = np.flatnonzero(doubt)
     if len(doubt):
         best_d = held[doubt].copy()
         p = points[doubt]
@@ -303,10 +321,10 @@ def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8)
             d = np.linalg.norm(p - closest, axis=1)
             better = d < best_d
             best[doubt[better]], best_d[better] = cand[doubt[better], j], d[better]
-    t = tris[best]  # (N, 3, 3)
-    bary = _barycentric(points - a[best], e0[best], e1[best], metric[best])
-    rest = points - np.einsum("nk,nkd->nd", bary, t)  # what the barycentric point misses
-    local = np.einsum("nkd,nd->nk", _frames(t), rest)
+    offset = points - a[best]  # (N, 3)
+    bary = _barycentric(offset, e0[best], e1[best], metric[best])
+    rest = offset - bary[:, 1:2] * e0[best] - bary[:, 2:3] * e1[best]  # what it misses
+    local = np.einsum("nkd,nd->nk", frames[best], rest)
     return best, bary, local
 
 

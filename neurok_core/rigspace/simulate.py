@@ -22,7 +22,7 @@ from ..errors import ConditionError
 from ..geometry import farthest_point_subsample
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
-from ..sheets import is_cloth
+from ..sheets import cloth_welding
 from .cloth_simulate import simulate_cloth
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, Springs
@@ -499,12 +499,14 @@ def simulate_rig(
     # an object that starts inside the ground is refused before any work, as the latent
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
-    if is_cloth(vertices, faces):  # every part a sheet: simulated at its own resolution
+    welding = cloth_welding(vertices, faces)
+    if welding is not None:  # every part a sheet: simulated at its own resolution
         return simulate_cloth(
             vertices,
             faces,
             conditions,
             settings=settings,
+            welding=welding,
             on_frame=on_frame,
             on_progress=on_progress,
             want_vertices=want_vertices,

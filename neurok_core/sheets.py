@@ -16,6 +16,7 @@ import numpy as np
 
 FLAT = 0.85
 WELD = 1e-9  # vertices closer than this x the mesh's size are one
+CHUNK = 1 << 16  # faces a pass of the flatness measures at once
 
 
 def welded(vertices: np.ndarray, faces: np.ndarray, tolerance: float = WELD):
@@ -81,10 +82,11 @@ def cloth_welding(vertices: np.ndarray, faces: np.ndarray):
     keys.sort()
     new = np.empty(len(keys), dtype=bool)  # each distinct key's first
     new[0], new[1:] = True, keys[1:] != keys[:-1]
-    first_of = np.flatnonzero(new)
-    unique, counts = keys[first_of], np.diff(np.append(first_of, len(keys)))
+    once = new.copy()  # the keys that occur once: an edge of one face
+    once[:-1] &= new[1:]
+    unique = keys[new]
     label = components(n, np.stack([unique // n, unique % n], 1))
-    open_nodes = unique[counts == 1] // n
+    open_nodes = keys[once] // n
     face_part = label[f[:, 0]]
     parts = np.unique(face_part)
     if not np.isin(parts, label[open_nodes]).all():
@@ -103,15 +105,17 @@ def flatness(vertices: np.ndarray, faces: np.ndarray) -> float:
     for faces of no area)."""
     v = np.asarray(vertices, dtype=np.float64)
     f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    corner = [v[c] for c in np.asarray(f.T, order="C")]  # 3 x (F, 3)
-    a, b = (corner[1] - corner[0]).T, (corner[2] - corner[0]).T  # (3, F) each
-    normal = np.stack(  # (3, F): 2 x area along the unit normal (np.cross is slower)
-        [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-    )
-    area = np.sqrt((normal * normal).sum(0))  # (F,)
-    total = float(area.sum())
+    moment, total = np.zeros((3, 3)), 0.0
+    for start in range(0, len(f), CHUNK):  # in chunks: small temporaries, reused
+        corner = [v[c] for c in f[start : start + CHUNK].T]  # 3 x (C, 3)
+        a, b = (corner[1] - corner[0]).T, (corner[2] - corner[0]).T  # (3, C) each
+        normal = np.stack(  # (3, C): 2 x area along the unit normal (np.cross is slower)
+            [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+        )
+        area = np.sqrt((normal * normal).sum(0))  # (C,)
+        total += float(area.sum())
+        # the sum over faces of area x unit unit^T is that of N N^T / |N|
+        moment += (normal / np.maximum(area, 1e-300)) @ normal.T
     if total <= 0:
         return 0.0
-    # sum over faces of area x unit unit^T = N N^T / |N|
-    moment = (normal / np.maximum(area, 1e-300)) @ normal.T / total  # (3, 3)
-    return float(np.linalg.eigvalsh(moment)[-1])
+    return float(np.linalg.eigvalsh(moment / total)[-1])

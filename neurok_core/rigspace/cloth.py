@@ -58,6 +58,7 @@ SETTLED = 1e-3  # or one that moves under 100x that and lowers the potential by 
 ARMIJO = 1e-4
 ROUNDING = 1e-13  # a predicted decrease below this share of the potential is rounding
 MAX_HALVINGS = 12  # of the line search
+CHUNK = 1 << 16  # vertices embedded at once
 KEEP_STEPS = 4  # steps a factorisation serves, at most (away from obstacles, the drags the same)
 KEEP_ITERATIONS = 8  # and while each of them needs at most this many iterations
 ACROSS = 0.05  # the initial Hessian's springs resist turning at least this share of k
@@ -280,8 +281,6 @@ def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8)
     plane is nearer (beyond rounding); only those points (a sheet's rim, a fold) are measured
     exactly, candidate by candidate, and the others cost a plane distance per candidate (none
     where every node lies in one plane) and a prism test or two."""
-    from ..dynamics.obstacles import closest_on_triangles
-
     tris = nodes[faces]  # (F, 3, 3)
     a, e0, e1 = tris[:, 0], tris[:, 1] - tris[:, 0], tris[:, 2] - tris[:, 0]
     frames = _frames(tris)  # (F, 3, 3): rows e0 / |e0|, n x that, the unit normal n
@@ -289,9 +288,25 @@ def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8)
     height = (normal * a).sum(1)  # (F,) each plane's offset along its normal
     metric = np.stack([(e0 * e0).sum(1), (e0 * e1).sum(1), (e1 * e1).sum(1)], 1)  # (F, 3)
     rounding = 1e-9 * float(np.ptp(nodes, 0).max())
+    planar = np.abs((nodes - nodes[0]) @ normal[0]).max() <= rounding  # one plane for all
+    tree = cKDTree(tris.mean(1))
     k = min(k, len(faces))
-    _, cand = cKDTree(tris.mean(1)).query(points, k=k)
-    cand = cand.reshape(len(points), k)
+    triangles = (tris, a, e0, e1, frames, height, metric)
+    out = [  # in chunks: small temporaries, reused
+        _embed_chunk(points[start : start + CHUNK], tree, k, triangles, planar, rounding)
+        for start in range(0, len(points), CHUNK)
+    ]
+    return tuple(np.concatenate(part) for part in zip(*out, strict=True))
+
+
+def _embed_chunk(points, tree, k: int, triangles, planar: bool, rounding: float):
+    """:func:`_embed` for ``points`` (C, 3), given the candidates' k-d ``tree`` and the
+    triangles' corners, first corners, edges, frames, planes' heights and metrics."""
+    from ..dynamics.obstacles import closest_on_triangles
+
+    tris, a, e0, e1, frames, height, metric = triangles
+    normal = frames[:, 2]
+    cand = tree.query(points, k=k)[1].reshape(len(points), k)
     held = np.full(len(points), np.inf)  # the plane distance of the candidate holding each
     best = cand[:, 0].copy()
     for j in range(k):
@@ -305,7 +320,6 @@ def _embed(points: np.ndarray, nodes: np.ndarray, faces: np.ndarray, k: int = 8)
         best[rows] = t
         held[rows] = np.abs(np.einsum("nd,nd->n", p, normal[t]) - height[t])
     doubt = held == np.inf  # none holds it, or a candidate's plane is nearer than its holder
-    planar = np.abs((nodes - nodes[0]) @ normal[0]).max() <= rounding  # one plane for all
     for j in range(0 if planar else k):
         rows = np.flatnonzero(~doubt)
         t = cand[rows, j]

@@ -103,7 +103,12 @@ class _Run:
         self.drag_k = conditions.mass * drag_omega(self.size, conditions) ** 2
         self.drag_from: dict[int, np.ndarray] = {}
         # where each force, drag and point velocity acts: its vertex (a point: the nearest)
-        tree = cKDTree(vertices)
+        placed = [
+            c
+            for c in (*conditions.forces, *conditions.drags, *conditions.velocities)
+            if c.vertex is None and c.point is not None
+        ]
+        tree = cKDTree(vertices) if placed else None  # a million vertices: 0.4 s
         self.anchor = {
             id(c): int(c.vertex) if c.vertex is not None else int(tree.query(c.point)[1])
             for c in (*conditions.forces, *conditions.drags, *conditions.velocities)

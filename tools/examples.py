@@ -215,13 +215,15 @@ def _prop(name: str, bm: bmesh.types.BMesh, rgba, *, smooth: bool = False) -> bp
 
 
 def pole(name: str, top, radius: float = 0.008) -> bpy.types.Object:
-    """A thin vertical cylinder from the ground to ``top``."""
+    """A thin vertical cylinder from the ground to ``top``, with Blender's Collision physics
+    (a flag hung on it wraps round it instead of swinging through it)."""
     bm = bmesh.new()
     bmesh.ops.create_cone(
         bm, cap_ends=True, segments=16, radius1=radius, radius2=radius, depth=top[2]
     )
     obj = _prop(name, bm, (0.25, 0.22, 0.2, 1.0), smooth=True)
     obj.location = (top[0] - radius, top[1], top[2] / 2)
+    obj.modifiers.new("Collision", "COLLISION")
     return obj
 
 

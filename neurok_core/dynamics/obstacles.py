@@ -393,6 +393,19 @@ class Obstacles:
         rows, dist, normal = zip(*found, strict=True)
         return np.concatenate(rows), np.concatenate(dist), np.concatenate(normal)
 
+    def farther_than(self, x: np.ndarray) -> np.ndarray:
+        """(P,) a lower bound of each point's distance to every obstacle (its height over the
+        ground, its distance to each mesh's bounding box): cheap, for step control; inf
+        without obstacles."""
+        out = np.full(len(x), np.inf)
+        if self.ground is not None:
+            out = np.minimum(out, x[:, 2] - self.ground)
+        for mesh in self.meshes:
+            lo, hi = mesh.lo + mesh.band, mesh.hi - mesh.band  # the vertices' box
+            gap = np.maximum(np.maximum(lo - x, x - hi), 0.0)  # (P, 3)
+            out = np.minimum(out, np.sqrt((gap * gap).sum(1)))
+        return out
+
     def clearance(self, x: np.ndarray) -> np.ndarray:
         """(P,) each point's signed distance to the nearest obstacle, exact (no grid): negative
         inside one; inf without obstacles; points farther than a mesh's band from it count as

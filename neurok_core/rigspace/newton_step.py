@@ -226,16 +226,13 @@ class ProjectedNewton(Integrator):
         thin obstacle has the lower potential, and Newton would take it)."""
         if not self.contacts:
             return 1.0
-        count = self._sweeps(y, self._retract(y, step))
+        end = self._retract(y, step)
+        count = self._sweeps(y, end)
         if count <= 1:
             return 1.0
         touching = [c._active(y)[0] for c in self.contacts]
-        for k in range(1, count):
-            state = self._retract(y, (k / count) * step)
-            for c, before in zip(self.contacts, touching, strict=True):
-                if (~np.isin(c._active(state)[0], before)).any():
-                    return k / count
-        return 1.0
+        k = self._entering(count - 1, lambda k: self._retract(y, (k / count) * step), touching)
+        return 1.0 if k is None else k / count
 
     def _free_impact(self, q: np.ndarray, v: np.ndarray, h: float) -> float | None:
         """Where the free flight from (q, v) over ``h`` first meets an obstacle: the bones'
@@ -254,14 +251,14 @@ class ProjectedNewton(Integrator):
             return None
         end = self._retract(q, h * xi)
         count = self._sweeps(q, end)
-        before = q
-        for k in range(1, count + 1):
-            after = end if k == count else self._retract(q, (k / count) * h * xi)
-            frac = self._entry_time(before, after)
-            if frac is not None:
-                return (k - 1 + frac) / count
-            before = after
-        return None
+
+        def path(k: int) -> np.ndarray:
+            return q if k == 0 else end if k == count else self._retract(q, (k / count) * h * xi)
+
+        k = self._entering(count, path)
+        if k is None:
+            return None
+        return (k - 1 + self._entry_time(path(k - 1), path(k))) / count
 
     def _restitution(self, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
         out = super()._restitution(q1, v1)

@@ -317,8 +317,13 @@ class ProjectedNewton(Integrator):
         moved = np.inf
         factor = None  # a factorised reduced Hessian of an earlier iterate, while it serves
         hessians = 0
+        known = None  # (g, hess, merit) at y where the line search evaluated it there
         for _ in range(CHORD * self.iterations):
-            g, hess, merit = evaluate(y, factor is None)
+            if known is None or factor is None:
+                g, hess, merit = evaluate(y, factor is None)
+            else:  # a kept Hessian needs y's gradient and merit alone: the line search's
+                g, hess, merit = known
+            known = None
             basis = self._tangent(y)  # (12B, K)
             gr = basis.T @ g
             norm = float(np.linalg.norm(gr))
@@ -360,13 +365,14 @@ class ProjectedNewton(Integrator):
             alpha = self._clear_share(y, step)
             for _ in range(16):
                 trial = self._retract(y, alpha * step)
-                if evaluate(trial, False)[2] <= merit + 1e-4 * alpha * slope:
+                known = evaluate(trial, False)
+                if known[2] <= merit + 1e-4 * alpha * slope:
                     break
                 alpha *= 0.5
             else:  # no decrease along it: a kept Hessian is refreshed, a fresh one fails
                 if fresh:
                     return None
-                factor = None
+                factor, known = None, None
                 continue
             if alpha < 1.0:
                 factor = None  # the model was off: a fresh Hessian next

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dynamics.obstacles import MeshDistance, Obstacles
-from .space import homogeneous_rows
 
 
 @dataclass
@@ -64,9 +63,12 @@ class PartObstacle:
         if not len(idx):
             return idx, d, n, np.zeros((0, rows.shape[1]))
         g = n @ inv[0]  # (R, 3): F^-T n, each row n^T F^-1
+        # u_p - u_b(X): the rest point's row (X - h_b, 1) on the bone's four entries
         b = self.bone
-        own = homogeneous_rows(rest, np.full((len(idx), 1), b), np.ones((len(idx), 1)), self.heads)
-        return idx, d, g, rows[idx] - own
+        e = rows[idx]  # (R, 4B) a copy
+        e[:, 4 * b : 4 * b + 3] -= rest - self.heads[b]
+        e[:, 4 * b + 3] -= 1.0
+        return idx, d, g, e
 
     def distances(self, qs: np.ndarray, xs: np.ndarray, reach: float):
         """(state (R,), index (R,), d (R,)) of the points ``xs`` (S, P, 3) at the states ``qs``

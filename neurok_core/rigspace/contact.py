@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dynamics.obstacles import MeshDistance, Obstacles
-from .space import homogeneous_rows
 
 
 @dataclass
@@ -60,31 +59,54 @@ class PartObstacle:
     def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
         """(index (R,), d (R,), g (R, 3), e (R, 4B)) of the points ``x`` (P, 3) with skinning
         rows ``rows`` (P, 4B) closer than ``reach`` to the part (module docstring)."""
+        _, idx, d, n, rest, inv = self._near(q[None], x[None], reach)
+        if not len(idx):
+            return idx, d, n, np.zeros((0, rows.shape[1]))
+        g = n @ inv[0]  # (R, 3): F^-T n, each row n^T F^-1
+        # u_p - u_b(X): the rest point's row (X - h_b, 1) on the bone's four entries
         b = self.bone
-        f = q[b, :3, :].T  # (3, 3)
-        c, h = q[b, 3, :], self.heads[b]
-        centre = f @ (self.centre - h) + c
-        scale = float(np.linalg.norm(f, 2))
-        near = np.linalg.norm(x - centre, axis=1) < scale * self.radius + reach + self.mesh.band
-        idx = np.flatnonzero(near)
-        empty = (np.zeros(0, int), np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1])))
-        if not len(idx):
-            return empty
-        try:
-            inv = np.linalg.inv(f)
-        except np.linalg.LinAlgError:
-            return empty
-        rest = h + (x[idx] - c) @ inv.T  # (R, 3)
+        e = rows[idx]  # (R, 4B) a copy
+        e[:, 4 * b : 4 * b + 3] -= rest - self.heads[b]
+        e[:, 4 * b + 3] -= 1.0
+        return idx, d, g, e
+
+    def distances(self, qs: np.ndarray, xs: np.ndarray, reach: float):
+        """(state (R,), index (R,), d (R,)) of the points ``xs`` (S, P, 3) at the states ``qs``
+        (S, B, 4, 3) closer than ``reach`` to the part: ``entries``' distances for many states
+        at once."""
+        return self._near(qs, xs, reach)[:3]
+
+    def _near(self, qs: np.ndarray, xs: np.ndarray, reach: float):
+        """(state (R,), index (R,), d (R,), rest-frame gradient n (R, 3), rest point X (R, 3),
+        F^-1 (S, 3, 3)) of the points ``xs`` (S, P, 3) at the states ``qs`` (S, B, 4, 3)
+        closer than ``reach`` to the part (none at a state whose F is singular)."""
+        b = self.bone
+        f = np.swapaxes(qs[:, b, :3, :], 1, 2)  # (S, 3, 3)
+        c, h = qs[:, b, 3, :], self.heads[b]  # (S, 3), (3,)
+        centre = f @ (self.centre - h) + c  # (S, 3)
+        scale = np.linalg.norm(f, 2, axis=(1, 2))  # (S,)
+        cull = scale * self.radius + reach + self.mesh.band  # (S,)
+        near = np.linalg.norm(xs - centre[:, None], axis=2) < cull[:, None]  # (S, P)
+        inv = np.zeros_like(f)
+        ok = np.ones(len(f), dtype=bool)
+        if near.any():
+            try:
+                inv = np.linalg.inv(f)
+            except np.linalg.LinAlgError:  # rare: each state alone
+                for s in range(len(f)):
+                    try:
+                        inv[s] = np.linalg.inv(f[s])
+                    except np.linalg.LinAlgError:
+                        ok[s] = False
+        state, idx = np.nonzero(near & ok[:, None])
+        rest = (h + (xs - c[:, None]) @ np.swapaxes(inv, 1, 2))[state, idx]  # (R, 3)
         inside = self.mesh.near(rest)
-        idx, rest = idx[inside], rest[inside]
+        state, idx, rest = state[inside], idx[inside], rest[inside]
         if not len(idx):
-            return empty
+            return state, idx, np.zeros(0), np.zeros((0, 3)), rest, inv
         d, n = self.mesh.query(rest)
         close = d < reach
-        idx, rest, d, n = idx[close], rest[close], d[close], n[close]
-        g = n @ inv  # (R, 3): F^-T n, each row n^T F^-1
-        own = homogeneous_rows(rest, np.full((len(idx), 1), b), np.ones((len(idx), 1)), self.heads)
-        return idx, d, g, rows[idx] - own
+        return state[close], idx[close], d[close], n[close], rest[close], inv
 
     def rest_distance(self, points: np.ndarray) -> np.ndarray:
         """(P,) exact signed distances of rest points to the part (far ones: +inf)."""
@@ -105,6 +127,13 @@ class WorldObstacle:
     def entries(self, q: np.ndarray, x: np.ndarray, rows: np.ndarray, reach: float):
         idx, dist, grad = self.obstacles.entries(x, reach)
         return idx, dist, grad, rows[idx]
+
+    def distances(self, qs: np.ndarray, xs: np.ndarray, reach: float):
+        """(state (R,), index (R,), d (R,)) of the points ``xs`` (S, P, 3) closer than
+        ``reach`` to the obstacles (``PartObstacle.distances``)."""
+        flat, dist, _ = self.obstacles.entries(xs.reshape(-1, 3), reach)
+        state, idx = np.divmod(flat, xs.shape[1])
+        return state, idx, dist
 
     def rest_distance(self, points: np.ndarray) -> np.ndarray:
         return self.obstacles.clearance(points)
@@ -159,6 +188,15 @@ class Contact:
         out = idx[keep], depth[keep], g[keep], e[keep]
         self._last_active = (q.copy(), out)
         return out
+
+    def entering(self, states: np.ndarray, known: np.ndarray) -> int | None:
+        """The first of ``states`` (S, B, 4, 3) at which a point not among ``known`` (indices)
+        is in contact (``_active``), None where none is: all the states' points in one query
+        of the obstacle (a step's sweep asks for many states, none of them again)."""
+        xs = self.points.rows @ states.reshape(len(states), -1, 3)  # (S, P, 3)
+        state, idx, d = self.obstacle.distances(states, xs, self.reach)
+        new = (self.points.threshold[idx] - d > 0) & ~np.isin(idx, known)
+        return int(state[new].min()) if new.any() else None
 
     def touching(self, q: np.ndarray, v: np.ndarray | None = None, leaving: float = 0.0) -> bool:
         """Whether a point is in contact at ``q``; with velocities ``v``, one that does not

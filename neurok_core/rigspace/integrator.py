@@ -55,6 +55,7 @@ TRAVEL = 0.01  # object sizes a contact point may move in one step (``Integrator
 MAX_SPLIT = 64  # most steps a substep is split into for that
 SWEEP = 0.01  # object sizes a contact point moves between the states a step's path is swept at
 MAX_SWEEP = 64  # most states a step's path is swept at
+SWEEP_BATCH = 8  # states of a sweep whose contacts are found in one query
 TOI_PASSES = 3  # interpolations of the moment an impact happens within a step
 MAX_IMPACTS = 8  # impacts a step is cut at
 IMPACT_DEPTH = 0.25  # in contact margins: how close a point that bounces is to its contact
@@ -285,18 +286,33 @@ class Integrator:
         where a point is in at the first of them, the moment is linearly interpolated
         (``_entry_time``), else it is the last state clear of the obstacle."""
         count = self._sweeps(q0, q1)
-        before = q0
-        for k in range(1, count + 1):
-            after = q1 if k == count else q0 + (k / count) * (q1 - q0)
-            frac = self._entry_time(before, after)
-            if frac is not None and k > 1:
-                # the step's end state had the contact acting: its path is no free flight,
-                # so the step stops at the last state clear of the obstacle, from where the
-                # rest of it finds the moment within one sweep's travel
-                return (k - 1) / count
-            if frac is not None:
-                return frac / count
-            before = after
+
+        def path(k: int) -> np.ndarray:
+            return q0 if k == 0 else q1 if k == count else q0 + (k / count) * (q1 - q0)
+
+        k = self._entering(count, path)
+        if k is None:
+            return None
+        if k > 1:
+            # the step's end state had the contact acting: its path is no free flight,
+            # so the step stops at the last state clear of the obstacle, from where the
+            # rest of it finds the moment within one sweep's travel
+            return (k - 1) / count
+        return self._entry_time(q0, path(1)) / count
+
+    def _entering(self, count: int, state, known=None) -> int | None:
+        """The first k of 1..``count`` at whose state ``state(k)`` (B, 4, 3) a point not
+        among those each contact has in ``known`` (its points in contact at the step's start
+        by default) is in contact; None where there is none. ``SWEEP_BATCH`` states at a
+        time, each batch's points in one query per contact (``Contact.entering``)."""
+        if known is None:
+            known = [c.start_active for c in self.contacts]
+        for first in range(1, count + 1, SWEEP_BATCH):
+            states = np.stack([state(k) for k in range(first, min(first + SWEEP_BATCH, count + 1))])
+            found = [c.entering(states, kn) for c, kn in zip(self.contacts, known, strict=True)]
+            found = [i for i in found if i is not None]
+            if found:
+                return first + min(found)
         return None
 
     def _sweeps(self, q0: np.ndarray, q1: np.ndarray) -> int:

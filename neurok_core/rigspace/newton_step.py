@@ -226,16 +226,13 @@ class ProjectedNewton(Integrator):
         thin obstacle has the lower potential, and Newton would take it)."""
         if not self.contacts:
             return 1.0
-        count = self._sweeps(y, self._retract(y, step))
+        end = self._retract(y, step)
+        count = self._sweeps(y, end)
         if count <= 1:
             return 1.0
         touching = [c._active(y)[0] for c in self.contacts]
-        for k in range(1, count):
-            state = self._retract(y, (k / count) * step)
-            for c, before in zip(self.contacts, touching, strict=True):
-                if (~np.isin(c._active(state)[0], before)).any():
-                    return k / count
-        return 1.0
+        k = self._entering(count - 1, lambda k: self._retract(y, (k / count) * step), touching)
+        return 1.0 if k is None else k / count
 
     def _free_impact(self, q: np.ndarray, v: np.ndarray, h: float) -> float | None:
         """Where the free flight from (q, v) over ``h`` first meets an obstacle: the bones'
@@ -254,14 +251,14 @@ class ProjectedNewton(Integrator):
             return None
         end = self._retract(q, h * xi)
         count = self._sweeps(q, end)
-        before = q
-        for k in range(1, count + 1):
-            after = end if k == count else self._retract(q, (k / count) * h * xi)
-            frac = self._entry_time(before, after)
-            if frac is not None:
-                return (k - 1 + frac) / count
-            before = after
-        return None
+
+        def path(k: int) -> np.ndarray:
+            return q if k == 0 else end if k == count else self._retract(q, (k / count) * h * xi)
+
+        k = self._entering(count, path)
+        if k is None:
+            return None
+        return (k - 1 + self._entry_time(path(k - 1), path(k))) / count
 
     def _restitution(self, q1: np.ndarray, v1: np.ndarray) -> np.ndarray:
         out = super()._restitution(q1, v1)
@@ -320,8 +317,13 @@ class ProjectedNewton(Integrator):
         moved = np.inf
         factor = None  # a factorised reduced Hessian of an earlier iterate, while it serves
         hessians = 0
+        known = None  # (g, hess, merit) at y where the line search evaluated it there
         for _ in range(CHORD * self.iterations):
-            g, hess, merit = evaluate(y, factor is None)
+            if known is None or factor is None:
+                g, hess, merit = evaluate(y, factor is None)
+            else:  # a kept Hessian needs y's gradient and merit alone: the line search's
+                g, hess, merit = known
+            known = None
             basis = self._tangent(y)  # (12B, K)
             gr = basis.T @ g
             norm = float(np.linalg.norm(gr))
@@ -363,13 +365,14 @@ class ProjectedNewton(Integrator):
             alpha = self._clear_share(y, step)
             for _ in range(16):
                 trial = self._retract(y, alpha * step)
-                if evaluate(trial, False)[2] <= merit + 1e-4 * alpha * slope:
+                known = evaluate(trial, False)
+                if known[2] <= merit + 1e-4 * alpha * slope:
                     break
                 alpha *= 0.5
             else:  # no decrease along it: a kept Hessian is refreshed, a fresh one fails
                 if fresh:
                     return None
-                factor = None
+                factor, known = None, None
                 continue
             if alpha < 1.0:
                 factor = None  # the model was off: a fresh Hessian next

@@ -1,8 +1,10 @@
-"""The ``neurok`` command: simulate a mesh, fit a target shape, describe a model.
+"""The ``neurok`` command: simulate a mesh, fit a target shape, find its structure, describe a
+model.
 
     neurok simulate MESH --force VERTEX:DX,DY,DZ:STRENGTH[:START-END] --frames 120 --out anim.pc2
     neurok simulate MESH --drag VERTEX:X,Y,Z:FRAME --pin-below 0.01 --out anim.npz
     neurok ik REST_MESH TARGET_MESH --out fitted.obj [--space rig|latent] [--rig pose.json]
+    neurok structure MESH --out structure.json [--pin V1,V2,...] [--pin-below Z]
     neurok info [--checkpoint DIR]
 
 Meshes (OBJ, PLY, STL, GLB, OFF, ...) are read with every vertex in the file's order
@@ -21,6 +23,7 @@ import json
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +123,21 @@ def parse_velocity(text: str):
     return InitialVelocity(**kwargs)
 
 
+def parse_pins(args, vertices: np.ndarray) -> set[int]:
+    """The vertex indices of ``--pin V1,V2,...`` (repeatable) and ``--pin-below Z``."""
+    pins = {
+        _number(v.strip(), "--pin (vertex indices V1,V2,...)", int)
+        for spec in args.pin
+        for v in spec.split(",")
+        if v.strip()
+    }
+    if args.pin_below is not None:
+        if not np.isfinite(args.pin_below):
+            raise ConditionError(f"--pin-below: expected a finite height, got {args.pin_below}")
+        pins.update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
+    return pins
+
+
 def build_conditions(args, vertices: np.ndarray):
     """SimulationConditions from the command line (or a JSON file, with flags on top)."""
     from .dynamics import SimulationConditions
@@ -131,17 +149,7 @@ def build_conditions(args, vertices: np.ndarray):
         except (OSError, json.JSONDecodeError) as exc:
             raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
         base = SimulationConditions.from_dict(base).__dict__.copy()
-    pins = set(base.get("pins", ()))
-    pins.update(
-        _number(v.strip(), "--pin (vertex indices V1,V2,...)", int)
-        for spec in args.pin
-        for v in spec.split(",")
-        if v.strip()
-    )
-    if args.pin_below is not None:
-        if not np.isfinite(args.pin_below):
-            raise ConditionError(f"--pin-below: expected a finite height, got {args.pin_below}")
-        pins.update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
+    pins = set(base.get("pins", ())) | parse_pins(args, vertices)
     fields = dict(base)
     fields.update(
         forces=tuple(base.get("forces", ())) + tuple(parse_force(f) for f in args.force),
@@ -452,6 +460,29 @@ def cmd_ik(args) -> int:
     return 0
 
 
+def cmd_structure(args) -> int:
+    from .geometry import validate_mesh
+    from .structure import find_structure
+
+    out = check_output(args.out, (".json",), "the structure")
+    vertices, faces = read_mesh(args.mesh)
+    validate_mesh(vertices, faces)
+    pins = sorted(parse_pins(args, vertices))
+    bad = [p for p in pins if not 0 <= p < len(vertices)]
+    if bad:
+        raise ConditionError(f"--pin: vertex {bad[0]} out of range (the mesh has {len(vertices)})")
+    started = time.perf_counter()
+    structure = find_structure(vertices, faces, pins)
+    out.write_text(structure.to_json() + "\n")
+    kinds = ", ".join(f"{n} {k}" for k, n in Counter(p.kind for p in structure.parts).items())
+    types = ", ".join(f"{n} {t}" for t, n in Counter(j.type for j in structure.joints).items())
+    print(
+        f"wrote {args.out}: {len(structure.parts)} parts ({kinds}), {len(structure.joints)}"
+        f" joints ({types or 'none'}; {time.perf_counter() - started:.2f} s)"
+    )
+    return 0
+
+
 def cmd_info(args) -> int:
     from .api import checkpoint_summary
 
@@ -583,6 +614,15 @@ def make_parser() -> argparse.ArgumentParser:
     ik.add_argument("--seed", type=int, default=0)
     common(ik)
     ik.set_defaults(run=cmd_ik)
+
+    struct = sub.add_parser(
+        "structure", help="find MESH's parts and the joints between them (what moves how)"
+    )
+    struct.add_argument("mesh")
+    struct.add_argument("--out", required=True, help="the structure (.json, docs/structure.md)")
+    struct.add_argument("--pin", action="append", default=[], metavar="V1,V2,...")
+    struct.add_argument("--pin-below", type=float, default=None, help="pin vertices with z <= this")
+    struct.set_defaults(run=cmd_structure)
 
     info = sub.add_parser("info", help="describe a checkpoint")
     info.add_argument("--checkpoint", default=None)

@@ -29,3 +29,8 @@ class SimulationError(NeuROKError, RuntimeError):
 
 class SequenceError(NeuROKError, ValueError):
     """A 4D sequence file does not follow the format of design section 5."""
+
+
+class StructureError(NeuROKError, ValueError):
+    """A structure file (parts and joints, ``docs/structure.md``) is malformed or does not fit
+    its mesh."""

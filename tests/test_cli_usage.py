@@ -1,5 +1,6 @@
 """What ``neurok`` says about its own arguments: refusals are one line, and docs/cli.md (the
-README's reference) names every option ``neurok simulate --help`` and ``neurok ik --help`` list."""
+README's reference) names every option ``neurok simulate --help``, ``neurok ik --help`` and
+``neurok structure --help`` list."""
 
 import argparse
 from pathlib import Path
@@ -39,7 +40,7 @@ def test_argument_errors_are_one_line(argv, says, capsys):
     assert captured.out == ""
 
 
-@pytest.mark.parametrize("command, least", [("simulate", 20), ("ik", 10)])
+@pytest.mark.parametrize("command, least", [("simulate", 20), ("ik", 10), ("structure", 2)])
 def test_the_readme_names_every_option(command, least):
     sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
     options = {

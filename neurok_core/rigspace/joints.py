@@ -30,6 +30,7 @@ their kind for the run's report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,23 +79,78 @@ class Joint:
         return cls(part, -1, points, "pin-hinge", axis)
 
 
+@dataclass(frozen=True)
+class Interface:
+    """Where ``part_a`` and ``part_b`` (-1: the world) touch at rest: ``near`` (M, 3) metres,
+    the surface samples of each within ``TOUCH`` of the other (or a seam's shared vertices);
+    ``deep``: the most samples of one part deeper than ``OVERLAP`` inside the other (3 or more:
+    the parts overlap); ``sizes``: the two parts' sizes (m); ``on_mesh()``: the meshes'
+    vertices in the interface (a sleeve's axis is fitted to them where there are enough, since
+    they keep the mesh's own symmetry), or None."""
+
+    part_a: int
+    part_b: int
+    near: np.ndarray
+    deep: int
+    sizes: tuple[float, float]
+    on_mesh: Callable[[], np.ndarray] | None = None
+
+    @property
+    def inside(self) -> bool:
+        return self.deep >= 3
+
+
+@dataclass(frozen=True)
+class InterfaceFrame:
+    """An interface's principal frame: ``centre`` (3,), ``axes`` (3, 3) rows by descending
+    spread, the 2nd and 98th percentiles ``lo``, ``hi`` (3,) of the points along them
+    (metres) and ``extents`` = hi - lo (3,)."""
+
+    centre: np.ndarray
+    axes: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @property
+    def extents(self) -> np.ndarray:
+        return self.hi - self.lo
+
+    @classmethod
+    def of(cls, near: np.ndarray) -> InterfaceFrame:
+        """The frame of the points ``near`` (M, 3), M >= 1."""
+        centre = near.mean(0)
+        d = near - centre
+        if len(near) >= 3:
+            _, _, vt = np.linalg.svd(d, full_matrices=False)
+        else:
+            vt = np.eye(3)
+        proj = d @ vt.T
+        lo, hi = np.percentile(proj, 2, axis=0), np.percentile(proj, 98, axis=0)
+        return cls(centre, vt, lo, hi)
+
+
+def interface_joint(interface: Interface) -> Joint | None:
+    """The joint of an interface (module docstring), or None (no glue: the parts only touch,
+    or nothing is near)."""
+    return _interface_joint(
+        interface.part_a,
+        interface.part_b,
+        interface.near,
+        interface.inside,
+        interface.sizes,
+        interface.on_mesh,
+    )
+
+
 def _interface_joint(
     pa: int, pb: int, near: np.ndarray, inside: bool, sizes, on_mesh=None
 ) -> Joint | None:
     """The joint of an interface sampled at ``near`` (M, 3) (module docstring), or None;
-    ``on_mesh()``: the meshes' vertices in the interface (a sleeve's axis is fitted to them
-    where there are enough, since they keep the mesh's own symmetry)."""
+    ``on_mesh()``: see :class:`Interface`."""
     if len(near) == 0:
         return None
-    centre = near.mean(0)
-    d = near - centre
-    if len(near) >= 3:
-        _, _, vt = np.linalg.svd(d, full_matrices=False)
-    else:
-        vt = np.eye(3)
-    proj = d @ vt.T
-    lo, hi = np.percentile(proj, 2, axis=0), np.percentile(proj, 98, axis=0)
-    extents = hi - lo
+    frame = InterfaceFrame.of(near)
+    centre, vt, lo, hi, extents = frame.centre, frame.axes, frame.lo, frame.hi, frame.extents
     small = float(min(sizes))
     if inside:
         pick = np.unique(np.linspace(0, len(near) - 1, 8).astype(int))
@@ -179,6 +235,19 @@ def _sleeve_axis(points: np.ndarray, origin: np.ndarray, axis: np.ndarray, passe
 def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -> list[Joint]:
     """Joints between the moving parts of ``layout`` and the world (the fixed parts as one
     body) and between moving parts whose boxes come within ``TOUCH`` of each other."""
+    joints = (
+        interface_joint(i) for i in find_interfaces(vertices, faces, layout, fixed_parts, size)
+    )
+    return [j for j in joints if j is not None]
+
+
+def find_interfaces(
+    vertices, faces, layout, fixed_parts: np.ndarray, size: float
+) -> list[Interface]:
+    """The :class:`Interface` of every moving part of ``layout`` with the world (the fixed
+    parts as one body) and with every moving part whose box comes within ``TOUCH`` of its own
+    (segments of one loose part: their seam), in :func:`find_joints`' order; pairs with nothing
+    near are left out."""
     parts = layout.parts
     face_part = layout.part_of_faces(faces)
     num = len(layout.part_info)
@@ -209,7 +278,7 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
         a, b = (-1 if fixed_parts[p] else int(p) for p in (seam.part_a, seam.part_b))
         if a != b:
             seams.setdefault((min(a, b), max(a, b)), []).append(seam.vertices)
-    joints: list[Joint] = []
+    out: list[Interface] = []
     for i, pa in enumerate(moving):
         for pb in others + moving[i + 1 :]:
             shared = seams.get((min(pa, pb), max(pa, pb)))
@@ -217,9 +286,8 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
                 a, b = body(pa), body(pb)
                 sizes = (a[3] if a else size, b[3] if b else size)
                 pts = vertices[np.unique(np.concatenate(shared))]
-                joint = _interface_joint(pa, pb, pts, False, sizes)
-                if joint is not None:
-                    joints.append(joint)
+                if len(pts):
+                    out.append(Interface(pa, pb, pts, 0, sizes))
                 continue
             if pb >= 0:
                 (la, ha), (lb, hb) = boxes[pa], boxes[pb]
@@ -228,14 +296,14 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
             a, b = body(pa), body(pb)
             if a is None or b is None:
                 continue
-            near_pts, inside = [], False
+            near_pts, deep = [], 0
             for (_, samples, _, _), (v, _, dist, _) in ((a, b), (b, a)):
                 # only the samples within the other body's box (padded) can be near it
                 box = ((samples > v.min(0) - tol) & (samples < v.max(0) + tol)).all(1)
                 samples = samples[box]
                 d = dist.within(samples, tol) if len(samples) else np.zeros(0)
                 near_pts.append(samples[np.abs(d) < tol])
-                inside = inside or bool((d < -OVERLAP * size).sum() >= 3)
+                deep = max(deep, int((d < -OVERLAP * size).sum()))
             near = np.concatenate(near_pts)
 
             def on_mesh(near=near, a=a, b=b):  # the bodies' vertices in the interface
@@ -246,7 +314,6 @@ def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -
                     out.append(v[np.abs(dist.within(v, tol)) < tol] if len(v) else v)
                 return np.concatenate(out)
 
-            joint = _interface_joint(pa, pb, near, inside, (a[3], b[3]), on_mesh)
-            if joint is not None:
-                joints.append(joint)
-    return joints
+            if len(near):
+                out.append(Interface(pa, pb, near, deep, (a[3], b[3]), on_mesh))
+    return out

@@ -20,7 +20,7 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 
 from ..geometry import unique_edges, vertex_areas
-from .bones import MAX_INFLUENCES, BoneLayout, geometric_bones
+from .bones import MAX_INFLUENCES, BoneLayout, PartInfo, geometric_bones
 from .joints import Joint, find_joints
 
 PIN_FALLOFF = 0.5  # the still bone fades within this share of the part's bone spacing
@@ -278,6 +278,19 @@ def _collinear(points: np.ndarray, size: float) -> bool:
     return bool(s[1] < 1e-3 * max(size, 1e-12) * np.sqrt(len(points)))
 
 
+def pin_role(info: PartInfo, mine: np.ndarray, vertices: np.ndarray, size: float) -> str | None:
+    """What pins do to the part ``info`` whose vertices ``mine`` (its own count,) bool are
+    pinned (module docstring): "fixed" (all of them, or a rigid part's three not on a line),
+    "glue" (a rigid part's point or line: a ball or hinge to the world, ``Joint.to_world``),
+    "still" (a part with several bones: a still bone near the pins), or None (no pin)."""
+    if not mine.any():
+        return None
+    held = info.vertices[mine]
+    if mine.all() or (info.kind == "rigid" and not _collinear(vertices[held], size)):
+        return "fixed"
+    return "glue" if info.kind == "rigid" else "still"
+
+
 def build_rig_space(
     vertices: np.ndarray,
     faces: np.ndarray,
@@ -317,13 +330,14 @@ def build_rig_space(
     still_share = np.zeros(n)
     for p, info in enumerate(layout.part_info):
         mine = pinned[info.vertices]
-        if not mine.any():
+        role = pin_role(info, mine, vertices, size)
+        if role is None:
             continue
         held = info.vertices[mine]
-        if mine.all() or (info.kind == "rigid" and not _collinear(vertices[held], size)):
+        if role == "fixed":
             fixed_parts[p] = True
             fixed[bone_parts == p] = True
-        elif info.kind == "rigid":
+        elif role == "glue":
             pin_glue.append((p, vertices[held]))
         else:
             own = bone_parts == p
@@ -390,4 +404,5 @@ __all__ = [
     "bone_axes",
     "build_rig_space",
     "homogeneous_rows",
+    "pin_role",
 ]

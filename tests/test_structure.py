@@ -1,0 +1,182 @@
+"""An object's structure (neurok_core.structure): joints from the interfaces' shapes, the JSON
+file and its refusals, the CLI command, and the evaluation's adjusted Rand index."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import trimesh
+
+from neurok_core.cli import main
+from neurok_core.errors import StructureError
+from neurok_core.structure import (
+    JOINT_TYPES,
+    Part,
+    PartJoint,
+    Structure,
+    clarity,
+    find_structure,
+)
+from training.eval.structure_eval import adjusted_rand_index, line_angle
+
+
+def _box(extents, centre, subdivisions=1):
+    m = trimesh.creation.box(extents)
+    for _ in range(subdivisions):
+        m = m.subdivide()
+    return np.asarray(m.vertices) + centre, np.asarray(m.faces, dtype=np.int64)
+
+
+def _join(*pieces):
+    verts, faces, n = [], [], 0
+    for v, f in pieces:
+        verts.append(v)
+        faces.append(f + n)
+        n += len(v)
+    return np.concatenate(verts), np.concatenate(faces)
+
+
+def _laptop(angle_deg=100.0):
+    """A base box and a lid slab open by ``angle_deg``, touching along the base's back edge
+    (the x axis at y = 0.1, z = 0.02)."""
+    base = _box((0.3, 0.2, 0.02), (0.0, 0.0, 0.01))
+    lid_v, lid_f = _box((0.28, 0.18, 0.008), (0.0, 0.0, 0.0))
+    lid_v = lid_v + (0.0, -0.09, 0.004)  # its back bottom edge on the x axis
+    rot = trimesh.transformations.rotation_matrix(-math.radians(angle_deg), (1, 0, 0))[:3, :3]
+    return _join(base, (lid_v @ rot.T + (0.0, 0.1, 0.02), lid_f))
+
+
+def test_a_laptop_hinges_along_the_shared_edge():
+    v, f = _laptop()
+    s = find_structure(v, f)
+    assert [p.kind for p in s.parts] == ["rigid", "rigid"]
+    (joint,) = s.joints
+    assert joint.type == "hinge" and {joint.part_a, joint.part_b} == {0, 1}
+    assert line_angle(np.asarray(joint.axis), np.array([1.0, 0.0, 0.0])) < 3.0
+    np.testing.assert_allclose(joint.point[1:], (0.1, 0.02), atol=0.003)  # on the edge
+    assert 0.5 < joint.confidence <= 1.0
+
+
+def test_two_boxes_sunk_into_each_other_are_fixed():
+    v, f = _join(_box((0.3, 0.3, 0.2), (0, 0, 0)), _box((0.3, 0.3, 0.05), (0, 0, 0.12)))
+    s = find_structure(v, f)
+    (joint,) = s.joints
+    assert joint.type == "fixed" and joint.axis is None
+    assert s.bodies().max() == 0  # the weld makes them one body
+
+
+def test_a_sphere_resting_on_a_box_turns_about_the_vertical():
+    """The sphere touches the box on a small disc: the rig space glues it on the disc's normal
+    (its "revolute" kind), so it may spin about the vertical only: a hinge along z."""
+    sphere = trimesh.creation.icosphere(3, 0.05)
+    ball = (np.asarray(sphere.vertices) + (0.0, 0.0, 0.15), np.asarray(sphere.faces))
+    v, f = _join(_box((0.3, 0.3, 0.2), (0, 0, 0)), ball)
+    (joint,) = find_structure(v, f).joints
+    assert joint.type == "hinge"
+    assert line_angle(np.asarray(joint.axis), np.array([0.0, 0.0, 1.0])) < 5.0
+
+
+def test_pins_hold_a_part_to_the_world_and_a_slab_on_it_only_touches():
+    base = _box((0.3, 0.3, 0.2), (0, 0, 0))
+    v, f = _join(base, _box((0.3, 0.3, 0.05), (0, 0, 0.125)))
+    s = find_structure(v, f, pins=range(len(base[0])))
+    types = {(j.part_a, j.part_b): j.type for j in s.joints}
+    assert types == {(0, -1): "fixed", (1, -1): "contact"}
+    fixed = next(j for j in s.joints if j.type == "fixed")
+    assert fixed.confidence == 1.0  # the user's pin
+    assert s.bodies()[len(base[0]) :].max() == 1  # the slab apart from the pinned box
+
+
+def test_confidence_is_half_at_a_threshold_and_grows_away_from_it():
+    assert clarity(1.0, 1.0) == pytest.approx(0.5)
+    assert clarity(2.0, 1.0) == pytest.approx(0.75) == clarity(0.5, 1.0)
+    assert clarity(10.0, 1.0) > clarity(3.0, 1.0) > 0.5
+
+
+def test_the_json_round_trip_keeps_every_field(tmp_path):
+    v, f = _laptop()
+    s = find_structure(v, f)
+    back = Structure.from_json(s.to_json(), len(v))
+    np.testing.assert_array_equal(back.labels, s.labels)
+    assert back.parts == s.parts and back.joints == s.joints
+    hand = Structure(
+        np.array([0, 0, 1]),
+        (Part("rigid", 0.9), Part("rope", 0.6)),
+        (PartJoint("slider", 0, 1, (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.3), 0.7),),
+    )
+    again = Structure.from_json(hand.to_json(), 3)
+    assert again.joints == hand.joints and again.parts == hand.parts
+
+
+def _doc():
+    return {
+        "format": "neurok-structure",
+        "version": 1,
+        "num_vertices": 3,
+        "parts": [{"kind": "rigid", "confidence": 1.0}, {"kind": "cloth", "confidence": 0.8}],
+        "vertex_parts": [0, 0, 1],
+        "joints": [
+            {"type": "hinge", "parts": [0, 1], "axis": [1, 0, 0], "point": [0, 0, 0],
+             "limits": None, "confidence": 0.9}
+        ],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(vertex_parts=[0, 1]), "for 2 vertices, the mesh has 3"),
+        (lambda d: d["joints"][0].update(type="screw"), "type 'screw' is none of"),
+        (lambda d: d["joints"][0].update(axis=[1, 1, 0]), "is not a unit vector"),
+        (lambda d: d["joints"][0].update(parts=[0, 2]), "part 2 out of range"),
+        (lambda d: d.update(vertex_parts=[0, 5, 1]), "part 5 out of range"),
+        (lambda d: d["parts"][0].update(kind="jelly"), "kind 'jelly' is none of"),
+        (lambda d: d["joints"][0].update(axis=None), "a hinge needs an axis"),
+        (lambda d: d["joints"][0].update(limits=[1.0, 0.0]), "lower <= upper"),
+        (lambda d: d["joints"][0].update(confidence=2), "not within 0 to 1"),
+        (lambda d: d.update(format="other"), '"format": "neurok-structure"'),
+    ],
+)
+def test_a_bad_file_is_refused_with_what_is_wrong(change, message):
+    doc = _doc()
+    Structure.from_json(json.dumps(doc), 3)  # the file as it is is fine
+    change(doc)
+    with pytest.raises(StructureError, match=message.replace("(", r"\(")):
+        Structure.from_json(json.dumps(doc), 3)
+    with pytest.raises(StructureError, match="not JSON"):
+        Structure.from_json("{", 3)
+
+
+def test_the_cli_writes_a_structure_that_reads_back(tmp_path, capsys):
+    v, f = _laptop()
+    trimesh.Trimesh(v, f, process=False).export(tmp_path / "laptop.obj")
+    out = tmp_path / "structure.json"
+    assert main(["structure", str(tmp_path / "laptop.obj"), "--out", str(out)]) == 0
+    assert "2 parts" in capsys.readouterr().out
+    s = Structure.from_json(out.read_text(), len(v))
+    assert [j.type for j in s.joints] == ["hinge"]
+    base = ",".join(str(i) for i in range(len(_box((0.3, 0.2, 0.02), (0, 0, 0))[0])))
+    assert main(["structure", str(tmp_path / "laptop.obj"), "--out", str(out), "--pin", base]) == 0
+    s = Structure.from_json(out.read_text(), len(v))
+    assert {(j.type, j.part_b) for j in s.joints} == {("fixed", -1), ("hinge", -1)}
+    assert set(j.type for j in s.joints) <= set(JOINT_TYPES)
+    assert main(["structure", str(tmp_path / "laptop.obj"), "--out", str(tmp_path / "a.txt")]) == 2
+    assert (
+        main(["structure", str(tmp_path / "laptop.obj"), "--out", str(out), "--pin", "9999"]) == 2
+    )
+    assert "out of range" in capsys.readouterr().err
+
+
+def test_the_adjusted_rand_index_by_hand():
+    a = np.array([0, 0, 1, 1, 2, 2])
+    assert adjusted_rand_index(a, a) == pytest.approx(1.0)
+    assert adjusted_rand_index(a, 7 - a) == pytest.approx(1.0)  # names do not matter
+    # truth {0,1,2},{3,4,5}; found {0,1},{2,3},{4,5}: index sum C(n_ij, 2) = 1 + 0 + 0 + 1 = 2,
+    # rows C(3,2) * 2 = 6, columns C(2,2) * 3 = 3, expected 6 * 3 / C(6,2) = 1.2,
+    # ARI = (2 - 1.2) / (0.5 * (6 + 3) - 1.2) = 0.8 / 3.3
+    truth = np.array([0, 0, 0, 1, 1, 1])
+    found = np.array([0, 0, 1, 1, 2, 2])
+    assert adjusted_rand_index(truth, found) == pytest.approx(0.8 / 3.3)

@@ -1,5 +1,5 @@
 """What moves how: an object's parts, each part's kind and the joints between touching parts
-(issue 44; the JSON schema in ``docs/structure.md``).
+(the JSON schema in ``docs/structure.md``).
 
 A :class:`Structure` is a plain value: a part label per vertex, a :class:`Part` (kind and
 confidence) per part and a :class:`PartJoint` per touching pair. :func:`find_structure` reads it

@@ -1,4 +1,4 @@
-"""How well :func:`~neurok_core.structure.find_structure` finds what moves how (issue 44).
+"""How well :func:`~neurok_core.structure.find_structure` finds what moves how.
 
     python -m training.eval.structure_eval [--per-family 4] [--families laptop,door]
         [--seed 44] [--robots kuka_iiwa,r2d2] [--out structure_eval.json]

@@ -10,7 +10,7 @@ off what the rig space already decides from geometry (design section 12), withou
   elastic -> "bending solid";
 - joints from the interfaces of :func:`~neurok_core.rigspace.joints.find_interfaces` and the
   kind :func:`~neurok_core.rigspace.joints.interface_joint` gives each: weld -> "fixed",
-  hinge and revolute -> "hinge" (about the joint's axis), ball -> "ball", an interface with no
+  hinge, revolute and axle -> "hinge" (about the joint's axis), ball -> "ball", an interface with no
   glue (a wide patch) -> "contact" (the parts only touch);
 - pins as :func:`~neurok_core.rigspace.space.pin_role` decides: a part held fully is "fixed" to
   the world (part -1), a rigid part pinned at a point or along a line a "ball" or "hinge" to it
@@ -38,12 +38,16 @@ import numpy as np
 from .errors import StructureError
 from .rigspace.bones import ROPE_SLENDERNESS, PartInfo, geometric_bones
 from .rigspace.joints import (
+    AXLE_DISTINCT,
+    AXLE_OFF,
+    AXLE_ROUND,
     DISC,
     LINE,
     POINT,
     Interface,
     InterfaceFrame,
     Joint,
+    find_axle,
     find_interfaces,
     interface_joint,
 )
@@ -64,6 +68,7 @@ _JOINT_TYPE = {
     "weld": "fixed",
     "hinge": "hinge",
     "revolute": "hinge",
+    "axle": "hinge",
     "ball": "ball",
     "pin-ball": "ball",
     "pin-hinge": "hinge",
@@ -288,9 +293,20 @@ def interface_confidence(interface: Interface, kind: str | None) -> float:
     ``interface``: the least clarity of the tests of
     :func:`~neurok_core.rigspace.joints.interface_joint` that decided it (the overlap's depth
     count against 3; the extent against the ball's ``POINT``, the width against the line's
-    ``LINE``, the extent against the disc's ``DISC``). A sleeve's own test is not measured."""
+    ``LINE``, the extent against the disc's ``DISC``; an axle's roundness against ``AXLE_ROUND``,
+    its roundness about other axes against ``AXLE_DISTINCT`` x that, its offset against
+    ``AXLE_OFF``). A sleeve's own test is not measured."""
     if kind == "weld":
         return clarity(interface.deep, 3)
+    if kind == "axle":
+        axle = find_axle(interface)
+        r = axle.round
+        tests = [
+            (r.roundness, AXLE_ROUND),
+            (r.other, AXLE_DISTINCT * r.roundness),
+            (axle.offset, AXLE_OFF),
+        ]
+        return min(clarity(max(m, 1e-6), t) for m, t in tests)
     frame = InterfaceFrame.of(interface.near)
     e = np.maximum(frame.extents, 1e-12)
     small = float(min(interface.sizes))

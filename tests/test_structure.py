@@ -68,6 +68,36 @@ def test_two_boxes_sunk_into_each_other_are_fixed():
     assert s.bodies().max() == 0  # the weld makes them one body
 
 
+def _cylinder(radius, height, centre, axis=(0.0, 0.0, 1.0)):
+    m = trimesh.creation.cylinder(radius, height, sections=32)
+    rot = trimesh.geometry.align_vectors((0.0, 0.0, 1.0), axis)[:3, :3]
+    return np.asarray(m.vertices) @ rot.T + centre, np.asarray(m.faces, dtype=np.int64)
+
+
+@pytest.mark.parametrize("axis", [(0.0, 0.0, 1.0), (0.6, 0.0, 0.8)])
+def test_a_pin_through_a_plate_is_a_hinge_about_the_pin(axis):
+    """A round pin through a plate (an axle through a hub, a scissors' rivet): the overlap is
+    centred on the pin's axis, so the plate turns about it (the rig space's "axle")."""
+    plate = _box((0.3, 0.2, 0.02), (0.0, 0.0, 0.0), subdivisions=2)
+    v, f = _join(plate, _cylinder(0.02, 0.06, (0.05, 0.0, 0.0), axis))
+    (joint,) = find_structure(v, f).joints
+    assert joint.type == "hinge"
+    assert line_angle(np.asarray(joint.axis), np.asarray(axis)) < 3.0
+    assert np.linalg.norm(np.cross(np.asarray(joint.point) - (0.05, 0, 0), axis)) < 0.005
+    assert joint.confidence > 0.6
+
+
+def test_a_rod_sunk_by_its_end_and_an_off_centre_pin_are_fixed():
+    """A long rod whose end is sunk into a block (a spoke in a rim) and a pin whose overlap is
+    off its axis (half of it in the block's corner) stay welded."""
+    block = _box((0.1, 0.1, 0.1), (0.0, 0.0, 0.0), subdivisions=2)
+    rod = _cylinder(0.01, 0.4, (0.0, 0.0, 0.23))  # 2 cm wide, 3 cm of it in the block
+    corner = _cylinder(0.03, 0.05, (0.05, 0.05, 0.0))  # a quarter of it inside
+    for other in (rod, corner):
+        (joint,) = find_structure(*_join(block, other)).joints
+        assert joint.type == "fixed"
+
+
 def test_a_sphere_resting_on_a_box_turns_about_the_vertical():
     """The sphere touches the box on a small disc: the rig space glues it on the disc's normal
     (its "revolute" kind), so it may spin about the vertical only: a hinge along z."""

@@ -6,7 +6,11 @@ within ``TOUCH`` object sizes of the other's surface (and theirs of its). Glue (
 springs, :class:`~neurok_core.rigspace.energies.Glue`) at points **on one line** leaves the
 rotation about that line free, so the interface's shape decides the joint:
 
-- the parts overlap (one sunk into the other): a **weld**, glue at spread points;
+- the parts overlap round an axle (one of them round about an axis, ``AXLE_ROUND``, the overlap
+  centred on that axis, ``AXLE_OFF``, and that part not a rod sunk by its end into the other:
+  a pin through a blade, an axle through a hub, a pole into a swivel): an **axle**, a revolute
+  joint about that axis, glue at three points on it (:func:`find_axle`);
+- the parts overlap otherwise (one sunk into the other): a **weld**, glue at spread points;
 - the interface is small in every direction (a point): a **ball**, glue at its centre;
 - it is long and thin (a line: its second extent under ``LINE`` x its first): a **hinge**
   about it, glue at its two ends and its middle;
@@ -31,7 +35,7 @@ their kind for the run's report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,12 +50,21 @@ POINT = 0.1
 SLEEVE = 0.3
 SECTORS = 8
 SAMPLES_PER_PART = 1500
+AXLE_ROUND = 0.2  # a part is round about an axis: its outline's radius varies less than this
+AXLE_SECTORS = 16  # ... over this many angular sectors about the axis (a square's: 0.29)
+AXLE_DISTINCT = 2.0  # ... and by this x more about its other principal axes (a ball is round
+# about every axis, a cube's corners nearly so: neither is an axle)
+AXLE_OFF = 0.3  # the overlap's centre within this x the round part's radius of its axis
+AXLE_ROD = 3.0  # a round part longer than this x its diameter, overlapping only at its end
+AXLE_END = 0.7  # (the overlap's middle beyond this x its half-length from its own middle): a
+# rod sunk into the other part (a spoke into a rim, an arm into its knuckle), welded
 
 
 @dataclass(frozen=True)
 class Joint:
     """Glue between ``part_a`` and ``part_b`` (-1: the world, at rest) at ``points`` (G, 3)
-    metres, of ``kind`` (weld, ball, hinge, revolute, pin), with the interface's ``axis``."""
+    metres, of ``kind`` (weld, ball, hinge, revolute, axle, pin), with the interface's
+    ``axis``."""
 
     part_a: int
     part_b: int
@@ -86,7 +99,9 @@ class Interface:
     ``deep``: the most samples of one part deeper than ``OVERLAP`` inside the other (3 or more:
     the parts overlap); ``sizes``: the two parts' sizes (m); ``on_mesh()``: the meshes'
     vertices in the interface (a sleeve's axis is fitted to them where there are enough, since
-    they keep the mesh's own symmetry), or None."""
+    they keep the mesh's own symmetry), or None; ``overlap`` (K, 3): the samples of both
+    parts deeper than ``OVERLAP`` inside the other; ``shapes``: the two parts' surface samples
+    ((S, 3) each), or None (a seam)."""
 
     part_a: int
     part_b: int
@@ -94,6 +109,8 @@ class Interface:
     deep: int
     sizes: tuple[float, float]
     on_mesh: Callable[[], np.ndarray] | None = None
+    overlap: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    shapes: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def inside(self) -> bool:
@@ -132,6 +149,10 @@ class InterfaceFrame:
 def interface_joint(interface: Interface) -> Joint | None:
     """The joint of an interface (module docstring), or None (no glue: the parts only touch,
     or nothing is near)."""
+    if interface.inside:
+        axle = find_axle(interface)
+        if axle is not None:
+            return Joint(interface.part_a, interface.part_b, axle.points, "axle", axle.axis)
     return _interface_joint(
         interface.part_a,
         interface.part_b,
@@ -232,6 +253,101 @@ def _sleeve_axis(points: np.ndarray, origin: np.ndarray, axis: np.ndarray, passe
     return origin, axis
 
 
+@dataclass(frozen=True)
+class RoundAxis:
+    """A part round about an axis: ``centre`` (3,) and unit ``axis`` (3,) (its centroid and
+    principal axis), ``radius`` (m, its outline's largest), ``lo``, ``hi`` (m, its extent
+    along the axis from the centre), ``roundness`` (the outline's relative radius variation
+    about the axis) and ``other`` (the least about its other principal axes)."""
+
+    centre: np.ndarray
+    axis: np.ndarray
+    radius: float
+    lo: float
+    hi: float
+    roundness: float
+    other: float
+
+    @classmethod
+    def of(cls, samples: np.ndarray) -> RoundAxis | None:
+        """The principal axis of the surface ``samples`` (S, 3) about which their outline is
+        roundest: the largest radius in each of ``AXLE_SECTORS`` angular sectors about it varies
+        by ``roundness`` = (max - min) / max (a polygon of n sides: 1 - cos(pi / n)); None for
+        fewer than ``4 AXLE_SECTORS`` samples."""
+        if len(samples) < 4 * AXLE_SECTORS:
+            return None
+        centre = samples.mean(0)
+        d = samples - centre
+        _, _, vt = np.linalg.svd(d, full_matrices=False)
+        rounds = []
+        for k in range(3):
+            along = d @ vt[k]  # (S,)
+            radial = d - along[:, None] * vt[k]
+            r = np.linalg.norm(radial, axis=1)
+            angle = np.arctan2(radial @ vt[(k + 2) % 3], radial @ vt[(k + 1) % 3])
+            sector = np.floor((angle + np.pi) / (2 * np.pi) * AXLE_SECTORS).astype(int)
+            outline = np.zeros(AXLE_SECTORS)
+            np.maximum.at(outline, sector % AXLE_SECTORS, r)
+            top = max(float(outline.max()), 1e-300)
+            rounds.append((1.0 - float(outline.min()) / top, top, along.min(), along.max()))
+        k = int(np.argmin([x[0] for x in rounds]))
+        other = min(x[0] for i, x in enumerate(rounds) if i != k)
+        roundness, radius, lo, hi = rounds[k]
+        return cls(centre, vt[k], radius, float(lo), float(hi), roundness, other)
+
+    def offset(self, points: np.ndarray) -> float:
+        """How far the centroid of ``points`` (K, 3) lies from the axis, in radii."""
+        d = points.mean(0) - self.centre
+        return float(np.linalg.norm(d - (d @ self.axis) * self.axis)) / self.radius
+
+    def end(self, points: np.ndarray) -> float:
+        """Where the middle of ``points`` (K, 3) lies along the axis: 0 at the part's middle,
+        1 at its ends."""
+        s = (points - self.centre) @ self.axis
+        half = max(0.5 * (self.hi - self.lo), 1e-300)
+        return abs(0.5 * (s.min() + s.max()) - 0.5 * (self.lo + self.hi)) / half
+
+
+@dataclass(frozen=True)
+class Axle:
+    """An overlap round an axle (module docstring): the glue ``points`` (3, 3) on the ``axis``
+    (3,), the round part's :class:`RoundAxis` ``round`` and the overlap's ``offset`` from it
+    (radii)."""
+
+    points: np.ndarray
+    axis: np.ndarray
+    round: RoundAxis
+    offset: float
+
+
+def find_axle(interface: Interface) -> Axle | None:
+    """The :class:`Axle` of an overlapping ``interface``, or None: of its two parts, those round
+    about an axis (``roundness`` under ``AXLE_ROUND``, ``other`` over ``AXLE_DISTINCT`` x
+    ``roundness``) whose axis the overlap
+    is centred on (``offset`` under ``AXLE_OFF``), rods sunk by an end left out (``AXLE_ROD``,
+    ``AXLE_END``); the one whose overlap is nearest its middle. Glue at the overlap's middle on
+    the axis and a radius (or half the overlap's span along it, if more) to each side."""
+    overlap = interface.overlap
+    if interface.shapes is None or len(overlap) < 3:
+        return None
+    found = []
+    for shape in interface.shapes:
+        r = RoundAxis.of(shape)
+        if r is None or not (r.roundness < AXLE_ROUND and r.other > AXLE_DISTINCT * r.roundness):
+            continue
+        offset, end = r.offset(overlap), r.end(overlap)
+        rod = (r.hi - r.lo) > AXLE_ROD * 2.0 * r.radius and end > AXLE_END
+        if offset < AXLE_OFF and not rod:
+            found.append((end, offset, r))
+    if not found:
+        return None
+    _, offset, r = min(found, key=lambda x: x[0])
+    s = (overlap - r.centre) @ r.axis
+    middle, half = 0.5 * (s.min() + s.max()), max(0.5 * (s.max() - s.min()), r.radius)
+    points = r.centre + np.array([middle - half, middle, middle + half])[:, None] * r.axis
+    return Axle(points, r.axis, r, offset)
+
+
 def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -> list[Joint]:
     """Joints between the moving parts of ``layout`` and the world (the fixed parts as one
     body) and between moving parts whose boxes come within ``TOUCH`` of each other."""
@@ -296,13 +412,14 @@ def find_interfaces(
             a, b = body(pa), body(pb)
             if a is None or b is None:
                 continue
-            near_pts, deep = [], 0
+            near_pts, deep, overlap = [], 0, []
             for (_, samples, _, _), (v, _, dist, _) in ((a, b), (b, a)):
                 # only the samples within the other body's box (padded) can be near it
                 box = ((samples > v.min(0) - tol) & (samples < v.max(0) + tol)).all(1)
                 samples = samples[box]
                 d = dist.within(samples, tol) if len(samples) else np.zeros(0)
                 near_pts.append(samples[np.abs(d) < tol])
+                overlap.append(samples[d < -OVERLAP * size])
                 deep = max(deep, int((d < -OVERLAP * size).sum()))
             near = np.concatenate(near_pts)
 
@@ -315,5 +432,10 @@ def find_interfaces(
                 return np.concatenate(out)
 
             if len(near):
-                out.append(Interface(pa, pb, near, deep, (a[3], b[3]), on_mesh))
+                shapes = (a[1], b[1])
+                out.append(
+                    Interface(
+                        pa, pb, near, deep, (a[3], b[3]), on_mesh, np.concatenate(overlap), shapes
+                    )
+                )
     return out

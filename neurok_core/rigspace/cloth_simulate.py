@@ -15,6 +15,7 @@ import math
 import time
 
 import numpy as np
+from scipy import sparse
 from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import SimulationConditions
@@ -238,8 +239,12 @@ def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
     ends = np.concatenate([edges, edges[:, ::-1]])  # both directions: (node, neighbour)
     arm = rest[ends[:, 1]] - rest[ends[:, 0]]  # (2E, 3)
     moved = nodes[:, ends[:, 1]] - nodes[:, ends[:, 0]]  # (T, 2E, 3)
-    cov = np.zeros((len(nodes), n, 3, 3))
-    np.add.at(cov, (slice(None), ends[:, 0]), arm[None, :, :, None] * moved[:, :, None, :])
+    # each node's covariance of its arms, rest against moved: one sparse sum over its arms
+    owner = sparse.csr_matrix(
+        (np.ones(len(ends)), (ends[:, 0], np.arange(len(ends)))), shape=(n, len(ends))
+    )  # (n, 2E)
+    outer = arm[:, None, :, None] * moved.transpose(1, 0, 2)[:, :, None, :]  # (2E, T, 3, 3)
+    cov = (owner @ outer.reshape(len(ends), -1)).reshape(n, len(nodes), 3, 3).transpose(1, 0, 2, 3)
     u, _, vt = np.linalg.svd(cov)  # (T, n, 3, 3)
     v_ = np.swapaxes(vt, -1, -2)
     d = np.sign(np.linalg.det(v_ @ np.swapaxes(u, -1, -2)))

@@ -262,3 +262,43 @@ def drag_alignment(point_positions: Any, target: Any, frame: int, object_size: f
     if not (np.isfinite(object_size) and object_size > 0.0):
         raise MeshError(f"object_size must be positive, got {object_size}")
     return float(np.linalg.norm(p[int(frame)] - goal) / object_size)
+
+
+def self_crossings(vertices: Any, faces: Any) -> int:
+    """How many edges of a surface pass through one of its triangles that shares no vertex
+    with them (a cloth's fold through itself); vertices (N, 3), faces (F, 3). Candidate
+    pairs are the triangles whose centres lie within an edge's half-length plus the largest
+    triangle's radius of the edge's midpoint (a k-d tree); each is tested exactly (the segment
+    against the triangle's plane, then against its edges)."""
+    x = np.asarray(vertices, dtype=np.float64)
+    f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    e = unique_edges(f)
+    if not len(e) or not len(f):
+        return 0
+    corners = x[f]  # (F, 3, 3)
+    centre = corners.mean(1)
+    radius = float(np.linalg.norm(corners - centre[:, None], axis=2).max())
+    a, b = x[e[:, 0]], x[e[:, 1]]
+    mid, half = (a + b) / 2, np.linalg.norm(b - a, axis=1) / 2
+    tree = cKDTree(centre)
+    near = tree.query_ball_point(mid, half + radius)
+    counts = np.fromiter((len(n) for n in near), dtype=np.int64, count=len(near))
+    if not counts.sum():
+        return 0
+    edge = np.repeat(np.arange(len(e)), counts)  # (P,)
+    tri = np.concatenate([np.asarray(n, dtype=np.int64) for n in near if len(n)])
+    ends = e[edge]  # (P, 2)
+    shared = (f[tri][:, :, None] == ends[:, None, :]).any((1, 2))
+    edge, tri = edge[~shared], tri[~shared]
+    p, q = x[e[edge, 0]], x[e[edge, 1]]
+    t0, t1, t2 = x[f[tri, 0]], x[f[tri, 1]], x[f[tri, 2]]
+    n = np.cross(t1 - t0, t2 - t0)
+    sp, sq = ((p - t0) * n).sum(1), ((q - t0) * n).sum(1)
+    across = sp * sq < 0  # the ends on the two sides of the plane
+    s = sp[across] / (sp[across] - sq[across])
+    hit = p[across] + s[:, None] * (q[across] - p[across])
+    n, t0, t1, t2 = n[across], t0[across], t1[across], t2[across]
+    inside = np.ones(len(hit), dtype=bool)
+    for u, w in ((t0, t1), (t1, t2), (t2, t0)):
+        inside &= (np.cross(w - u, hit - u) * n).sum(1) >= 0
+    return int(inside.sum())

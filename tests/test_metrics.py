@@ -194,3 +194,25 @@ def test_drag_alignment():
         drag_alignment(path, [0, 0, 0], 3, 1.0)
     with pytest.raises(MeshError, match="positive"):
         drag_alignment(path, [0, 0, 0], 0, 0.0)
+
+
+def test_self_crossings_counts_a_fold_through_the_sheet_and_not_a_fold_beside_it():
+    from neurok_core.metrics import self_crossings
+
+    # a 10 x 10 grid folded about x = 0.5: the far half laid back over the near half, 5 cm above
+    # it (no crossing), then pushed 5 cm below it (through it: every folded-back edge that
+    # spans the near half's plane)
+    n = 11
+    xs, ys = np.meshgrid(np.linspace(0, 1, n), np.linspace(0, 1, n), indexing="ij")
+    v = np.stack([xs.ravel(), ys.ravel(), np.zeros(n * n)], 1)
+    i, j = np.meshgrid(np.arange(n - 1), np.arange(n - 1), indexing="ij")
+    a = (i * n + j).ravel()
+    f = np.concatenate([np.stack([a, a + n, a + n + 1], 1), np.stack([a, a + n + 1, a + 1], 1)])
+    assert self_crossings(v, f) == 0
+    folded = v.copy()
+    far = folded[:, 0] > 0.5
+    folded[far, 0] = 1.0 - folded[far, 0]  # laid back over the near half
+    folded[far, 2] = 0.05 * (v[far, 0] - 0.5) / 0.5  # rising from the fold to 5 cm
+    assert self_crossings(folded, f) == 0
+    folded[far, 2] = -folded[far, 2] + 0.02  # now it passes down through the near half
+    assert self_crossings(folded, f) > 0

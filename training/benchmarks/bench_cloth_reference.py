@@ -17,7 +17,9 @@ giving the same membrane stiffness (sqrt(k / (rho L^2)) / 2 pi) and a bending le
 from the same rigidity, and ``--damping`` as its air damping (MuJoCo's shell has a little
 Rayleigh damping and no air). Prints each scene's last-frame chamfer distance between the two
 (the mean of both ways' nearest-vertex distances) in diagonals, the free vertices' mean strain
-and depth into the sphere, and the seconds of each.
+and depth into the sphere, the frames in which the sheet passes through itself
+(``neurok_core.metrics.self_crossings``: neither solver keeps its layers apart yet) and the
+seconds of each.
 """
 
 from __future__ import annotations
@@ -142,6 +144,14 @@ def _depth(positions: np.ndarray) -> float:
     return float(max(0.0, -d.min()))
 
 
+def _crossing_frames(sheet, positions: np.ndarray) -> int:
+    """How many frames have an edge of the sheet through one of its own triangles."""
+    from neurok_core.metrics import self_crossings
+
+    faces = sheet.triangles()
+    return sum(self_crossings(x, faces) > 0 for x in positions)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--damping", type=float, default=0.1, help="NeuROK's air damping (1/s)")
@@ -162,19 +172,21 @@ def main(argv=None) -> int:
                 ),
                 "strain": [round(_strain(sheet, ref), 4), round(_strain(sheet, ours), 4)],
                 "depth_m": [round(_depth(ref), 4), round(_depth(ours), 4)] if mjcf else None,
+                "crossing_frames": [_crossing_frames(sheet, ref), _crossing_frames(sheet, ours)],
                 "seconds": [round(ref_s, 2), round(ours_s, 2)],
                 "iterations": info["iterations"],
             }
         )
     print(
         "| scene | vertices | last frame apart (chamfer / diagonal) | worst frame | mean strain"
-        " MuJoCo / NeuROK | seconds MuJoCo / NeuROK |"
+        " MuJoCo / NeuROK | frames through itself MuJoCo / NeuROK | seconds MuJoCo / NeuROK |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['scene']} | {r['vertices']} | {r['chamfer_last']:.2%} | {r['chamfer_worst']:.2%}"
             f" | {r['strain'][0]:.2%} / {r['strain'][1]:.2%}"
+            f" | {r['crossing_frames'][0]} / {r['crossing_frames'][1]} of {FRAMES}"
             f" | {r['seconds'][0]:.2f} / {r['seconds'][1]:.2f} s |"
         )
     if args.json:

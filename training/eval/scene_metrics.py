@@ -22,6 +22,7 @@ from neurok_core.metrics import (
     edge_strain,
     energy_drift,
     rigid_fit_residual,
+    self_crossings,
 )
 
 from .scene_meshes import Hinge
@@ -174,7 +175,9 @@ def score_motion(
     Always: ``motion`` (largest free-vertex displacement / L) and, with pins, ``pinned_drift``.
     With part labels >= 0: ``part_residual`` (worst part's max over frames) and
     ``part_residuals`` (per part: max). ``strain``: ``edge_strain`` mean and max over frames of
-    the mean |l/l0 - 1|. ``volume``: ``volume_ratio`` min and max of V_t / V_0. ``hinge``: the
+    the mean |l/l0 - 1|, and ``through_itself``: the frames in which an edge passes through
+    one of the cloth's own triangles (``neurok_core.metrics.self_crossings``). ``volume``:
+    ``volume_ratio`` min and max of V_t / V_0. ``hinge``: the
     :func:`turn_scores`. ``drag`` = (vertex, target (3,), frame): ``drag_miss`` |x_frame -
     target| / L (None if the run ended before that frame). ``energy`` (T,): ``energy_drift``.
     ``obstacles`` (``neurok_core.dynamics.obstacles.Obstacles``): the :func:`contact_scores`,
@@ -192,6 +195,8 @@ def score_motion(
         out["part_residuals"] = {str(p): r for p, r in per_part.items()}
     if strain:
         out["edge_strain"] = _over_frames(edge_strain(rest, frames, faces))
+        # frames in which the cloth passes through itself (reported; no target yet)
+        out["through_itself"] = sum(self_crossings(x, faces) > 0 for x in frames)
     if volume:
         ratio = volume_ratios(rest, frames, faces)
         out["volume_ratio"] = {"min": float(ratio.min()), "max": float(ratio.max())}

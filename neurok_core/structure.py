@@ -9,8 +9,9 @@ off what the rig space already decides from geometry (design section 12), withou
   split where a closed part bends): rigid -> "rigid", chain -> "rope", sheet -> "cloth",
   elastic -> "bending solid";
 - joints from the interfaces of :func:`~neurok_core.rigspace.joints.find_interfaces` and the
-  kind :func:`~neurok_core.rigspace.joints.interface_joint` gives each: weld -> "fixed",
-  hinge, revolute and axle -> "hinge" (about the joint's axis), ball -> "ball", an interface with no
+  kind :func:`~neurok_core.rigspace.joints.interface_joints` gives each: weld -> "fixed",
+  hinge, revolute and axle -> "hinge" (about the joint's axis), slider -> "slider" (along its
+  axis), ball -> "ball", an interface with no
   glue (a wide patch) -> "contact" (the parts only touch);
 - pins as :func:`~neurok_core.rigspace.space.pin_role` decides: a part held fully is "fixed" to
   the world (part -1), a rigid part pinned at a point or along a line a "ball" or "hinge" to it
@@ -44,12 +45,14 @@ from .rigspace.joints import (
     DISC,
     LINE,
     POINT,
+    SLIDE_KEEP,
     Interface,
     InterfaceFrame,
     Joint,
     find_axle,
     find_interfaces,
-    interface_joint,
+    find_slider,
+    interface_joints,
 )
 from .rigspace.space import pin_role
 from .sheets import FLAT, flatness
@@ -69,6 +72,7 @@ _JOINT_TYPE = {
     "hinge": "hinge",
     "revolute": "hinge",
     "axle": "hinge",
+    "slider": "slider",
     "ball": "ball",
     "pin-ball": "ball",
     "pin-hinge": "hinge",
@@ -295,7 +299,9 @@ def interface_confidence(interface: Interface, kind: str | None) -> float:
     count against 3; the extent against the ball's ``POINT``, the width against the line's
     ``LINE``, the extent against the disc's ``DISC``; an axle's roundness against ``AXLE_ROUND``,
     its roundness about other axes against ``AXLE_DISTINCT`` x that, its offset against
-    ``AXLE_OFF``). A sleeve's own test is not measured."""
+    ``AXLE_OFF``; a slider's extent against ``POINT`` and the share its slide keeps in touch
+    against ``SLIDE_KEEP``, which also breaks a slider's tie with a hinge between the same
+    bodies). A sleeve's own test is not measured."""
     if kind == "weld":
         return clarity(interface.deep, 3)
     if kind == "axle":
@@ -308,6 +314,10 @@ def interface_confidence(interface: Interface, kind: str | None) -> float:
         ]
         return min(clarity(max(m, 1e-6), t) for m, t in tests)
     frame = InterfaceFrame.of(interface.near)
+    if kind == "slider":
+        kept = find_slider(interface).kept
+        small = float(min(interface.sizes))
+        return min(clarity(frame.extents[0], POINT * small), clarity(max(kept, 1e-6), SLIDE_KEEP))
     e = np.maximum(frame.extents, 1e-12)
     small = float(min(interface.sizes))
     tests = [clarity(e[0], POINT * small)]
@@ -320,9 +330,9 @@ def interface_confidence(interface: Interface, kind: str | None) -> float:
     return min(tests)
 
 
-def _structure_joint(interface: Interface) -> PartJoint:
-    """The :class:`PartJoint` of one interface (module docstring)."""
-    joint = interface_joint(interface)
+def _structure_joint(interface: Interface, joint: Joint | None) -> PartJoint:
+    """The :class:`PartJoint` of one interface and its rig-space ``joint`` (module
+    docstring)."""
     confidence = interface_confidence(interface, None if joint is None else joint.kind)
     pair = (interface.part_a, interface.part_b)
     if joint is None:
@@ -373,7 +383,8 @@ def find_structure(vertices, faces, pins=()) -> Structure:
             fixed_parts[p] = role == "fixed"
             joints.append(PartJoint("fixed", p, WORLD, _point(held.mean(0))))
     interfaces = find_interfaces(vertices, faces, layout, fixed_parts, size)
-    joints += [_structure_joint(i) for i in interfaces]
+    found = interface_joints(interfaces)
+    joints += [_structure_joint(i, j) for i, j in zip(interfaces, found, strict=True)]
     return Structure(layout.parts.astype(np.int64), tuple(parts), tuple(joints))
 
 

@@ -229,3 +229,75 @@ class Springs:
         coeff = 2.0 * self.a * ((d0 * d0).sum(1) + (d1 * d1).sum(1) - 2.0 * self.lengths**2)
         # d coeff / d dm = 2 a (2 d1 . 2) = 8 a d1: the term (x) 4 a d_m (2 d1)^T
         return self._blocks(dm, coeff, 2.0 * d1, hessian, nb)
+
+
+class SliderGlue:
+    """E = 1/2 sum_j k_j sum_{i=1,2} (n_ji(Q) . g_j(Q))^2: glue that holds a slider's point
+    pairs together only across its axis, so the part slides along the axis and nothing else.
+
+    g_j = e_j^T Q - target_j (3,) is the gap of pair j (``rows`` e_j (J, 4B), ``targets`` (J, 3):
+    zero, or the world's points); n_ji (3,) the two unit normals of the axis, carried by the
+    part that holds the axis: n_ji = r_ji^T Q + fixed_ji, with ``normal_rows`` r_ji (J, 2, 4B)
+    the rows of the normal as a vector of that part (zero for the world) and ``normals``
+    fixed_ji (J, 2, 3) the world's normals (zero for a moving part). Four points, two on the
+    axis and two off it, leave one motion of the part against the other: the slide (design
+    section 15).
+
+    With c = n . g, grad c = r (x) g + e (x) n and grad^2 c = (r e^T + e r^T) (x) I_3, so
+    grad E = sum k c grad c and grad^2 E = sum k (grad c grad c^T + c grad^2 c). Against the
+    world the normals are constant and E is quadratic; against a moving part it is quartic in
+    Q (the axis turns with that part), so the midpoint step takes Gonzalez's discrete gradient
+    of it (``gonzalez``, as the contact's). Per term, grad c and grad^2 c live in span(r, e)
+    (x) R^3, where the Hessian is k W (s s^T + c [[0, I], [I, 0]]) W^T, s = (g, n) (6,),
+    W = [r, e] (x) I_3; the PSD-projected Hessian projects that 6 x 6 middle (the exact one:
+    ``project=False``)."""
+
+    gonzalez = True
+
+    def __init__(self, rows, targets, normal_rows, normals, stiffness, *, omega: float):
+        self.rows = np.asarray(rows, dtype=np.float64)  # (J, 4B)
+        self.targets = np.asarray(targets, dtype=np.float64)  # (J, 3)
+        self.normal_rows = np.asarray(normal_rows, dtype=np.float64)  # (J, 2, 4B)
+        self.normals = np.asarray(normals, dtype=np.float64)  # (J, 2, 3)
+        self.k = np.asarray(stiffness, dtype=np.float64)  # (J,)
+        self.stiff, self.omega, self.name = True, omega, "slider"
+
+    def _terms(self, q: np.ndarray):
+        """(c (J, 2), gaps g (J, 3), normals n (J, 2, 3)) at ``q``."""
+        flat = q.reshape(-1, 3)
+        gap = self.rows @ flat - self.targets  # (J, 3)
+        n = np.einsum("jiv,vk->jik", self.normal_rows, flat) + self.normals  # (J, 2, 3)
+        return np.einsum("jik,jk->ji", n, gap), gap, n
+
+    def joint_rows(self, q: np.ndarray) -> np.ndarray:
+        """(2J, 12B) the rows grad c of the held gaps at ``q``: the velocities that keep every
+        pair's gap across the axis are their null space."""
+        _, gap, n = self._terms(q)
+        r, e = self.normal_rows, self.rows[:, None, :]  # (J, 2, 4B), (J, 1, 4B)
+        grad = r[..., :, None] * gap[:, None, None, :] + e[..., :, None] * n[:, :, None, :]
+        return grad.reshape(-1, self.rows.shape[1] * 3)  # (J, 2, 4B, 3) -> (2J, 12B)
+
+    def __call__(self, q: np.ndarray, hessian: bool = True, project: bool = True):
+        c, gap, n = self._terms(q)
+        value = 0.5 * float((self.k[:, None] * c * c).sum())
+        rows = self.joint_rows(q)  # (2J, 12B)
+        kc = (self.k[:, None] * c).reshape(-1)  # (2J,)
+        grad = (kc @ rows).reshape(q.shape)
+        if not hessian:
+            return value, grad, None
+        num = self.rows.shape[1]
+        e = np.broadcast_to(self.rows[:, None], self.normal_rows.shape)
+        w = np.stack([e, self.normal_rows], axis=2)  # (J, 2, 2, 4B): [e, r] per term
+        s = np.concatenate([n, gap[:, None, :].repeat(2, 1)], axis=2)  # (J, 2, 6): (n, g)
+        # middle (J, 2, 6, 6) in the basis [e (x) I, r (x) I]: k (s s^T + c swap)
+        swap = np.kron(np.array([[0.0, 1.0], [1.0, 0.0]]), np.eye(3))
+        middle = self.k[:, None, None, None] * (
+            s[..., :, None] * s[..., None, :] + c[..., None, None] * swap
+        )
+        if project:
+            val, vec = np.linalg.eigh(middle)
+            middle = (vec * np.maximum(val, 0.0)[..., None, :]) @ np.swapaxes(vec, -1, -2)
+        # W (J, 2, 6, 12B): row (a, k) is w_a (x) unit k, in Q's flat order (row v, column l)
+        basis = np.einsum("jiav,kl->jiakvl", w, np.eye(3)).reshape(*w.shape[:2], 6, 3 * num)
+        moved = (middle @ basis).reshape(-1, 3 * num)  # (12J, 12B)
+        return value, grad, basis.reshape(-1, 3 * num).T @ moved

@@ -427,17 +427,20 @@ class Integrator:
 
     def _joint_velocities(self, q: np.ndarray) -> np.ndarray:
         """(12B, K) a basis of the rigid bone velocities (``_rigid_velocities``) that the
-        joints allow: those that do not move any glue point's pair apart (the null space of
-        the glue's rows)."""
+        joints allow: those that do not move any glue point's pair apart, nor a slider's
+        across its axis (the null space of the glue's rows and of the sliders' ``joint_rows``
+        at ``q``)."""
         basis = self._rigid_velocities(q)
         if self.basis is not None:  # what the moving coordinates hold of them
             basis = self.basis @ (self.basis.T @ basis)
-        glue = [e for e in self.energies if getattr(e, "name", "") == "glue"]
-        if not glue:
+        # velocity rows (C, 12B) of the glue points' gaps, and of the sliders' held gaps
+        flat = [
+            np.kron(e.rows, np.eye(3)) for e in self.energies if getattr(e, "name", "") == "glue"
+        ]
+        flat += [e.joint_rows(q) for e in self.energies if hasattr(e, "joint_rows")]
+        if not flat:
             return basis
-        rows = np.concatenate([e.rows for e in glue])  # (J, 4B)
-        flat = np.kron(rows, np.eye(3))  # (3J, 12B): velocity rows of the glue points' gaps
-        cons = flat @ basis
+        cons = np.concatenate(flat) @ basis
         _, sv, vt = np.linalg.svd(cons, full_matrices=True)
         rank = int((sv > 1e-8 * max(float(sv.max(initial=0.0)), 1e-300)).sum())
         return basis @ vt[rank:].T

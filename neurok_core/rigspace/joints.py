@@ -22,7 +22,17 @@ rotation about that line free, so the interface's shape decides the joint:
   size): a **revolute** joint about its normal, glue at its centre and at two points on the
   normal, one on each side;
 - a wide patch (a drawer's front against its cabinet, a box on a table): **no glue**: the parts
-  only touch (contact), so they can slide apart or separate.
+  only touch (contact), so they can slide apart or separate;
+- before the line, sleeve and patch rules, a **slider** (:func:`find_slider`, probed with
+  small rigid motions of part a against b, :class:`MotionProbe`): a line on no plate's edge
+  that part a cannot turn about, either way, but can shift along, one way at least, keeping
+  half the interface in touch (a sash's bar lying in its track, a runner on its rail); or
+  any other interface that shifts so along exactly one of its principal axes and turns about
+  none (a box in a sleeve open at its end). Glue only across the axis at four points (two on
+  it, two levers off it; :class:`~neurok_core.rigspace.energies.SliderGlue`), so the part
+  slides and does nothing else. A part whose sliders would run along two directions has none
+  (:func:`interface_joints`: a lid lying on a chest's four walls). No range yet: the glue holds
+  the line however far the part slides.
 
 Two segments of one loose part (a part that bends, :func:`~neurok_core.rigspace.bones.
 bend_segments`) are joined where they share vertices: their seam is the interface (a welded
@@ -58,13 +68,18 @@ AXLE_OFF = 0.3  # the overlap's centre within this x the round part's radius of 
 AXLE_ROD = 3.0  # a round part longer than this x its diameter, overlapping only at its end
 AXLE_END = 0.7  # (the overlap's middle beyond this x its half-length from its own middle): a
 # rod sunk into the other part (a spoke into a rim, an arm into its knuckle), welded
+SLIDE = 2.0  # x TOUCH: how far a probe moves the interface's points (find_slider)
+SLIDE_KEEP = 0.5  # a slide keeps this share of the interface's points in touch at least
+MAX_TURN = 0.5  # radians: the most a probe turns a part
+PLATE = 4.0  # a part whose second extent is this x its thickness is a plate (find_slider)
+SLIDE_SPREAD = 10.0  # degrees: a part's sliders along axes further apart are none
 
 
 @dataclass(frozen=True)
 class Joint:
     """Glue between ``part_a`` and ``part_b`` (-1: the world, at rest) at ``points`` (G, 3)
-    metres, of ``kind`` (weld, ball, hinge, revolute, axle, pin), with the interface's
-    ``axis``."""
+    metres, of ``kind`` (weld, ball, hinge, revolute, axle, slider, pin), with the interface's
+    ``axis`` (a slider's: the line it slides along)."""
 
     part_a: int
     part_b: int
@@ -101,7 +116,8 @@ class Interface:
     vertices in the interface (a sleeve's axis is fitted to them where there are enough, since
     they keep the mesh's own symmetry), or None; ``overlap`` (K, 3): the samples of both
     parts deeper than ``OVERLAP`` inside the other; ``shapes``: the two parts' surface samples
-    ((S, 3) each), or None (a seam)."""
+    ((S, 3) each), or None (a seam); ``probe``: what tries small motions of part a against b
+    (:class:`MotionProbe`; a seam: None)."""
 
     part_a: int
     part_b: int
@@ -111,6 +127,7 @@ class Interface:
     on_mesh: Callable[[], np.ndarray] | None = None
     overlap: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
     shapes: tuple[np.ndarray, np.ndarray] | None = None
+    probe: MotionProbe | None = None
 
     @property
     def inside(self) -> bool:
@@ -146,13 +163,174 @@ class InterfaceFrame:
         return cls(centre, vt, lo, hi)
 
 
-def interface_joint(interface: Interface) -> Joint | None:
+@dataclass(frozen=True)
+class MotionProbe:
+    """Tries small rigid motions of part a against part b at an interface (GEOPARD's test of a
+    candidate articulation: the motion must neither run one part into the other nor, for a
+    slide, detach them; Sun et al. 2024): ``dist_a``, ``dist_b`` the parts' distance fields,
+    ``count_a`` how many of the interface's points (the first) are a's samples, the rest b's,
+    ``size`` the object's size (m)."""
+
+    dist_a: MeshDistance
+    dist_b: MeshDistance
+    count_a: int
+    size: float
+
+    def motion(self, near: np.ndarray, centre, turn: np.ndarray, shift) -> tuple[bool, float]:
+        """(free, kept) of moving part a by the rotation ``turn`` (3, 3) about ``centre`` (3,)
+        then by ``shift`` (3,) (b's points by the inverse motion) at the interface's points
+        ``near`` (M, 3): free when fewer than 3 of them end deeper than ``OVERLAP`` inside the
+        other part; kept: the share of them still within ``TOUCH`` of it."""
+        a, b = near[: self.count_a], near[self.count_a :]
+        moved_a = (a - centre) @ turn.T + centre + shift  # (Ma, 3)
+        moved_b = (b - centre - shift) @ turn + centre  # (Mb, 3)
+        band = (1.0 + SLIDE) * TOUCH * self.size
+        d = np.concatenate([self.dist_b.within(moved_a, band), self.dist_a.within(moved_b, band)])
+        deep = int((d < -OVERLAP * self.size).sum())
+        return deep < 3, float((np.abs(d) < TOUCH * self.size).mean()) if len(d) else 0.0
+
+    def slides(self, near: np.ndarray, centre, axis) -> float:
+        """The most of the interface kept in touch by a free shift of ``SLIDE`` x ``TOUCH``
+        along ``axis`` (3,), either way (0: neither way is free)."""
+        step = SLIDE * TOUCH * self.size * np.asarray(axis)
+        kept = [self.motion(near, centre, np.eye(3), s * step) for s in (1.0, -1.0)]
+        return max((k for free, k in kept if free), default=0.0)
+
+    def turns(self, near: np.ndarray, centre, axis) -> bool:
+        """Whether a turn about the line through ``centre`` along ``axis`` (3,), either way,
+        is free: by the angle that moves the interface's points ``SLIDE`` x ``TOUCH`` (98th
+        percentile of their distance from the line; at most ``MAX_TURN``)."""
+        d = near - centre
+        r = np.linalg.norm(d - np.outer(d @ axis, axis), axis=1)  # (M,)
+        reach = max(float(np.percentile(r, 98)), 1e-12)
+        angle = min(SLIDE * TOUCH * self.size / reach, MAX_TURN)
+        return any(
+            self.motion(near, centre, _rotation(axis, s * angle), np.zeros(3))[0]
+            for s in (1.0, -1.0)
+        )
+
+
+def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+    """(3, 3) the rotation by ``angle`` (radians) about the unit ``axis`` (3,) (Rodrigues)."""
+    k = np.cross(np.eye(3), axis)  # [axis]x
+    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
+
+
+@dataclass(frozen=True)
+class Slider:
+    """A slider found at an interface (:func:`find_slider`): its glue ``points`` (4, 3), its
+    unit ``axis`` (3,) and the share ``kept`` of the interface that its slide keeps in touch."""
+
+    points: np.ndarray
+    axis: np.ndarray
+    kept: float
+
+
+def find_slider(interface: Interface) -> Slider | None:
+    """The :class:`Slider` of an interface that is neither an overlap nor a point, or None.
+
+    A line (the interface's second extent under ``LINE`` x its first) on no plate's edge
+    (``PLATE``: a door's edge on its jamb turns) is a slider along itself when part a cannot
+    turn about it either way (a face lying along a
+    runner or a track, not an edge that a lid can turn on) and can shift along it one way at
+    least, keeping ``SLIDE_KEEP`` of the interface in touch. Any other interface is a slider
+    along the one of its principal axes along which it so shifts when it shifts along no
+    other and cannot turn about any (a box in a sleeve open at its end). Glue at the ends
+    of the interface's span along the axis, on the axis, and at its middle a lever to either
+    side across it (half the interface's width, at least a quarter of its span), so that
+    its glue, holding each point across the axis only, leaves no turn."""
+    probe = interface.probe
+    near = interface.near
+    if probe is None or interface.inside or len(near) < 6:
+        return None
+    frame = InterfaceFrame.of(near)
+    centre, axes, extents = frame.centre, frame.axes, frame.extents
+    if extents[0] < POINT * float(min(interface.sizes)):
+        return None
+    line = extents[1] < LINE * extents[0]
+    if line and any(_plate_edge(shape, axes[2]) for shape in interface.shapes or ()):
+        return None
+    if any(probe.turns(near, centre, axis) for axis in (axes[:1] if line else axes)):
+        return None
+    kept = [probe.slides(near, centre, axis) for axis in (axes[:1] if line else axes)]
+    free = [k for k in range(len(kept)) if kept[k] >= SLIDE_KEEP]
+    if len(free) != 1:
+        return None
+    k = free[0]
+    axis = _mesh_axis(interface, axes[k])
+    across = max((j for j in range(3) if j != k), key=lambda j: extents[j])
+    lo, hi = frame.lo[k], frame.hi[k]
+    lever = max(0.5 * extents[across], 0.25 * (hi - lo))
+    mid = centre + 0.5 * (lo + hi) * axis
+    points = np.stack(
+        [
+            centre + lo * axis,
+            centre + hi * axis,
+            mid + lever * axes[across],
+            mid - lever * axes[across],
+        ]
+    )
+    return Slider(points, axis, kept[k])
+
+
+def _plate_edge(samples: np.ndarray, normal: np.ndarray) -> bool:
+    """Whether a part with surface ``samples`` (S, 3) is a plate (its second extent over
+    ``PLATE`` x its thickness) whose thickness lies across the interface's ``normal`` (3,):
+    the interface is on the plate's edge (a door's edge on its jamb, a wall's top under a lid),
+    where it turns."""
+    if len(samples) < 3:
+        return False
+    frame = InterfaceFrame.of(samples)
+    e = frame.extents
+    return bool(e[1] > PLATE * e[2] and abs(float(frame.axes[2] @ normal)) < 0.5)
+
+
+def _mesh_axis(interface: Interface, axis: np.ndarray) -> np.ndarray:
+    """``axis`` (3,) refined: the nearest principal axis (within ``SLIDE_SPREAD``) of the
+    meshes' vertices in the interface (``on_mesh``: they keep the mesh's own symmetry, where
+    the random samples' axes are a degree or two off theirs), or ``axis`` itself."""
+    if interface.on_mesh is None:
+        return axis
+    mesh = interface.on_mesh()
+    if len(mesh) < 4:
+        return axis
+    axes = InterfaceFrame.of(mesh).axes  # (3, 3)
+    best = axes[int(np.argmax(np.abs(axes @ axis)))]
+    if abs(float(best @ axis)) < np.cos(np.radians(SLIDE_SPREAD)):
+        return axis
+    return best * np.sign(best @ axis)
+
+
+def interface_joints(interfaces: list[Interface]) -> list[Joint | None]:
+    """The joint of every interface (:func:`interface_joint`), where a part would slide along
+    two directions (more than ``SLIDE_SPREAD`` apart) none of its sliders taken: a part slides
+    along one line at most (a lid lying on a chest's four walls slides along none of them)."""
+    joints = [interface_joint(i) for i in interfaces]
+    axes: dict[int, list[np.ndarray]] = {}
+    for j in joints:
+        if j is not None and j.kind == "slider":
+            for p in (j.part_a, j.part_b):
+                axes.setdefault(p, []).append(j.axis)
+    spread = np.cos(np.radians(SLIDE_SPREAD))
+    torn = {p for p, a in axes.items() if p >= 0 and (np.abs(np.stack(a) @ a[0]) < spread).any()}
+    return [
+        interface_joint(i, slide=False)
+        if j is not None and j.kind == "slider" and {j.part_a, j.part_b} & torn
+        else j
+        for i, j in zip(interfaces, joints, strict=True)
+    ]
+
+
+def interface_joint(interface: Interface, slide: bool = True) -> Joint | None:
     """The joint of an interface (module docstring), or None (no glue: the parts only touch,
-    or nothing is near)."""
+    or nothing is near); ``slide``: whether it may be a slider."""
     if interface.inside:
         axle = find_axle(interface)
         if axle is not None:
             return Joint(interface.part_a, interface.part_b, axle.points, "axle", axle.axis)
+    slider = find_slider(interface) if slide else None
+    if slider is not None:
+        return Joint(interface.part_a, interface.part_b, slider.points, "slider", slider.axis)
     return _interface_joint(
         interface.part_a,
         interface.part_b,
@@ -351,9 +529,7 @@ def find_axle(interface: Interface) -> Axle | None:
 def find_joints(vertices, faces, layout, fixed_parts: np.ndarray, size: float) -> list[Joint]:
     """Joints between the moving parts of ``layout`` and the world (the fixed parts as one
     body) and between moving parts whose boxes come within ``TOUCH`` of each other."""
-    joints = (
-        interface_joint(i) for i in find_interfaces(vertices, faces, layout, fixed_parts, size)
-    )
+    joints = interface_joints(find_interfaces(vertices, faces, layout, fixed_parts, size))
     return [j for j in joints if j is not None]
 
 
@@ -433,9 +609,18 @@ def find_interfaces(
 
             if len(near):
                 shapes = (a[1], b[1])
+                probe = MotionProbe(a[2], b[2], len(near_pts[0]), size)
                 out.append(
                     Interface(
-                        pa, pb, near, deep, (a[3], b[3]), on_mesh, np.concatenate(overlap), shapes
+                        pa,
+                        pb,
+                        near,
+                        deep,
+                        (a[3], b[3]),
+                        on_mesh,
+                        np.concatenate(overlap),
+                        shapes,
+                        probe,
                     )
                 )
     return out

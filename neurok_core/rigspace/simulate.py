@@ -25,7 +25,7 @@ from ..rig import BoneRig, quats_from_matrices
 from ..sheets import cloth_welding
 from .cloth_simulate import simulate_cloth
 from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
-from .energies import Linear, Quadratic, Rigidity, Springs
+from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs
 from .integrator import Integrator, OutOfTime
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
@@ -78,6 +78,8 @@ def _glue(space: RigSpace, omega: float) -> Quadratic | None:
     moving part at ``omega`` against it."""
     rows, ks, targets = [], [], []
     for joint in space.joints:
+        if joint.kind == "slider":
+            continue
         a = space.part_rows(joint.part_a, joint.points)
         mass = space.part_mass[joint.part_a]
         if joint.part_b >= 0:
@@ -99,6 +101,46 @@ def _glue(space: RigSpace, omega: float) -> Quadratic | None:
         omega=omega,
         name="glue",
     )
+
+
+def _slider_glue(space: RigSpace, omega: float) -> SliderGlue | None:
+    """Glue across the axis of every slider joint (:class:`SliderGlue`), its axis carried by
+    ``part_b`` (the world's fixed); stiffness as :func:`_glue`'s."""
+    rows, targets, normal_rows, normals, ks = [], [], [], [], []
+    for joint in space.joints:
+        if joint.kind != "slider":
+            continue
+        pts = joint.points
+        across = _normals(joint.axis)  # (2, 3)
+        a = space.part_rows(joint.part_a, pts)
+        mass = space.part_mass[joint.part_a]
+        if joint.part_b >= 0:
+            a = a - space.part_rows(joint.part_b, pts)
+            mass = min(mass, space.part_mass[joint.part_b])
+            targets.append(np.zeros((len(pts), 3)))
+            carried = [
+                space.part_vector_rows(joint.part_b, pts, np.tile(n, (len(pts), 1))) for n in across
+            ]
+            normal_rows.append(np.stack(carried, axis=1))  # (G, 2, 4B)
+            normals.append(np.zeros((len(pts), 2, 3)))
+        else:
+            targets.append(pts)
+            normal_rows.append(np.zeros((len(pts), 2, a.shape[1])))
+            normals.append(np.broadcast_to(across, (len(pts), 2, 3)))
+        rows.append(a)
+        ks.append(np.full(len(pts), mass * omega**2 / len(pts)))
+    if not rows:
+        return None
+    cat = np.concatenate
+    return SliderGlue(cat(rows), cat(targets), cat(normal_rows), cat(normals), cat(ks), omega=omega)
+
+
+def _normals(axis: np.ndarray) -> np.ndarray:
+    """(2, 3) two unit vectors across the unit ``axis`` (3,) and across each other."""
+    helper = np.eye(3)[int(np.argmin(np.abs(axis)))]
+    first = np.cross(axis, helper)
+    first /= np.linalg.norm(first)
+    return np.stack([first, np.cross(axis, first)])
 
 
 def _bending(space: RigSpace, omega: float) -> list:
@@ -534,13 +576,14 @@ def simulate_rig(
     energies = [_rigidity(space, rigid, exact)]
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
     glue = _glue(space, TWO_PI * settings.glue_hz * stiffen)
+    slider = _slider_glue(space, TWO_PI * settings.glue_hz * stiffen)
     stretch = _stretch(
         space,
         settings,
         TWO_PI * settings.stretch_hz * stiffen,
         material_damping(settings.stretch_damping, conditions.damping),
     )
-    energies += [e for e in (glue, stretch) if e is not None]
+    energies += [e for e in (glue, slider, stretch) if e is not None]
     energies += _bending(space, TWO_PI * conditions.stiffness) or []
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
@@ -564,7 +607,7 @@ def simulate_rig(
     # the kick's soft modes with every bone's rigidity (a rigid part's bone moved as an
     # exact rotation has none in the step, but its F may not shear either)
     every = _rigidity(space, rigid) if exact.any() else energies[0]
-    stiff = [e for e in (every, glue, stretch) if e is not None]
+    stiff = [e for e in (every, glue, slider, stretch) if e is not None]
     v = _initial_velocity(space, conditions, q, stiff)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)

@@ -137,6 +137,14 @@ class RigSpace:
         _, near = cKDTree(self.vertices[own]).query(points)
         return self.point_rows(points, own[near])
 
+    def part_vector_rows(self, part: int, points: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """Rows (G, 4B) of the ``vectors`` (G, 3) at ``points`` (G, 3) carried by ``part`` (as
+        :meth:`part_rows`: its nearest vertex's weights): they turn with its bones, and do not
+        shift."""
+        own = np.flatnonzero(self.layout.parts == part)
+        _, near = cKDTree(self.vertices[own]).query(points)
+        return self.point_rows(points + vectors, own[near]) - self.point_rows(points, own[near])
+
     def bending_edges(self, count: int, rng: np.random.Generator) -> tuple:
         """(edges (E, 2), rest lengths (E,)): a seeded sample of at most ``count`` of the
         edges of the parts that bend (not rigid), zero-length ones left out."""

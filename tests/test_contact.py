@@ -96,6 +96,7 @@ def test_the_grid_fills_its_nodes_in_bounded_chunks_with_the_same_values(monkeyp
     for a, b in zip(whole, chunked, strict=True):
         np.testing.assert_array_equal(a, b)
 
+
 def test_the_cheap_distance_bound_never_exceeds_the_exact_distance():
     mesh = trimesh.creation.box((1.0, 0.6, 0.4))
     obstacles = Obstacles(-1.0, [MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.1)])
@@ -106,7 +107,6 @@ def test_the_cheap_distance_bound_never_exceeds_the_exact_distance():
     assert (bound <= exact + 1e-12).all()
     assert np.median(bound / np.maximum(exact, 1e-9)) > 0.9  # and close: a box is its own box
     assert np.isinf(Obstacles(None).farther_than(p)).all()
-
 
 
 @pytest.mark.parametrize("sphere", [False, True])

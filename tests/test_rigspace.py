@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 import trimesh
+from mesh_pieces import box_mesh, join_meshes
 
 from neurok_core.dynamics import Drag, Force, InitialVelocity, SimulationConditions
 from neurok_core.dynamics.obstacles import Obstacles
@@ -18,21 +19,6 @@ from neurok_core.rigspace.contact import Contact, ContactPoints, WorldObstacle
 from neurok_core.rigspace.energies import Rigidity, Springs
 
 RNG = np.random.default_rng(3)
-
-
-def _box(extents, centre):
-    m = trimesh.creation.box(extents)
-    m.apply_translation(centre)
-    return np.asarray(m.vertices, dtype=np.float64), np.asarray(m.faces, dtype=np.int64)
-
-
-def _join(*pieces):
-    verts, faces, n = [], [], 0
-    for v, f in pieces:
-        verts.append(v)
-        faces.append(f + n)
-        n += len(v)
-    return np.concatenate(verts), np.concatenate(faces)
 
 
 def _check_gradient(energy, q, scale=1e-6):
@@ -117,15 +103,15 @@ def test_discrete_gradients_keep_the_energy_and_have_their_jacobian(kind):
     ],
 )
 def test_the_interface_decides_the_joint(top, kind):
-    base = _box((0.3, 0.3, 0.2), (0.0, 0.0, 0.0))
+    base = box_mesh((0.3, 0.3, 0.2), (0.0, 0.0, 0.0))
     if kind == "hinge":  # a thin bar lying along the top's edge, touching it on a line
         bar = trimesh.creation.box((0.3, 0.02, 0.02))
         bar.apply_transform(trimesh.transformations.rotation_matrix(np.pi / 4, (1, 0, 0)))
         bar.apply_translation((0.0, 0.15, 0.1 + 0.01 * np.sqrt(2)))
         piece = (np.asarray(bar.vertices), np.asarray(bar.faces))
     else:
-        piece = _box(*top)
-    v, f = _join(base, piece)
+        piece = box_mesh(*top)
+    v, f = join_meshes(base, piece)
     space = build_rig_space(v, f, mass=1.0, pins=np.arange(len(base[0])))
     kinds = [j.kind for j in space.joints]
     assert kinds == ([] if kind is None else [kind])
@@ -133,13 +119,13 @@ def test_the_interface_decides_the_joint(top, kind):
 
 def _laptop():
     """A pinned base box and a lid slab open by 100 deg, touching along the back edge."""
-    base = _box((0.3, 0.2, 0.02), (0.0, 0.0, 0.01))
-    lid_v, lid_f = _box((0.28, 0.18, 0.008), (0.0, 0.0, 0.0))
+    base = box_mesh((0.3, 0.2, 0.02), (0.0, 0.0, 0.01))
+    lid_v, lid_f = box_mesh((0.28, 0.18, 0.008), (0.0, 0.0, 0.0))
     lid_v = lid_v + (0.0, -0.09, 0.004)  # its back bottom edge on the x axis
     angle = np.radians(100.0)
     rot = trimesh.transformations.rotation_matrix(-angle, (1, 0, 0))[:3, :3]
     lid_v = lid_v @ rot.T + (0.0, 0.1, 0.02)
-    v, f = _join(base, (lid_v, lid_f))
+    v, f = join_meshes(base, (lid_v, lid_f))
     return v, f, len(base[0])
 
 
@@ -178,7 +164,7 @@ def test_a_pushed_lid_closes_rigidly_about_its_hinge_and_rests_on_its_base():
 
 
 def test_free_fall_and_the_response_follows_the_load():
-    v, f = _box((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    v, f = box_mesh((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
     fall = simulate_rig(v, f, SimulationConditions(frames=25, fps=24.0))
     drop = v[:, 2].mean() - fall.positions[-1, :, 2].mean()
     assert drop == pytest.approx(0.5 * 9.81 * 1.0**2, rel=1e-3)
@@ -196,7 +182,7 @@ def test_free_fall_and_the_response_follows_the_load():
 
 
 def test_a_spinning_body_keeps_its_energy_and_its_shape():
-    v, f = _box((1.0, 0.5, 0.2), (0.0, 0.0, 0.0))
+    v, f = box_mesh((1.0, 0.5, 0.2), (0.0, 0.0, 0.0))
     cond = SimulationConditions(
         velocities=(InitialVelocity((0.0, 0.0, 1.0), vertex=0),),
         gravity=(0, 0, 0),
@@ -293,7 +279,7 @@ def test_a_flat_part_bones_see_two_directions_and_a_box_all_three():
     normals = sheet.axes[np.arange(sheet.num_bones), :, 2]  # the unseen direction last
     np.testing.assert_allclose(np.abs(normals[:, 2]), 1.0, atol=1e-9)
     assert sheet.coordinates().shape == (12 * sheet.num_bones, 9 * sheet.num_bones)
-    box = build_rig_space(*_box((0.3, 0.2, 0.1), (0, 0, 0)), mass=1.0)
+    box = build_rig_space(*box_mesh((0.3, 0.2, 0.1), (0, 0, 0)), mass=1.0)
     assert box.seen.all() and box.coordinates() is None
 
 
@@ -396,7 +382,7 @@ def test_a_time_limit_stops_the_integration_before_its_next_step():
     """The rig space checks its time limit before every implicit step, not only between
     frames: a limit that has passed stops the run before its first step, with the rest
     frame alone, cancelled and timed out; without one the same run gives every frame."""
-    v, f = _box((0.4, 0.2, 0.05), (0.0, 0.0, 0.0))
+    v, f = box_mesh((0.4, 0.2, 0.05), (0.0, 0.0, 0.0))
     cond = SimulationConditions(
         frames=6, forces=(Force(vertex=0, direction=(0, 0, 1), strength=5.0),)
     )
@@ -440,9 +426,9 @@ def test_a_small_box_falling_on_a_thin_floor_stays_on_it():
     """A 1 cm box 0.2 mm above a 0.4 mm floor (a fixed part): gravity, 30x stronger for its
     size than for a 30 cm one, carries it 2 mm (0.2 sizes) in the first frame-rate step from
     rest, through the floor, unless the step's path is swept for the impact."""
-    floor = _box((0.02, 0.02, 0.0004), (0.0, 0.0, -0.0002))
-    box = _box((0.01, 0.01, 0.004), (0.0, 0.0, 0.0022))
-    v, f = _join(floor, box)
+    floor = box_mesh((0.02, 0.02, 0.0004), (0.0, 0.0, -0.0002))
+    box = box_mesh((0.01, 0.01, 0.004), (0.0, 0.0, 0.0022))
+    v, f = join_meshes(floor, box)
     pins = tuple(range(8))  # the floor's corners: fixed
     result = simulate_rig(v, f, SimulationConditions(frames=12, pins=pins))
     bottom = result.positions[:, 8:, 2].min(1)
@@ -454,9 +440,9 @@ def test_a_box_thrown_at_a_thin_wall_stops_at_it_within_a_long_step():
     """A 1 cm box thrown at 3 m/s at a 0.4 mm wall (a fixed part, the object 3 cm) 5 mm away:
     a step as long as its accuracy allows (5% of the size) carries it 1.5 mm, past the wall's
     whole thickness; the step's path is swept, so it meets the wall and bounces off it."""
-    wall = _box((0.0004, 0.03, 0.03), (0.0102, 0.0, 0.0))
-    box = _box((0.01, 0.01, 0.01), (0.0, 0.0, 0.0))
-    v, f = _join(wall, box)
+    wall = box_mesh((0.0004, 0.03, 0.03), (0.0102, 0.0, 0.0))
+    box = box_mesh((0.01, 0.01, 0.01), (0.0, 0.0, 0.0))
+    v, f = join_meshes(wall, box)
     cond = SimulationConditions(
         frames=6,
         gravity=(0.0, 0.0, 0.0),
@@ -487,7 +473,7 @@ def test_an_impact_within_rounding_of_a_steps_end_cuts_no_sliver_of_a_step(monke
 
     monkeypatch.setattr(integrator.Integrator, "_impact_time", lambda self, q0, q1: share)
     monkeypatch.setattr(integrator.Integrator, "_step", recorded)
-    v, f = _box((0.01, 0.01, 0.01), (0.0, 0.0, 0.0))
+    v, f = box_mesh((0.01, 0.01, 0.01), (0.0, 0.0, 0.0))
     cond = SimulationConditions(
         frames=4,
         gravity=(0.0, 0.0, 0.0),
@@ -507,7 +493,7 @@ def test_a_drag_moves_a_small_box_against_its_friction():
     the handle: the drag's spring holds the point within a few per cent of the size whatever
     the size (at 4 Hz its pull at 1 cm was less than the friction: the corner stayed 4.9 mm
     short of the target)."""
-    v, f = _box((0.01, 0.01, 0.01), (0.0, 0.0, 0.005))
+    v, f = box_mesh((0.01, 0.01, 0.01), (0.0, 0.0, 0.005))
     corner = int(np.argmin(v[:, 0] + v[:, 1] - v[:, 2]))
     target = v[corner] + np.array([0.005, 0.0, 0.0])
     cond = SimulationConditions(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import trimesh
+from mesh_pieces import box_mesh, join_meshes
 
 from neurok_core.dynamics import Force, SimulationConditions
 from neurok_core.rigspace import build_rig_space, simulate_rig
@@ -13,12 +13,6 @@ from neurok_core.rigspace.energies import SliderGlue
 from neurok_core.structure import find_structure
 
 WIDTH, HEIGHT, DEPTH, WALL = 0.3, 0.15, 0.6, 0.02
-
-
-def _box(extents, centre):
-    m = trimesh.creation.box(extents)
-    m.apply_translation(centre)
-    return np.asarray(m.vertices, dtype=np.float64), np.asarray(m.faces, dtype=np.int64)
 
 
 def _box_in_open_box():
@@ -33,11 +27,9 @@ def _box_in_open_box():
         ((t, d, h), (w / 2 + t / 2, 0, 0)),
         ((w, t, h), (0, d / 2 + t / 2, 0)),
     ]
-    pieces = [_box(*p) for p in panels] + [_box((w, 0.5, h), (0, -d / 2 + 0.15, 0))]
-    offsets = np.cumsum([0] + [len(v) for v, _ in pieces])
-    v = np.concatenate([p[0] for p in pieces])
-    f = np.concatenate([p[1] + o for p, o in zip(pieces, offsets[:-1], strict=True)])
-    return v, f, int(offsets[-2])
+    sleeve = join_meshes(*[box_mesh(*p) for p in panels])
+    v, f = join_meshes(sleeve, box_mesh((w, 0.5, h), (0, -d / 2 + 0.15, 0)))
+    return v, f, len(sleeve[0])
 
 
 def test_a_box_in_an_open_box_is_a_slider_along_the_opening():

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import trimesh
+from mesh_pieces import box_mesh, join_meshes
 
 from neurok_core.cli import main
 from neurok_core.errors import StructureError
@@ -23,30 +24,14 @@ from neurok_core.structure import (
 from training.eval.structure_eval import adjusted_rand_index, line_angle
 
 
-def _box(extents, centre, subdivisions=1):
-    m = trimesh.creation.box(extents)
-    for _ in range(subdivisions):
-        m = m.subdivide()
-    return np.asarray(m.vertices) + centre, np.asarray(m.faces, dtype=np.int64)
-
-
-def _join(*pieces):
-    verts, faces, n = [], [], 0
-    for v, f in pieces:
-        verts.append(v)
-        faces.append(f + n)
-        n += len(v)
-    return np.concatenate(verts), np.concatenate(faces)
-
-
 def _laptop(angle_deg=100.0):
     """A base box and a lid slab open by ``angle_deg``, touching along the base's back edge
     (the x axis at y = 0.1, z = 0.02)."""
-    base = _box((0.3, 0.2, 0.02), (0.0, 0.0, 0.01))
-    lid_v, lid_f = _box((0.28, 0.18, 0.008), (0.0, 0.0, 0.0))
+    base = box_mesh((0.3, 0.2, 0.02), (0.0, 0.0, 0.01), 1)
+    lid_v, lid_f = box_mesh((0.28, 0.18, 0.008), (0.0, 0.0, 0.0), 1)
     lid_v = lid_v + (0.0, -0.09, 0.004)  # its back bottom edge on the x axis
     rot = trimesh.transformations.rotation_matrix(-math.radians(angle_deg), (1, 0, 0))[:3, :3]
-    return _join(base, (lid_v @ rot.T + (0.0, 0.1, 0.02), lid_f))
+    return join_meshes(base, (lid_v @ rot.T + (0.0, 0.1, 0.02), lid_f))
 
 
 def test_a_laptop_hinges_along_the_shared_edge():
@@ -61,7 +46,9 @@ def test_a_laptop_hinges_along_the_shared_edge():
 
 
 def test_two_boxes_sunk_into_each_other_are_fixed():
-    v, f = _join(_box((0.3, 0.3, 0.2), (0, 0, 0)), _box((0.3, 0.3, 0.05), (0, 0, 0.12)))
+    v, f = join_meshes(
+        box_mesh((0.3, 0.3, 0.2), (0, 0, 0), 1), box_mesh((0.3, 0.3, 0.05), (0, 0, 0.12), 1)
+    )
     s = find_structure(v, f)
     (joint,) = s.joints
     assert joint.type == "fixed" and joint.axis is None
@@ -78,8 +65,8 @@ def _cylinder(radius, height, centre, axis=(0.0, 0.0, 1.0)):
 def test_a_pin_through_a_plate_is_a_hinge_about_the_pin(axis):
     """A round pin through a plate (an axle through a hub, a scissors' rivet): the overlap is
     centred on the pin's axis, so the plate turns about it (the rig space's "axle")."""
-    plate = _box((0.3, 0.2, 0.02), (0.0, 0.0, 0.0), subdivisions=2)
-    v, f = _join(plate, _cylinder(0.02, 0.06, (0.05, 0.0, 0.0), axis))
+    plate = box_mesh((0.3, 0.2, 0.02), (0.0, 0.0, 0.0), subdivisions=2)
+    v, f = join_meshes(plate, _cylinder(0.02, 0.06, (0.05, 0.0, 0.0), axis))
     (joint,) = find_structure(v, f).joints
     assert joint.type == "hinge"
     assert line_angle(np.asarray(joint.axis), np.asarray(axis)) < 3.0
@@ -90,11 +77,11 @@ def test_a_pin_through_a_plate_is_a_hinge_about_the_pin(axis):
 def test_a_rod_sunk_by_its_end_and_an_off_centre_pin_are_fixed():
     """A long rod whose end is sunk into a block (a spoke in a rim) and a pin whose overlap is
     off its axis (half of it in the block's corner) stay welded."""
-    block = _box((0.1, 0.1, 0.1), (0.0, 0.0, 0.0), subdivisions=2)
+    block = box_mesh((0.1, 0.1, 0.1), (0.0, 0.0, 0.0), subdivisions=2)
     rod = _cylinder(0.01, 0.4, (0.0, 0.0, 0.23))  # 2 cm wide, 3 cm of it in the block
     corner = _cylinder(0.03, 0.05, (0.05, 0.05, 0.0))  # a quarter of it inside
     for other in (rod, corner):
-        (joint,) = find_structure(*_join(block, other)).joints
+        (joint,) = find_structure(*join_meshes(block, other)).joints
         assert joint.type == "fixed"
 
 
@@ -103,15 +90,15 @@ def test_a_sphere_resting_on_a_box_turns_about_the_vertical():
     (its "revolute" kind), so it may spin about the vertical only: a hinge along z."""
     sphere = trimesh.creation.icosphere(3, 0.05)
     ball = (np.asarray(sphere.vertices) + (0.0, 0.0, 0.15), np.asarray(sphere.faces))
-    v, f = _join(_box((0.3, 0.3, 0.2), (0, 0, 0)), ball)
+    v, f = join_meshes(box_mesh((0.3, 0.3, 0.2), (0, 0, 0), 1), ball)
     (joint,) = find_structure(v, f).joints
     assert joint.type == "hinge"
     assert line_angle(np.asarray(joint.axis), np.array([0.0, 0.0, 1.0])) < 5.0
 
 
 def test_pins_hold_a_part_to_the_world_and_a_slab_on_it_only_touches():
-    base = _box((0.3, 0.3, 0.2), (0, 0, 0))
-    v, f = _join(base, _box((0.3, 0.3, 0.05), (0, 0, 0.125)))
+    base = box_mesh((0.3, 0.3, 0.2), (0, 0, 0), 1)
+    v, f = join_meshes(base, box_mesh((0.3, 0.3, 0.05), (0, 0, 0.125), 1))
     s = find_structure(v, f, pins=range(len(base[0])))
     types = {(j.part_a, j.part_b): j.type for j in s.joints}
     assert types == {(0, -1): "fixed", (1, -1): "contact"}
@@ -188,7 +175,7 @@ def test_the_cli_writes_a_structure_that_reads_back(tmp_path, capsys):
     assert "2 parts" in capsys.readouterr().out
     s = Structure.from_json(out.read_text(), len(v))
     assert [j.type for j in s.joints] == ["hinge"]
-    base = ",".join(str(i) for i in range(len(_box((0.3, 0.2, 0.02), (0, 0, 0))[0])))
+    base = ",".join(str(i) for i in range(len(box_mesh((0.3, 0.2, 0.02), (0, 0, 0), 1)[0])))
     assert main(["structure", str(tmp_path / "laptop.obj"), "--out", str(out), "--pin", base]) == 0
     s = Structure.from_json(out.read_text(), len(v))
     assert {(j.type, j.part_b) for j in s.joints} == {("fixed", -1), ("hinge", -1)}

@@ -9,8 +9,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from mesh_pieces import box_mesh
 from scipy.spatial.transform import Rotation
-from test_rigspace import _box, _laptop, _pushed_lid
+from test_rigspace import _laptop, _pushed_lid
 
 from neurok_core.dynamics import InitialVelocity, SimulationConditions
 from neurok_core.metrics import rigid_fit_residual
@@ -28,7 +29,7 @@ def test_rodrigues_is_the_rotation_of_its_vector():
 
 
 def _free_box_step(load):
-    v, f = _box((0.4, 0.3, 0.2), (0.0, 0.0, 0.0))
+    v, f = box_mesh((0.4, 0.3, 0.2), (0.0, 0.0, 0.0))
     space = build_rig_space(v, f, mass=1.0, pins=(), elastic=False, settings=RigSettings())
     step = ProjectedNewton(
         space, [load(space)], lambda t: [], rigid=rigid_coordinates(space), damping=0.1, zeta=1.0
@@ -78,7 +79,7 @@ def test_a_lid_closes_the_same_with_both_steps_and_stays_exactly_rigid():
 
 def test_an_undamped_spinning_body_keeps_its_energy_and_its_shape():
     """Backward Euler and BDF2 take energy; the step gives it back."""
-    v, f = _box((1.0, 0.5, 0.2), (0.0, 0.0, 0.0))
+    v, f = box_mesh((1.0, 0.5, 0.2), (0.0, 0.0, 0.0))
     cond = SimulationConditions(
         velocities=(InitialVelocity((0.0, 0.0, 1.0), vertex=0),),
         gravity=(0, 0, 0),
@@ -98,7 +99,7 @@ def test_an_undamped_spinning_body_keeps_its_energy_and_its_shape():
 def test_a_free_fall_by_the_newton_step_falls_as_far_as_gravity_says():
     """Its first step is ramped up (backward Euler on an eighth, then BDF2): one backward
     Euler step at frame rate would leave the fall 0.5% long after a second."""
-    v, f = _box((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
+    v, f = box_mesh((1.0, 1.0, 1.0), (0.0, 0.0, 0.0))
     for damping in (0.0, 1e-6):
         cond = SimulationConditions(frames=25, damping=damping)
         fall = simulate_rig(v, f, cond, settings=RigSettings(step="newton"))
@@ -135,7 +136,7 @@ def test_an_undamped_springy_lid_keeps_its_energy_through_its_turning_points():
 )
 def test_which_runs_take_the_newton_step(damping, elastic, expected):
     """By default: a damped run with a rigid part (one bone)."""
-    v, f = _box((1.0, 0.05, 0.05), (0.0, 0.0, 0.0)) if elastic else _laptop()[:2]
+    v, f = box_mesh((1.0, 0.05, 0.05), (0.0, 0.0, 0.0)) if elastic else _laptop()[:2]
     settings = RigSettings()
     space = build_rig_space(v, f, mass=1.0, pins=(), elastic=elastic, settings=settings)
     cond = SimulationConditions(damping=damping)

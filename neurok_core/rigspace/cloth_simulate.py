@@ -112,16 +112,16 @@ class _Run:
         self.drag_k = conditions.mass * drag_omega(self.size, conditions) ** 2
         self.drag_from: dict[int, np.ndarray] = {}
         # where each force, drag and point velocity acts: its vertex (a point: the nearest)
-        placed = [
+        anchored = [
             c
             for c in (*conditions.forces, *conditions.drags, *conditions.velocities)
-            if c.vertex is None and c.point is not None
+            if c.vertex is not None or c.point is not None
         ]
-        tree = cKDTree(vertices) if placed else None  # a million vertices: 0.4 s
+        # the vertices' k-d tree only where a point needs it (a million vertices: 0.4 s)
+        tree = cKDTree(vertices) if any(c.vertex is None for c in anchored) else None
         self.anchor = {
             id(c): int(c.vertex) if c.vertex is not None else int(tree.query(c.point)[1])
-            for c in (*conditions.forces, *conditions.drags, *conditions.velocities)
-            if c.vertex is not None or c.point is not None
+            for c in anchored
         }
 
     def travel(self, x: np.ndarray, v: np.ndarray) -> float:
@@ -269,9 +269,10 @@ def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
 
 
 def _plausibility(run: _Run, watch, positions, nodes, cancelled: bool, unconverged: int) -> dict:
-    """The run's figures on the sampled faces' vertices ``watch`` (M,) at ``positions`` (T, M, 3)
-    (a seeded sample of ``FIGURE_FACES``: those of a sheet's 1,000 nodes move with them),
-    the ground's depth on them and on the ``nodes`` (T, n, 3)."""
+    """The run's figures on the vertices ``watch`` (M,) at ``positions`` (T, M, 3): edge strain
+    on a seeded sample of ``FIGURE_FACES`` faces (a cloth's vertices follow its 600 or so
+    nodes, so a sample tells its strain), the depth into colliders on their vertices, and into
+    the ground on them and on the ``nodes`` (T, n, 3)."""
     index = np.full(len(run.vertices), -1)
     index[watch] = np.arange(len(watch))
     faces = index[run.faces[sample_faces(run.faces, count=FIGURE_FACES)]]

@@ -63,7 +63,33 @@ def test_rigidity_hessian_is_exact_where_positive():
     np.testing.assert_allclose(hess @ d.reshape(-1), diff.reshape(-1), rtol=1e-5, atol=1e-8)
 
 
-@pytest.mark.parametrize("kind", ["rigidity", "springs"])
+def _sparse_rows(count: int, width: int) -> np.ndarray:
+    """Skinning-like rows: a few nonzero coordinates each (as a rope's edges have)."""
+    rows = RNG.normal(size=(count, width))
+    rows[RNG.random((count, width)) > 0.3] = 0.0
+    return rows
+
+
+def test_springs_sparse_hessian_is_the_dense_one():
+    """Rows with few nonzeros take the pairs' sparse sum (``RowPairs``); it gives the dense
+    products' Hessian and Jacobian, and rows too dense for it keep the dense products."""
+    rows = _sparse_rows(40, 24)
+    sparse_springs = Springs(rows, np.abs(RNG.normal(size=40)) + 0.5, np.full(40, 3.0), 1.0)
+    dense = Springs(rows, sparse_springs.lengths, sparse_springs.k, 1.0)
+    dense.pairs = None
+    assert sparse_springs.pairs is not None
+    assert Springs(RNG.normal(size=(7, 12)), np.ones(7), np.ones(7), 1.0).pairs is None
+    q0 = np.zeros((6, 4, 3))
+    q0[:, :3, :] = np.eye(3) + 0.1 * RNG.normal(size=(6, 3, 3))
+    y = q0 + 0.2 * RNG.normal(size=q0.shape)
+    for a, b in (
+        (sparse_springs(y)[2], dense(y)[2]),
+        (sparse_springs.discrete_gradient(q0, y)[1], dense.discrete_gradient(q0, y)[1]),
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * np.abs(b).max())
+
+
+@pytest.mark.parametrize("kind", ["rigidity", "springs", "sparse springs"])
 def test_discrete_gradients_keep_the_energy_and_have_their_jacobian(kind):
     """E(q1) - E(q0) = dg . (q1 - q0) exactly across a large step, dg(q, q) is the gradient,
     and the Jacobian in the midpoint matches central differences (float64)."""
@@ -74,9 +100,10 @@ def test_discrete_gradients_keep_the_energy_and_have_their_jacobian(kind):
     if kind == "rigidity":
         energy = Rigidity(np.array([2.0, 0.0, 5.0]), 1.0)
     else:
-        energy = Springs(
-            RNG.normal(size=(7, 12)), np.abs(RNG.normal(size=7)) + 0.5, np.full(7, 3.0), 1.0
-        )
+        rows = RNG.normal(size=(7, 12)) if kind == "springs" else _sparse_rows(30, 12)
+        count = len(rows)
+        energy = Springs(rows, np.abs(RNG.normal(size=count)) + 0.5, np.full(count, 3.0), 1.0)
+        assert (energy.pairs is None) == (kind == "springs")
     q1 = 2 * y - q0
     grad, jac = energy.discrete_gradient(q0, y, True)
     change = energy(q1, False)[0] - energy(q0, False)[0]

@@ -237,6 +237,7 @@ class Springs:
         self.zeta = zeta  # its own damping ratio (None: the integrator's)
         self.a = self.k / (8.0 * self.lengths**2)  # (J,) E = a (s - l^2)^2, s = |d|^2
         self.pairs = RowPairs.of(self.rows) if pairs is None else pairs
+        self._start = None  # (q0, its edge vectors) of the last step's start
 
     def dissipation(self, q: np.ndarray, dscale: float, zeta: float) -> Springs:
         """The step's viscous term: k factor / 2 (|d| - |d_start|)^2 (to second order), the
@@ -277,13 +278,21 @@ class Springs:
         _, h = self._blocks(d, 4.0 * self.a * np.maximum(excess, 0.0), 2.0 * d, True, nb)
         return value, grad, h
 
+    def _start_vectors(self, q0: np.ndarray) -> np.ndarray:
+        """The edge vectors (J, 3) at a step's start ``q0`` (kept: a step asks for its start's
+        at every iteration)."""
+        last = self._start
+        if last is None or not np.array_equal(last[0], q0):
+            self._start = last = (q0.copy(), self.rows @ q0.reshape(-1, 3))
+        return last[1]
+
     def discrete_gradient(self, q0: np.ndarray, y: np.ndarray, hessian: bool = True):
         """The discrete gradient across a midpoint step from ``q0`` to ``2 y - q0``:
         2 a (s_0 + s_1 - 2 l^2) d_m per edge (Gonzalez 1996; exact since E is quadratic in
         s = |d|^2), and its Jacobian in ``y`` (not symmetric)."""
         nb = y.shape[0]
         dm = self.rows @ y.reshape(4 * nb, 3)  # (J, 3)
-        d0 = self.rows @ q0.reshape(4 * nb, 3)
+        d0 = self._start_vectors(q0)
         d1 = 2.0 * dm - d0
         coeff = 2.0 * self.a * ((d0 * d0).sum(1) + (d1 * d1).sum(1) - 2.0 * self.lengths**2)
         # d coeff / d dm = 2 a (2 d1 . 2) = 8 a d1: the term (x) 4 a d_m (2 d1)^T

@@ -446,20 +446,32 @@ class Integrator:
         return basis @ vt[rank:].T
 
     def _rigid_velocities(self, q: np.ndarray) -> np.ndarray:
-        """(12B, 6L) the velocities of the moving bones that keep them rigid at ``q``: for
-        each, the three turns F' = [e_a]x F and the three translations c' = e_a."""
+        """(12B, 6G) the velocities that keep the moving bones rigid at ``q``, by groups that
+        move as one: each bone alone, except the bones of a part that bends (an elastic part
+        of several bones: a jelly ball), which turn and translate together, so that an impact
+        on a few of them changes the part's motion, not their turns against each other (which
+        its stiff energies carry). For each group, the three turns F' = [e_a]x F,
+        c' = e_a x c of its bones and the three translations c' = e_a."""
         live = np.flatnonzero(~self.space.fixed)
-        out = np.zeros((q.size, 6 * len(live)))
+        layout = self.space.layout
+        parts = self.space.bone_parts[live]
+        together = np.array(
+            [layout.part_info[p].kind == "elastic" for p in range(len(layout.part_info))]
+        )
+        key = np.where(together[parts], -1 - parts, live)  # a shared key per bending part
+        groups = [live[key == k] for k in dict.fromkeys(key.tolist())]
+        out = np.zeros((q.size, 6 * len(groups)))
         eye = np.eye(3)
-        for n, b in enumerate(live):
-            f = q[b, :3, :].T
+        for n, bones in enumerate(groups):
             for a in range(3):
-                col = np.zeros((q.shape[0], 4, 3))
-                col[b, :3, :] = np.cross(eye[a][:, None], f, axis=0).T  # ([e_a]x F)^T
-                out[:, 6 * n + a] = col.reshape(-1)
-                col = np.zeros((q.shape[0], 4, 3))
-                col[b, 3, a] = 1.0
-                out[:, 6 * n + 3 + a] = col.reshape(-1)
+                turn = np.zeros((q.shape[0], 4, 3))
+                for b in bones:
+                    turn[b, :3, :] = np.cross(eye[a][:, None], q[b, :3, :].T, axis=0).T
+                    turn[b, 3, :] = np.cross(eye[a], q[b, 3, :]) if len(bones) > 1 else 0.0
+                out[:, 6 * n + a] = turn.reshape(-1)
+                move = np.zeros((q.shape[0], 4, 3))
+                move[bones, 3, a] = 1.0
+                out[:, 6 * n + 3 + a] = move.reshape(-1)
         return out
 
     def _solve(self, q, v, t, h, euler: bool):

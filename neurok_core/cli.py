@@ -3,6 +3,7 @@ model.
 
     neurok simulate MESH --force VERTEX:DX,DY,DZ:STRENGTH[:START-END] --frames 120 --out anim.pc2
     neurok simulate MESH --drag VERTEX:X,Y,Z:FRAME --pin-below 0.01 --out anim.npz
+    neurok simulate A.obj B.obj ... --out DIR --velocity A:all:3,0,0 --pin B:1,2 [--static C]
     neurok ik REST_MESH TARGET_MESH --out fitted.obj [--space rig|latent] [--rig pose.json]
     neurok structure MESH --out structure.json [--pin V1,V2,...] [--pin-below Z]
     neurok info [--checkpoint DIR]
@@ -112,13 +113,13 @@ def parse_drag(text: str):
 
 
 def parse_velocity(text: str):
-    """``ANCHOR:VX,VY,VZ`` -> InitialVelocity."""
+    """``ANCHOR:VX,VY,VZ`` -> InitialVelocity (ANCHOR ``all``: the whole object)."""
     from .dynamics import InitialVelocity
 
     parts = text.split(":")
     if len(parts) != 2:
-        raise ConditionError(f"--velocity {text!r}: use ANCHOR:VX,VY,VZ")
-    kwargs = _anchor(parts[0], "--velocity anchor")
+        raise ConditionError(f"--velocity {text!r}: use ANCHOR:VX,VY,VZ (ANCHOR: all for all)")
+    kwargs = {} if parts[0] == "all" else _anchor(parts[0], "--velocity anchor")
     kwargs["velocity"] = tuple(_floats(parts[1], 3, "--velocity"))
     return InitialVelocity(**kwargs)
 
@@ -160,8 +161,11 @@ def build_conditions(args, vertices: np.ndarray):
         device=args.device,
     )
     for name in ("frames", "fps", "mass", "stiffness", "damping"):  # else the file's or default
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
+        value = getattr(args, name)
+        if isinstance(value, list):  # --mass and --stiffness may be repeated (several meshes)
+            value = _last_number(value, f"--{name}")
+        if value is not None:
+            fields[name] = value
     if args.ground is not None:
         fields["ground"] = args.ground
     if args.friction is not None:
@@ -251,7 +255,21 @@ class _Clock:
         return f"{time.monotonic() - self.started:.2f} s ({parts})"
 
 
+def _last_number(values, option: str) -> float | None:
+    """One mesh: the last ``--mass`` / ``--stiffness`` given, a plain number."""
+    if not values:
+        return None
+    if ":" in values[-1]:
+        raise ConditionError(f"{option} {values[-1]!r}: STEM:VALUE is for several meshes")
+    return _number(values[-1], option)
+
+
 def cmd_simulate(args) -> int:
+    if len(args.mesh) > 1 or args.static:
+        from .cli_objects import cmd_simulate_objects
+
+        return cmd_simulate_objects(args)
+    args.mesh = args.mesh[0]
     clock = _Clock()
     out = check_output(args.out, RESULT_SUFFIXES, "a simulation result")
     if not args.time_limit >= 0:
@@ -517,7 +535,19 @@ def make_parser() -> argparse.ArgumentParser:
         p.add_argument("--cache-dir", default=None, help="kinematic-space cache folder")
 
     sim = sub.add_parser("simulate", help="simulate a mesh under forces, drags, velocities")
-    sim.add_argument("mesh")
+    sim.add_argument(
+        "mesh",
+        nargs="+",
+        help="a mesh file, or several: the objects of one scene, each named by its file's stem"
+        " (conditions then start with STEM:, --out is a folder; neurok_core.cli_objects)",
+    )
+    sim.add_argument(
+        "--static",
+        action="append",
+        default=[],
+        metavar="STEM",
+        help="with several meshes: this one is a collider of the others (repeatable)",
+    )
     sim.add_argument(
         "--out",
         required=True,
@@ -541,8 +571,12 @@ def make_parser() -> argparse.ArgumentParser:
         "--frames", type=int, default=None, help="output frames, the rest shape included (120)"
     )
     sim.add_argument("--fps", type=float, default=None, help="frames per second (24)")
-    sim.add_argument("--mass", type=float, default=None, help="kg (1)")
-    sim.add_argument("--stiffness", type=float, default=None, help="Hz")
+    sim.add_argument(
+        "--mass", action="append", default=None, help="kg (1); several meshes: STEM:KG too"
+    )
+    sim.add_argument(
+        "--stiffness", action="append", default=None, help="Hz; several meshes: STEM:HZ too"
+    )
     sim.add_argument("--damping", type=float, default=None, help="1/s")
     sim.add_argument("--gravity", default=None, metavar="GX,GY,GZ")
     sim.add_argument("--no-gravity", action="store_true")

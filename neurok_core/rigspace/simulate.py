@@ -143,15 +143,18 @@ def _normals(axis: np.ndarray) -> np.ndarray:
     return np.stack([first, np.cross(axis, first)])
 
 
-def _bending(space: RigSpace, omega: float) -> list:
+def _bending(space: RigSpace, omega) -> list:
     """The user's stiffness: 1/2 omega^2 sum_i m_i sum_{a<b} w_ia w_ib |x_a(X_i) - x_b(X_i)|^2
     over each vertex's pairs of bones (zero when they move together; the still bone too, so
     a pinned region pulls back to rest), and over the joints, the lighter part's vertices
-    moved by each side's bones alone (a torsion spring: zero for a free hinge)."""
-    if omega <= 0:
+    moved by each side's bones alone (a torsion spring: zero for a free hinge). ``omega``
+    (rad/s): one for the object, or (N,) one per vertex (objects of their own stiffness)."""
+    omega = np.broadcast_to(np.asarray(omega, dtype=np.float64), (len(space.vertices),))
+    if not (omega > 0).any():
         return []
     blocks = []
-    bones, w, x, m = space.vertex_bones, space.vertex_weights, space.vertices, space.masses
+    bones, w, x = space.vertex_bones, space.vertex_weights, space.vertices
+    m = space.masses * omega**2  # (N,) each vertex's spring per metre^2 of its mass
     heads = space.heads
     for i in range(bones.shape[1]):
         for j in range(i + 1, bones.shape[1]):
@@ -181,14 +184,15 @@ def _bending(space: RigSpace, omega: float) -> list:
             world_k.append(m[own])
             world_x.append(x[own])
     out = []
+    top = float(omega.max())
     if sparse_rows:
         e = sparse.vstack(sparse_rows).tocsr()
-        k = np.concatenate(ks) * omega**2
-        out.append(_Coupling(np.asarray((e.T @ sparse.diags(k) @ e).todense()), omega))
+        k = np.concatenate(ks)
+        out.append(_Coupling(np.asarray((e.T @ sparse.diags(k) @ e).todense()), top))
     if world_rows:
-        k = np.concatenate(world_k) * omega**2
+        k = np.concatenate(world_k)
         rows, targets = np.concatenate(world_rows), np.concatenate(world_x)
-        out.append(Quadratic(rows, k, targets, stiff=False, omega=omega, name="bending"))
+        out.append(Quadratic(rows, k, targets, stiff=False, omega=top, name="bending"))
     return out
 
 
@@ -264,17 +268,25 @@ def _contact(
             obstacles.append((PartObstacle(mesh, int(bones[0]), space.heads), p))
     if not obstacles:
         return []
-    picks, owners = [], []
+    picks, owners, extra = [], [], []
     rng = np.random.default_rng(0)
     for p in moving:
         own = np.flatnonzero(parts == p)
         count = min(settings.contact_samples, len(own))
         picks.append(own[farthest_point_subsample(space.vertices[own], count, rng)])
         owners.append(np.full(count, p))
+        more = settings.contact_surface - count
+        if more > 0:
+            extra.append(_surface_points(space, space.faces[face_part == p], more, rng))
+            owners.append(np.full(len(extra[-1][0]), p))
     if not picks:
         return []
     pick, owner = np.concatenate(picks), np.concatenate(owners)
     rows = space.vertex_rows(pick)
+    at = space.vertices[pick]
+    if extra:
+        rows = np.concatenate([rows, *(r for _, r in extra)])
+        at = np.concatenate([at, *(x for x, _ in extra)])
     share = space.part_mass[owner] / settings.contact_share  # (P,) kg each point stands for
     out = []
     mu, slip = conditions.friction, settings.friction_slip * size
@@ -284,10 +296,31 @@ def _contact(
         keep = owner != part
         if not keep.any():
             continue
-        threshold = np.minimum(margin, obstacle.rest_distance(space.vertices[pick[keep]]))
+        threshold = np.minimum(margin, obstacle.rest_distance(at[keep]))
         points = ContactPoints(rows[keep], share[keep] * omega**2, threshold)
         out.append(Contact(points, obstacle, mu, slip, omega, zeta))
     return out
+
+
+def _surface_points(space: RigSpace, faces: np.ndarray, count: int, rng):
+    """(points (S, 3), rows (S, 4B)): ``count`` seeded area-uniform samples of ``faces``
+    (a part's), each row the blend of its triangle's vertex rows by its barycentric
+    coordinates (a rigid part's rows are affine in the point: the sample's own row)."""
+    if not len(faces) or count <= 0:
+        return np.zeros((0, 3)), np.zeros((0, 4 * space.num_bones))
+    x = space.vertices
+    area = np.linalg.norm(
+        np.cross(x[faces[:, 1]] - x[faces[:, 0]], x[faces[:, 2]] - x[faces[:, 0]]), axis=1
+    )
+    if area.sum() <= 0:
+        return np.zeros((0, 3)), np.zeros((0, 4 * space.num_bones))
+    tri = faces[rng.choice(len(faces), count, p=area / area.sum())]  # (S, 3)
+    r1, r2 = rng.random(count), rng.random(count)
+    s = np.sqrt(r1)
+    bary = np.stack([1.0 - s, s * (1.0 - r2), s * r2], 1)  # (S, 3)
+    points = np.einsum("sk,skd->sd", bary, x[tri])
+    rows = sum(bary[:, k, None] * space.vertex_rows(tri[:, k]) for k in range(3))
+    return points, rows
 
 
 def _rest_speed(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):
@@ -413,14 +446,19 @@ def soft_basis(space: RigSpace, q: np.ndarray, stiff) -> np.ndarray:
     return coords @ vec[:, keep]
 
 
-def _initial_velocity(space: RigSpace, conditions: SimulationConditions, q: np.ndarray, stiff):
+def _initial_velocity(
+    space: RigSpace, conditions: SimulationConditions, q: np.ndarray, stiff, uniform=None
+):
     """V0 (B, 4, 3) in the soft modes (:func:`soft_basis`): a uniform velocity moves every
-    moving bone; point velocities are then met by the soft motion of least kinetic energy
-    (the response to impulses there, kept out of the stiff modes: a kick on a hinged lid
-    turns it about its hinge instead of tearing it off and leaving the glue to damp that)."""
+    moving bone (and ``uniform`` (B, 3), where given, each bone by its own); point velocities
+    are then met by the soft motion of least kinetic energy (the response to impulses there,
+    kept out of the stiff modes: a kick on a hinged lid turns it about its hinge instead of
+    tearing it off and leaving the glue to damp that)."""
     nb = space.num_bones
     v = np.zeros((nb, 4, 3))
     moving = ~space.fixed
+    if uniform is not None:
+        v[moving, 3, :] += uniform[moving]
     point = []
     for c in conditions.velocities:
         if c.anchor is None:
@@ -564,6 +602,39 @@ def simulate_rig(
         elastic=conditions.stiffness > 0,
         settings=settings,
     )
+    return simulate_space(
+        space,
+        conditions,
+        settings=settings,
+        on_frame=on_frame,
+        on_progress=on_progress,
+        want_vertices=want_vertices,
+        deadline=deadline,
+        started=started,
+    )
+
+
+def simulate_space(
+    space: RigSpace,
+    conditions: SimulationConditions,
+    *,
+    settings: RigSettings,
+    on_frame=None,
+    on_progress=_noop,
+    want_vertices: bool = True,
+    deadline: float | None = None,
+    started: float | None = None,
+    stiffness: np.ndarray | None = None,
+    uniform_velocity: np.ndarray | None = None,
+) -> SimulationResult:
+    """:func:`simulate_rig`'s run in a built ``space`` (its conditions checked): ``deadline``
+    a ``time.monotonic()`` time or None, ``started`` the ``time.perf_counter()`` of the call
+    (the space's build counted from there). For a space of several objects
+    (:mod:`~neurok_core.rigspace.objects`): ``stiffness`` (N,) Hz per vertex instead of the
+    conditions' one, ``uniform_velocity`` (B, 3) m/s every bone's initial velocity (an
+    object's "all" velocity on its own bones)."""
+    vertices = space.vertices
+    started = time.perf_counter() if started is None else started
     built = time.perf_counter() - started
     # a small object's loads act faster (sqrt(g / L)): every stiff energy is made stiffer by
     # what its contact needs over contact_hz, so the motion is the same at every size; and
@@ -584,7 +655,8 @@ def simulate_rig(
         material_damping(settings.stretch_damping, conditions.damping),
     )
     energies += [e for e in (glue, slider, stretch) if e is not None]
-    energies += _bending(space, TWO_PI * conditions.stiffness) or []
+    hz = conditions.stiffness if stiffness is None else stiffness
+    energies += _bending(space, TWO_PI * np.asarray(hz, dtype=np.float64)) or []
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
     loads = _Loads(space, conditions, drag_omega(space.object_size, conditions))
@@ -608,7 +680,7 @@ def simulate_rig(
     # exact rotation has none in the step, but its F may not shear either)
     every = _rigidity(space, rigid) if exact.any() else energies[0]
     stiff = [e for e in (every, glue, slider, stretch) if e is not None]
-    v = _initial_velocity(space, conditions, q, stiff)
+    v = _initial_velocity(space, conditions, q, stiff, uniform_velocity)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)
     h = 1.0 / (conditions.fps * substeps)

@@ -53,7 +53,9 @@ class RigSettings:
     step: the implicit step, "midpoint" (``integrator``), "newton" (``newton_step``) or
     "auto" (``simulate.use_newton``);
     contact_samples: points per part that meet obstacles (its vertices, farthest-point
-    sampled where it has more); contact_share: how many of them hold the part's weight at
+    sampled where it has more); contact_surface: points per part at least (a part of fewer
+    vertices, a cube of 8, gets points spread over its faces too, so that a box landing on
+    another's face or edge meets it); contact_share: how many of them hold the part's weight at
     contact_hz (each point's stiffness is the part's mass (2 pi contact_hz)^2 / contact_share,
     so that a ball resting on one point sinks no more than a box on its face); contact_depth
     (object sizes): how deep the load (gravity and the forces) sinks those points at most (it
@@ -71,6 +73,7 @@ class RigSettings:
     newton_iterations: int = 12
     max_halvings: int = 6
     contact_samples: int = 1000
+    contact_surface: int = 200
     contact_share: float = 4.0
     contact_depth: float = 0.001
     stretch_edges: int = 1500

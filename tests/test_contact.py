@@ -97,6 +97,26 @@ def test_the_grid_fills_its_nodes_in_bounded_chunks_with_the_same_values(monkeyp
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("fine", [False, True])
+def test_a_fine_mesh_fills_its_grid_by_its_triangles_tree_with_the_exact_values(monkeypatch, fine):
+    """Above ``FINE_FACES`` faces a node tries only the triangles near it (a k-d tree of their
+    centroids) instead of its block's every candidate: the same exact distances, inside, near
+    and beyond the band (a box's corners and edges, whose nearest triangle is not the nearest
+    centroid's)."""
+    from neurok_core.dynamics import obstacles
+
+    mesh = trimesh.creation.box((0.4, 0.3, 0.2)).subdivide().subdivide().subdivide()
+    monkeypatch.setattr(obstacles, "FINE_FACES", 0 if fine else 10**9)
+    md = MeshDistance(mesh.vertices, mesh.faces, cell=0.01, band=0.04)
+    x = np.random.default_rng(5).uniform(-0.3, 0.3, (3000, 3))
+    x = x[md.near(x)]
+    nodes = md.lo + np.round((x - md.lo) / md.cell) * md.cell  # grid nodes: exact values
+    d, _ = md.query(nodes)
+    np.testing.assert_allclose(
+        d, np.clip(box_sdf(nodes, [0.2, 0.15, 0.1]), -0.04, 0.04), atol=1e-12
+    )
+
+
 def test_the_cheap_distance_bound_never_exceeds_the_exact_distance():
     mesh = trimesh.creation.box((1.0, 0.6, 0.4))
     obstacles = Obstacles(-1.0, [MeshDistance(mesh.vertices, mesh.faces, cell=0.02, band=0.1)])

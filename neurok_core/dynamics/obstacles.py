@@ -35,6 +35,7 @@ from ..errors import ConditionError
 BLOCK = 8  # cells per block side
 MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
+FINE_FACES = 4000  # a mesh of more faces fills its grid by a k-d tree of its triangles
 _POINTS = 256  # points whose candidate triangles ``exact`` lists at once (memory bounded)
 # a grid node's 8 corners' offsets in a block's flat node index ((BLOCK + 1)^3 per block)
 _CORNERS = np.ravel_multi_index(np.indices((2, 2, 2)), (BLOCK + 1,) * 3)  # (2, 2, 2)
@@ -130,6 +131,7 @@ class MeshDistance:
         self._origins = np.empty((16, 3))  # each slot's block's lowest corner
         self._candidates: list[np.ndarray] = []  # each slot's candidate triangles
         self._counts = np.zeros(16, dtype=np.int64)  # and how many
+        self._centroids, self._reach = None, 0.0  # a fine mesh's triangles (``_fill_fine``)
 
     def _pseudo_normals(self) -> None:
         v, f, fn = self.vertices, self.faces, self.face_normals
@@ -281,6 +283,9 @@ class MeshDistance:
         slot, local = np.divmod(nodes, per)
         ijk = np.stack(np.unravel_index(local, (BLOCK + 1,) * 3), 1)  # (M, 3)
         points = self._origins[slot] + ijk * self.cell  # (M, 3)
+        if len(self.faces) > FINE_FACES:
+            self._store.reshape(-1)[nodes] = self._fill_fine(points)
+            return
         values = np.full(len(nodes), self.band)
         order = np.argsort(slot, kind="stable")
         bounds = np.flatnonzero(np.r_[True, slot[order][1:] != slot[order][:-1], True])
@@ -308,6 +313,34 @@ class MeshDistance:
         signed = self._signed(points[hit], closest[hit], tri[hit], feat[hit])
         values[hit] = np.clip(signed, -self.band, self.band)
         self._store.reshape(-1)[nodes] = values
+
+    def _fill_fine(self, points: np.ndarray) -> np.ndarray:
+        """Signed distances (M,) of ``points`` clipped to +-band, for a mesh of many small
+        triangles (a block's candidates are thousands): each point tries only the triangles
+        whose centroids lie within d + r of it (d: its nearest centroid's distance, r: the
+        largest centroid-to-corner distance; a nearer triangle's centroid is within that),
+        capped at band + r (a triangle beyond cannot be within band); a point with none (farther
+        than band) takes its sign from its nearest centroid's triangle."""
+        if self._centroids is None:
+            tri = self.vertices[self.faces]  # (F, 3, 3)
+            centre = tri.mean(1)
+            self._reach = float(np.linalg.norm(tri - centre[:, None], axis=2).max())
+            self._centroids = cKDTree(centre)
+        tree, reach = self._centroids, self._reach
+        d_near, nearest = tree.query(points)
+        radius = np.minimum(d_near, self.band) + reach
+        lists = tree.query_ball_point(points, radius)
+        counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+        rows = np.repeat(np.arange(len(points)), counts)
+        tris = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if x] or [rows[:0]])
+        d2, closest, tri, feat = self._nearest_pairs(points, rows, tris)
+        far = np.flatnonzero(~(d2 <= self.band**2))
+        if len(far):  # nothing within band: the sign from the nearest centroid's triangle
+            redo = self._nearest_pairs(points[far], np.arange(len(far)), nearest[far])
+            for mine, theirs in zip((d2, closest, tri, feat), redo, strict=True):
+                mine[far] = theirs
+        signed = self._signed(points, closest, tri, feat)
+        return np.clip(signed, -self.band, self.band)
 
     @property
     def blocks(self) -> int:

@@ -33,6 +33,9 @@ from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_da
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 
+SPREAD_POOL = 8  # contact points are spread over at most this many times their count
+
+
 def _noop(*_args) -> None:
     return None
 
@@ -273,6 +276,8 @@ def _contact(
     for p in moving:
         own = np.flatnonzero(parts == p)
         count = min(settings.contact_samples, len(own))
+        if len(own) > SPREAD_POOL * count:  # spread over a random pool: O(count^2) not O(N)
+            own = np.sort(rng.choice(own, SPREAD_POOL * count, replace=False))
         picks.append(own[farthest_point_subsample(space.vertices[own], count, rng)])
         owners.append(np.full(count, p))
         more = settings.contact_surface - count

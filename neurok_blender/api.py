@@ -19,7 +19,7 @@ process reads its messages, and applies the result, only while the script calls 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import bpy
@@ -53,12 +53,15 @@ class _Collected:
 class _ScriptSimulate(_Collected, SimulateFlow):
     """The Simulate operator's steps on a given object."""
 
-    def __init__(self, obj):
-        self.obj = obj
+    def __init__(self, obj, others=()):
+        self.obj, self.others = obj, tuple(others)
         self.reports = []
 
     def target(self, context):
         return self.obj
+
+    def together(self, context, obj) -> list:
+        return [obj, *(o for o in self.others if o != obj)]
 
 
 class _ScriptFit(_Collected, FitFlow):
@@ -167,8 +170,8 @@ class SimulationRun(Run):
     empty otherwise; error: the message of a failure (an ERROR report), else None; cancelled.
     """
 
-    def __init__(self, obj, on_progress: Callable[[Progress], None] | None = None):
-        super().__init__(_ScriptSimulate(obj), on_progress)
+    def __init__(self, obj, on_progress: Callable[[Progress], None] | None = None, together=()):
+        super().__init__(_ScriptSimulate(obj, together), on_progress)
 
 
 class FitRun(Run):
@@ -190,17 +193,21 @@ class FitRun(Run):
 def simulate(
     obj: bpy.types.Object,
     *,
+    together: Sequence[bpy.types.Object] = (),
     wait: bool = True,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> SimulationRun:
     """Simulate ``obj`` and bake the motion as its NeuROK settings ask, as the Simulate button
     does; with ``wait`` return once done, else at once (then ``poll`` or ``wait`` on the run).
+    ``together``: other meshes that move with it, meeting it and each other, each baked onto
+    itself (the button simulates the selected meshes whose role is Moves); the scene's
+    settings (frames, gravity, ground, colliders, contact) are ``obj``'s.
 
     on_progress(Progress) is called from ``poll`` whenever the progress changed. A run refused
     before it started (an invalid object, another simulation running) is returned done, with
     the reason as its ``error``.
     """
-    run = SimulationRun(obj, on_progress)
+    run = SimulationRun(obj, on_progress, together)
     if wait:
         run.wait()
     return run

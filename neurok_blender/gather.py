@@ -22,7 +22,7 @@ import numpy as np
 from .core import Collider, ConditionError, Drag, Force, InitialVelocity, SimulationConditions
 from .paths import space_cache_dir
 from .preferences import EngineSettings
-from .request import SimulationRequest
+from .request import SceneRequest, SimulationRequest
 from .scene_query import conditions_of, frame_range, scene_fps
 
 ANCHOR_TOLERANCE = 1e-4  # relative to the object's size: an Empty still sits on its vertex
@@ -145,22 +145,27 @@ def check_finite(obj, points: np.ndarray, before: str) -> None:
         )
 
 
-def collider_objects(obj, scene) -> list:
+def collider_objects(obj, scene, moving=()) -> list:
     """The static obstacles of ``obj``'s simulation (its Collision settings): the other meshes
-    with Blender's Collision physics, or the meshes of a collection (never ``obj`` itself)."""
+    with Blender's Collision physics, or the meshes of a collection, and the selected meshes
+    whose role is Static Collider (never ``obj`` itself, nor the ``moving`` objects
+    simulated with it)."""
     physics = obj.neurok.physics
-    if physics.collider_source == "NONE":
-        return []
+    pool = []
     if physics.collider_source == "COLLECTION":
         if physics.collider_collection is None:
             raise GatherError(
                 f"'{obj.name}': Colliders is set to a collection, but none is chosen (NeuROK >"
                 " Collision > Collection)"
             )
-        pool = physics.collider_collection.all_objects
-    else:
+        pool = list(physics.collider_collection.all_objects)
+    elif physics.collider_source == "PHYSICS":
         pool = [o for o in scene.objects if any(m.type == "COLLISION" for m in o.modifiers)]
-    return [o for o in pool if o.type == "MESH" and o != obj]
+    pool += [o for o in scene.objects if o.select_get() and o.neurok.physics.role == "STATIC"]
+    skip = {obj, *moving}
+    return list(
+        dict.fromkeys(o for o in pool if o.type == "MESH" and o not in skip)
+    )  # in order, each once
 
 
 def _moves(obj) -> bool:
@@ -175,11 +180,11 @@ def _moves(obj) -> bool:
     return False
 
 
-def collider_meshes(obj, scene) -> tuple:
+def collider_meshes(obj, scene, moving=()) -> tuple:
     """``Collider`` conditions (world space, triangles) of ``obj``'s colliders; a collider that
     may move (animated, driven or constrained) is refused: colliders are static for now."""
     out = []
-    for other in collider_objects(obj, scene):
+    for other in collider_objects(obj, scene, moving):
         if _moves(other):
             raise GatherError(
                 f"collider '{other.name}' is animated or constrained, and NeuROK's colliders are"
@@ -304,8 +309,9 @@ class _ConditionReader:
         return InitialVelocity(velocity=velocity, vertex=vertex, point=point)
 
 
-def gather(context, obj, settings: EngineSettings) -> Gathered:
-    """Everything the engine needs for ``obj`` in ``context.scene``; raises GatherError."""
+def gather(context, obj, settings: EngineSettings, moving=()) -> Gathered:
+    """Everything the engine needs for ``obj`` in ``context.scene``; raises GatherError.
+    ``moving``: the other objects simulated with it (never its colliders)."""
     check_object(obj, settings.max_vertices)
     scene = context.scene
     first, last = frame_range(scene)
@@ -343,7 +349,7 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
     ground = None
     if physics.use_ground:
         ground = float(world[:, 2].min()) if physics.ground_at_lowest else physics.ground_height
-    colliders = collider_meshes(obj, scene)
+    colliders = collider_meshes(obj, scene, moving)
     try:
         conditions = SimulationConditions(
             forces=tuple(forces),
@@ -385,3 +391,48 @@ def gather(context, obj, settings: EngineSettings) -> Gathered:
         frame_count=last - first + 1,
         warnings=tuple(w for w in (deformed_warning(obj),) if w),
     )
+
+
+@dataclass(frozen=True, eq=False)
+class GatheredScene:
+    """Several selected objects that move, simulated together: each one's own ``Gathered``
+    (its request: its mesh in world space and its own conditions), the active one's first;
+    the scene's fields (frames, gravity, damping, ground, colliders, friction, bounciness) are
+    the active object's."""
+
+    parts: tuple[Gathered, ...]
+
+    @property
+    def frame_count(self) -> int:
+        return self.parts[0].frame_count
+
+    @property
+    def request(self) -> SceneRequest:
+        return SceneRequest(tuple((g.object_name, g.request) for g in self.parts))
+
+
+def moving_selection(context, active) -> list:
+    """The selected meshes whose role is Moves, the active object first (it moves whatever
+    its role says: it is the one Simulate is asked for)."""
+    others = [
+        o
+        for o in context.selected_objects
+        if o.type == "MESH" and o != active and o.neurok.physics.role == "MOVES"
+    ]
+    return [active, *sorted(others, key=lambda o: o.name)]
+
+
+def gather_scene(context, objects, settings: EngineSettings) -> GatheredScene | None:
+    """``objects`` (the active one first) gathered to move together (``GatheredScene``), or
+    None for one object alone."""
+    objects = list(dict.fromkeys(objects))
+    if len(objects) < 2:
+        return None
+    for obj in objects:
+        if obj.neurok.physics.dynamics != "rig":
+            raise GatherError(
+                f"'{obj.name}': several objects move together in the rig space only (NeuROK >"
+                " Physics > Dynamics: Rig Space)"
+            )
+    parts = [gather(context, o, settings, moving=objects) for o in objects]
+    return GatheredScene(tuple(parts))

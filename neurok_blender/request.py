@@ -83,6 +83,48 @@ class SimulationRequest:
 
 
 @dataclass(frozen=True, eq=False)
+class SceneRequest:
+    """Several objects simulated together (the worker's ``"task": "scene"``): each (name,
+    its own ``SimulationRequest``); the scene's conditions are the first one's (its
+    forces, drags, velocities, pins, mass, stiffness and material are its own), every object's
+    output its ``want_frames`` / ``want_rig``::
+
+        <folder>/mesh_<i>.npz, <folder>/frames_<i>.npy, <folder>/rig_<i>.npz
+    """
+
+    objects: tuple[tuple[str, SimulationRequest], ...]
+
+    def write(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        items = []
+        for i, (name, request) in enumerate(self.objects):
+            write_mesh(folder / f"mesh_{i}.npz", request.vertices, request.faces)
+            items.append(
+                {
+                    "name": name,
+                    "mesh": f"mesh_{i}.npz",
+                    "conditions": request.conditions.to_dict(),
+                    "output": {
+                        "frames": f"frames_{i}.npy" if request.want_frames else None,
+                        "rig": f"rig_{i}.npz" if request.want_rig else None,
+                    },
+                }
+            )
+        first = self.objects[0][1]
+        payload = {
+            "protocol": PROTOCOL,
+            "task": "scene",
+            "conditions": first.conditions.to_dict(),
+            "objects": items,
+            "device": first.device,
+        }
+        path = folder / "request.json"
+        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        return path
+
+
+@dataclass(frozen=True, eq=False)
 class FitRequest:
     """One fit of an object to a target shape (inverse kinematics in the rig space).
 

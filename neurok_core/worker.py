@@ -32,6 +32,22 @@ Protocol (version 1)
                                               #   arrays; with "rig" alone (frames null) the
                                               #   vertices are not decoded
 
+    A request of several objects simulates them together (``neurok_core.rigspace.objects``:
+    each with its own bones and conditions, touching each other; the rig space)::
+
+        {"protocol": 1, "task": "scene",
+         "conditions": {...},            # the scene's: frames, fps, gravity, damping, ground,
+                                         #   colliders, friction, bounciness, winds
+         "objects": [{"name": "ball",    # unique
+                      "mesh": "mesh_0.npz", "conditions": {...},  # its own: forces, drags,
+                                         #   velocities, pins, mass, stiffness, material
+                      "static": false,   # true: a collider of the others (no output)
+                      "output": {"frames": "frames_0.npy", "rig": "rig_0.npz"}}, ...],
+         "device": "auto"}
+
+    and ends with ``{"type": "done", "objects": {"ball": {"frames": ..., "rig": ...}, ...},
+    "count": int, "seconds": float, "info": {...}}`` (progress lines, no frame lines).
+
     An inverse-kinematics request fits the mesh to a target shape instead (``neurok ik``)::
 
         {"protocol": 1, "task": "ik",
@@ -96,7 +112,7 @@ from .blas import blas_report, pick_blas_kernel
 from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
-TASKS = ("simulate", "ik")
+TASKS = ("simulate", "ik", "scene")
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
 
 
@@ -148,14 +164,18 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
     task = request.setdefault("task", "simulate")
     if task not in TASKS:
         raise RequestError(f"'task' must be one of {', '.join(TASKS)}, got {task!r}")
-    needed = (
-        ("mesh", "conditions", "output") if task == "simulate" else ("mesh", "target", "output")
-    )
+    needed = {
+        "simulate": ("mesh", "conditions", "output"),
+        "ik": ("mesh", "target", "output"),
+        "scene": ("conditions", "objects"),
+    }[task]
     for key in needed:
         if key not in request:
             raise RequestError(f"the request has no {key!r}")
     if task == "ik":
         return _read_ik_request(request, path.parent)
+    if task == "scene":
+        return _read_scene_request(request, path.parent)
     if not isinstance(request["conditions"], dict):
         raise RequestError("'conditions' must be a JSON object")
     output = request["output"]
@@ -213,6 +233,76 @@ def _read_ik_request(request: dict[str, Any], base: Path) -> dict[str, Any]:
     request["device"] = request.get("device") or "auto"
     request["output"] = {k: resolve(output.get(k)) for k in ("frames", "rig")}
     return request
+
+
+def _read_scene_request(request: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The checks and paths of a request of several objects (module docstring)."""
+    resolve = _resolver(base)
+    if not isinstance(request["conditions"], dict):
+        raise RequestError("'conditions' must be a JSON object")
+    objects = request["objects"]
+    if not isinstance(objects, list) or not objects:
+        raise RequestError("'objects' must be a list of objects")
+    for item in objects:
+        if not isinstance(item, dict) or not {"name", "mesh", "conditions"} <= set(item):
+            raise RequestError("each object needs a 'name', a 'mesh' and its 'conditions'")
+        if not isinstance(item["conditions"], dict):
+            raise RequestError(f"object {item['name']!r}: 'conditions' must be a JSON object")
+        item["mesh"] = resolve(item["mesh"])
+        item["static"] = bool(item.get("static", False))
+        output = item.get("output") or {}
+        if not isinstance(output, dict):
+            raise RequestError(f"object {item['name']!r}: 'output' must be a JSON object")
+        if not item["static"] and not (output.get("frames") or output.get("rig")):
+            raise RequestError(f"object {item['name']!r}: 'output' names no 'frames' or 'rig'")
+        item["output"] = {k: resolve(output.get(k)) for k in ("frames", "rig")}
+    request["device"] = request.get("device") or "auto"
+    return request
+
+
+def run_scene_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Run a request of several objects (``neurok_core.rigspace.objects``), emitting progress
+    lines; returns the ``done`` message, its ``objects`` each moving object's output files."""
+    import numpy as np
+
+    from .dynamics.conditions import SimulationConditions
+    from .geometry import validate_mesh
+    from .rigspace.objects import SceneObject, simulate_objects
+
+    start = time.perf_counter()
+    scene = SimulationConditions.from_dict(request["conditions"])
+    objects = []
+    for item in request["objects"]:
+        vertices, faces = load_mesh(item["mesh"])
+        validate_mesh(vertices, faces)
+        conditions = SimulationConditions.from_dict(item["conditions"])
+        objects.append(SceneObject(item["name"], vertices, faces, conditions, item["static"]))
+    wants = {item["name"]: item["output"] for item in request["objects"]}
+    _status("simulate", f"simulating {len(objects)} objects, {scene.frames} frames")
+    results = simulate_objects(
+        objects,
+        scene,
+        on_progress=_progress,
+        want_vertices=any(w["frames"] for w in wants.values()),
+    )
+    _status("write", "writing results")
+    written = {}
+    for name, result in results.items():
+        out = wants[name]
+        if out["frames"]:
+            Path(out["frames"]).parent.mkdir(parents=True, exist_ok=True)
+            np.save(out["frames"], np.asarray(result.positions, dtype=np.float32))
+        if out["rig"]:
+            write_rig_arrays(result.rig, out["rig"])
+        written[name] = out
+    first = next(iter(results.values()))
+    return {
+        "type": "done",
+        "objects": written,
+        "count": len(first.times),
+        "seconds": round(time.perf_counter() - start, 3),
+        "info": first.info,
+    }
 
 
 def load_mesh(path: str):
@@ -501,6 +591,8 @@ def run_any(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]
     """Run a checked request of either task."""
     if request["task"] == "ik":
         return run_ik_request(request, warm)
+    if request["task"] == "scene":
+        return run_scene_request(request)
     return run_request(request, warm)
 
 

@@ -351,3 +351,48 @@ def test_serving_worker_ends_when_idle(checkpoint):
 def test_serving_worker_refuses_a_bad_idle_time():
     code, _, err = run(["--serve", "--idle-exit", "-1"], timeout=60)
     assert code == 2 and "positive number of seconds" in err
+
+
+def test_a_scene_request_simulates_its_objects_together(tmp_path):
+    """``"task": "scene"``: two boxes, one thrown at the other (no gravity), one static box
+    as a collider; each moving object gets its own frames and rig, and the hit box moves."""
+    boxes = {}
+    for name, x in (("hit", -0.3), ("still", 0.0), ("wall", 0.6)):
+        mesh = trimesh.creation.box((0.2, 0.2, 0.2)).subdivide()
+        np.savez(
+            tmp_path / f"{name}.npz",
+            vertices=np.asarray(mesh.vertices + [x, 0.0, 0.0], dtype=np.float32),
+            faces=np.asarray(mesh.faces, dtype=np.int32),
+        )
+        boxes[name] = mesh.vertices + [x, 0.0, 0.0]
+    scene = {"frames": 12, "fps": 24.0, "gravity": [0.0, 0.0, 0.0], "friction": 0.0}
+    objects = [
+        {
+            "name": "hit",
+            "mesh": "hit.npz",
+            "conditions": {"velocities": [{"velocity": [2.0, 0.0, 0.0]}], "mass": 1.0},
+            "output": {"frames": "hit.npy", "rig": "hit_rig.npz"},
+        },
+        {"name": "still", "mesh": "still.npz", "conditions": {}, "output": {"frames": "s.npy"}},
+        {"name": "wall", "mesh": "wall.npz", "conditions": {}, "static": True},
+    ]
+    request = tmp_path / "request.json"
+    request.write_text(
+        json.dumps({"protocol": 1, "task": "scene", "conditions": scene, "objects": objects})
+    )
+    code, lines, err = run(["--request", str(request)])
+    assert code == 0, err
+    done = lines[-1]
+    assert done["type"] == "done" and set(done["objects"]) == {"hit", "still"}
+    hit, still = np.load(tmp_path / "hit.npy"), np.load(tmp_path / "s.npy")
+    assert hit.shape == (12, len(boxes["hit"]), 3) and still.shape == hit.shape
+    assert still[-1, :, 0].mean() > 0.05  # the hit box passed its motion on
+    with np.load(tmp_path / "hit_rig.npz") as data:
+        rig = BoneRig.from_arrays(data)
+    np.testing.assert_allclose(rig.skin(boxes["hit"], 11), hit[11], atol=1e-4)
+    objects[0]["output"] = {}
+    request.write_text(
+        json.dumps({"protocol": 1, "task": "scene", "conditions": scene, "objects": objects})
+    )
+    code, lines, _ = run(["--request", str(request)])
+    assert code == 2 and "'hit': 'output' names no" in lines[-1]["message"]

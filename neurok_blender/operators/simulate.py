@@ -14,7 +14,14 @@ from ..core import edge_strain, frames_on_barrier, penetration
 from ..engine import registry
 from ..engine.command import EngineSetupError, engine_command
 from ..engine.job import SimulationJob
-from ..gather import Gathered, GatherError, gather
+from ..gather import (
+    Gathered,
+    GatheredScene,
+    GatherError,
+    gather,
+    gather_scene,
+    moving_selection,
+)
 from ..paths import deps_root, new_job_dir
 from ..preferences import engine_settings
 from ..request import load_frames, simulate_report
@@ -32,15 +39,25 @@ class SimulateFlow(EngineJobFlow):
     bl_label = "Simulate"
     job_kind = registry.SIMULATE
     figures: dict | None = None
+    _scene = None  # a run of several objects (``gather_scene``), or None
 
     def target(self, context):
         """The object simulated."""
         return simulated_object(context)
 
+    def together(self, context, obj) -> list:
+        """The objects that move in the run, ``obj`` first: with it, the other selected meshes
+        whose role is Moves (the Simulate button)."""
+        return moving_selection(context, obj)
+
     def start_job(self, context):
         obj = self.target(context)
         settings = engine_settings(context)
+        self._scene = None
         try:
+            scene = gather_scene(context, self.together(context, obj), settings)
+            if scene is not None:
+                return self._start_scene(scene, settings)
             gathered = gather(context, obj, settings)
             mode = resolved_bake_mode(obj, settings.checkpoint)
             check_bake(obj, mode)
@@ -60,7 +77,73 @@ class SimulateFlow(EngineJobFlow):
         self._bake_mode = mode
         return self.run_on_engine(job, command, request_path)
 
+    def _start_scene(self, scene: GatheredScene, settings):
+        """Start the run of several objects (``gather_scene``): each baked in its own mode."""
+        parts, modes = [], []
+        try:
+            for gathered in scene.parts:
+                obj = bpy.data.objects[gathered.object_name]
+                mode = resolved_bake_mode(obj, settings.checkpoint)
+                check_bake(obj, mode)
+                rig = mode == "RIG"
+                request = dataclasses.replace(gathered.request, want_rig=rig, want_frames=not rig)
+                parts.append(dataclasses.replace(gathered, request=request))
+                modes.append(mode)
+            command = engine_command(settings.python, deps_root())
+        except (BakeError, EngineSetupError) as exc:
+            self.report({"ERROR"}, f"Simulate: {exc}")
+            return None
+        scene = GatheredScene(tuple(parts))
+        folder = new_job_dir()
+        request_path = scene.request.write(folder)
+        job = SimulationJob(folder, scene.frame_count)
+        self._scene, self._bake_modes = scene, modes
+        self._gathered = scene.parts[0]
+        return self.run_on_engine(job, command, request_path)
+
+    def _scene_done(self, job):
+        """Bake every object of a finished run of several objects; the report."""
+        scene: GatheredScene = self._scene
+        outputs = job.result.get("objects") or {}
+        baked = []
+        for i, (gathered, mode) in enumerate(zip(scene.parts, self._bake_modes, strict=True)):
+            obj = self.live_mesh(gathered.object_name, gathered.object_uid, "nothing baked")
+            if obj is None:
+                return {"CANCELLED"}
+            out = outputs.get(gathered.object_name) or {}
+            try:
+                frames = rig = None
+                if mode == "RIG":
+                    path = out.get("rig") or job.folder / f"rig_{i}.npz"
+                    rig = load_rig(path, gathered.frame_count, gathered.num_vertices)
+                else:
+                    path = out.get("frames") or job.folder / f"frames_{i}.npy"
+                    frames = load_frames(path, gathered.frame_count, gathered.num_vertices)
+                summary = bake(obj, frames, gathered.frame_start, mode, gathered.matrix_world, rig)
+            except (ValueError, OSError, BakeError) as exc:
+                self.report({"ERROR"}, f"Simulate: '{gathered.object_name}': {exc}")
+                return {"CANCELLED"}
+            obj.neurok.results.seconds = float(job.result.get("seconds") or 0.0)
+            obj.neurok.results.dynamics = "rig"
+            baked.append(f"'{obj.name}' {summary}")
+        seconds = float(job.result.get("seconds") or 0.0)
+        registry.set_engine_status("ready", f"ran in {seconds:.1f} s")
+        self.figures = {
+            **(job.result.get("info") or {}),
+            "seconds": seconds,
+            "frames": scene.frame_count,
+            "baked": baked,
+        }
+        self.report(
+            {"INFO"},
+            f"Simulated {len(baked)} objects together, {scene.frame_count} frames in"
+            f" {seconds:.1f} s: " + "; ".join(baked),
+        )
+        return {"FINISHED"}
+
     def job_done(self, context, job):
+        if self._scene is not None:
+            return self._scene_done(job)
         gathered: Gathered = self._gathered
         obj = self.live_mesh(gathered.object_name, gathered.object_uid, "nothing baked")
         if obj is None:

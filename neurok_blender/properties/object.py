@@ -135,6 +135,15 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         min=0.0,
         max=1.0,
     )
+    role: EnumProperty(
+        name="Role",
+        description="What this object does when it is simulated with other selected objects",
+        items=(
+            ("MOVES", "Moves", "Simulated with the other selected objects that move, meeting them"),
+            ("STATIC", "Static Collider", "Holds the selected objects that move back; stays put"),
+        ),
+        default="MOVES",
+    )
     dynamics: EnumProperty(
         name="Dynamics",
         description="The coordinates the motion is integrated in",

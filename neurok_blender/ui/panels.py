@@ -161,6 +161,7 @@ class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):
         height = sub.row()
         height.active = physics.use_ground and not physics.ground_at_lowest
         height.prop(physics, "ground_height")
+        layout.prop(physics, "role")
         layout.prop(physics, "collider_source")
         if physics.collider_source == "COLLECTION":
             layout.prop(physics, "collider_collection")

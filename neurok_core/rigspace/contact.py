@@ -117,6 +117,52 @@ class PartObstacle:
         return out
 
 
+class PartCull:
+    """The broad phase of the points that meet a moving part (a :class:`PartObstacle`): the
+    points of each other part carried by one bone (a rigid part) form a group with its rest
+    centre and radius; at a state, a group whose sphere (moved by its bone, its radius scaled
+    by the bone's largest stretch, bounded by the Frobenius norm) stays farther than ``reach``
+    from the obstacle's own sphere is left out of the queries, so the work of a query grows
+    with the points near the part, not with every point of the scene. Points of parts that
+    bend (several bones) are always queried.
+
+    points: (P, 3) rest positions; rows: (P, 4B) their skinning rows; owners: (P,) part of
+    each; bones: {part: its one bone} (a point whose row holds another bone is always queried)."""
+
+    def __init__(self, obstacle: PartObstacle, points, rows, owners, bones: dict[int, int]):
+        self.obstacle = obstacle
+        carried = np.zeros(len(points), dtype=bool)  # moved by its part's one bone alone
+        for part, bone in bones.items():
+            own = np.flatnonzero(owners == part)
+            other = rows[own].copy()
+            other[:, 4 * bone : 4 * bone + 4] = 0.0
+            carried[own[~other.any(axis=1)]] = True
+        self.always = np.flatnonzero(~carried)
+        self.groups = []  # (point indices, bone, rest centre, rest radius)
+        for part, bone in bones.items():
+            own = np.flatnonzero((owners == part) & carried)
+            if len(own):
+                centre = points[own].mean(0)
+                radius = float(np.linalg.norm(points[own] - centre, axis=1).max())
+                self.groups.append((own, bone, centre, radius))
+        self.heads = obstacle.heads
+
+    def kept(self, qs: np.ndarray, reach: float) -> np.ndarray:
+        """Sorted indices of the points to query at any of the states ``qs`` (S, B, 4, 3)."""
+        o = self.obstacle
+        f = np.swapaxes(qs[:, o.bone, :3, :], 1, 2)  # (S, 3, 3)
+        centre = f @ (o.centre - self.heads[o.bone]) + qs[:, o.bone, 3, :]  # (S, 3)
+        radius = np.linalg.norm(f, axis=(1, 2)) * o.radius + o.mesh.band + reach  # (S,)
+        keep = [self.always]
+        for own, bone, rest, r in self.groups:
+            fg = np.swapaxes(qs[:, bone, :3, :], 1, 2)
+            at = fg @ (rest - self.heads[bone]) + qs[:, bone, 3, :]  # (S, 3)
+            gap = np.linalg.norm(at - centre, axis=1) - np.linalg.norm(fg, axis=(1, 2)) * r
+            if (gap < radius).any():
+                keep.append(own)
+        return np.sort(np.concatenate(keep))
+
+
 class WorldObstacle:
     """The static obstacles (:class:`~neurok_core.dynamics.obstacles.Obstacles`) in the same
     interface as :class:`PartObstacle`."""
@@ -170,6 +216,7 @@ class Contact:
         self.start_active = np.zeros(0, int)  # the points touching at the step's start
         self.start = None  # (B, 4, 3) the state at the step's start
         self._last_active = None  # (state, ``_active`` there)
+        self.cull = None  # a PartCull: the points each query needs (a moving part's contact)
 
     def positions(self, q: np.ndarray) -> np.ndarray:
         return self.points.rows @ q.reshape(-1, 3)
@@ -181,8 +228,19 @@ class Contact:
         last = self._last_active
         if last is not None and last[0].shape == q.shape and np.array_equal(last[0], q):
             return last[1]
-        x = self.positions(q)
-        idx, d, g, e = self.obstacle.entries(q, x, self.points.rows, self.reach)
+        rows, kept = self.points.rows, None
+        if self.cull is not None:
+            kept = self.cull.kept(q[None], self.reach)
+            if not len(kept):  # nothing near the part: no contact, no query
+                none = np.zeros(0, dtype=np.int64)
+                out = none, np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1]))
+                self._last_active = (q.copy(), out)
+                return out
+            rows = rows[kept]
+        x = rows @ q.reshape(-1, 3)
+        idx, d, g, e = self.obstacle.entries(q, x, rows, self.reach)
+        if kept is not None:
+            idx = kept[idx]
         depth = self.points.threshold[idx] - d
         keep = depth > 0
         out = idx[keep], depth[keep], g[keep], e[keep]
@@ -193,8 +251,16 @@ class Contact:
         """The first of ``states`` (S, B, 4, 3) at which a point not among ``known`` (indices)
         is in contact (``_active``), None where none is: all the states' points in one query
         of the obstacle (a step's sweep asks for many states, none of them again)."""
-        xs = self.points.rows @ states.reshape(len(states), -1, 3)  # (S, P, 3)
+        rows, kept = self.points.rows, None
+        if self.cull is not None:
+            kept = self.cull.kept(states, self.reach)
+            if not len(kept):
+                return None
+            rows = rows[kept]
+        xs = rows @ states.reshape(len(states), -1, 3)  # (S, P, 3)
         state, idx, d = self.obstacle.distances(states, xs, self.reach)
+        if kept is not None:
+            idx = kept[idx]
         new = (self.points.threshold[idx] - d > 0) & ~np.isin(idx, known)
         return int(state[new].min()) if new.any() else None
 

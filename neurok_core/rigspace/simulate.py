@@ -24,14 +24,13 @@ from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
 from ..sheets import cloth_welding
 from .cloth_simulate import simulate_cloth
-from .contact import Contact, ContactPoints, PartObstacle, WorldObstacle
+from .contact import Contact, ContactPoints, PartCull, PartObstacle, WorldObstacle
 from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs
 from .integrator import Integrator, OutOfTime
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
-
 
 SPREAD_POOL = 8  # contact points are spread over at most this many times their count
 
@@ -297,13 +296,21 @@ def _contact(
     mu, slip = conditions.friction, settings.friction_slip * size
     # resting contact settles (its compression damped) unless it is perfectly elastic
     zeta = settings.stiff_damping if conditions.bounciness < 1.0 else 0.0
+    single = {}  # the parts carried by one bone: each its bone (the broad phase's groups)
+    for p in moving:
+        bones = np.flatnonzero(space.bone_parts == p)
+        if len(bones) == 1:
+            single[int(p)] = int(bones[0])
     for obstacle, part in obstacles:
         keep = owner != part
         if not keep.any():
             continue
         threshold = np.minimum(margin, obstacle.rest_distance(at[keep]))
         points = ContactPoints(rows[keep], share[keep] * omega**2, threshold)
-        out.append(Contact(points, obstacle, mu, slip, omega, zeta))
+        contact = Contact(points, obstacle, mu, slip, omega, zeta)
+        if isinstance(obstacle, PartObstacle):
+            contact.cull = PartCull(obstacle, at[keep], rows[keep], owner[keep], single)
+        out.append(contact)
     return out
 
 

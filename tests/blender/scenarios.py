@@ -24,6 +24,7 @@ import sc_extension  # noqa: F401
 import sc_panels  # noqa: F401
 import sc_rig  # noqa: F401
 import sc_rig_space  # noqa: F401
+import sc_objects  # noqa: F401
 import sc_simulate  # noqa: F401
 from bl_helpers import SCENARIOS, install
 

@@ -1,0 +1,83 @@
+"""Scenario: several selected objects simulated together (role Moves), each baked onto itself
+in its own bake mode, with a selected Static Collider under them; one undo step takes it all
+back."""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+from bl_helpers import activate, call, empty_scene, evaluated_positions, prefs, scenario
+from mathutils import Vector
+from sc_rig_space import _box
+
+
+def _cube(name: str, centre, size=(0.2, 0.2, 0.2), cuts: int = 2):
+    vertices, faces = _box(size, (0.0, 0.0, 0.0), cuts)
+    mesh = bpy.data.meshes.new(name)
+    mesh.from_pydata(vertices.tolist(), [], faces)
+    mesh.update()
+    obj = bpy.data.objects.new(name, mesh)
+    bpy.context.scene.collection.objects.link(obj)
+    obj.location = centre
+    return obj
+
+
+def _frames(name: str) -> np.ndarray:
+    scene = bpy.context.scene
+    obj = bpy.data.objects[name]
+    return np.stack(
+        [evaluated_positions(obj, f) for f in range(scene.frame_start, scene.frame_end + 1)]
+    )
+
+
+@scenario
+def several_objects(params) -> dict:
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]  # a folder without a model: the rig space needs none
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 16
+    hit = _cube("Hit", (-0.35, 0.0, 0.1005))
+    still = _cube("Still", (0.0, 0.0, 0.1005))
+    floor = _cube("Floor", (0.0, 0.0, -0.05), size=(1.5, 1.0, 0.1), cuts=0)
+    floor.neurok.physics.role = "STATIC"
+    for obj in (hit, still):
+        obj.neurok.physics.collider_source = "NONE"  # the selected Static Collider alone
+        obj.neurok.physics.use_ground = False
+    still.neurok.output.bake_mode = "RIG"
+    hit.neurok.output.bake_mode = "SHAPE_KEYS"
+    # a whole-object velocity of 2 m/s along +x: the arrow on the Hit cube's +x face
+    activate(hit)
+    scene.cursor.location = Vector((-0.25, 0.0, 0.1005))
+    out = {"add_velocity": call(bpy.ops.neurok.add_velocity)}
+    arrow = hit.children[0]
+    arrow.neurok.condition.whole_object = True
+    arrow.neurok.condition.speed = 2.0
+    bpy.context.view_layer.update()
+    out["arrow_z"] = list(arrow.matrix_world.col[2].xyz)
+    for obj in (hit, still, floor):
+        obj.select_set(True)
+    bpy.context.view_layer.objects.active = hit
+    bpy.ops.ed.undo_push(message="before simulate")
+    out["simulate"] = call(bpy.ops.neurok.simulate, undo=True)
+    out["results"] = {o.name: o.neurok.results.mode for o in bpy.data.objects if o.type == "MESH"}
+    out["modifiers"] = {
+        o.name: [m.type for m in o.modifiers] for o in bpy.data.objects if o.type == "MESH"
+    }
+    out["hit"] = _frames("Hit").tolist()
+    out["still"] = _frames("Still").tolist()
+    out["floor_moved"] = float(np.abs(_frames("Floor") - _frames("Floor")[0]).max())
+    bpy.ops.ed.undo()
+    out["results_after_undo"] = {
+        o.name: o.neurok.results.mode for o in bpy.data.objects if o.type == "MESH"
+    }
+    # the role alone decides: Still as a Static Collider, the hit cube moves by itself
+    bpy.data.objects["Still"].neurok.physics.role = "STATIC"
+    for name in ("Hit", "Still", "Floor"):
+        bpy.data.objects[name].select_set(True)
+    bpy.context.view_layer.objects.active = bpy.data.objects["Hit"]
+    out["simulate_static"] = call(bpy.ops.neurok.simulate)
+    out["still_static_results"] = bpy.data.objects["Still"].neurok.results.mode
+    out["hit_static"] = _frames("Hit").tolist()
+    return out

@@ -1,0 +1,48 @@
+"""Several objects in real Blender with a real engine process: the selected meshes whose role
+is Moves are simulated together and each is baked onto itself (its own bake mode), a selected
+Static Collider holds them up, one undo step takes the whole bake back."""
+
+import numpy as np
+import pytest
+from blender.harness import built_zip, run_scenario
+
+pytestmark = [pytest.mark.blender, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def zip_path(tmp_path_factory):
+    return built_zip(tmp_path_factory)
+
+
+def test_selected_objects_move_together_and_bake_each_onto_itself(tmp_path, zip_path):
+    (tmp_path / "tmpdir").mkdir()
+    (tmp_path / "no_model").mkdir()
+    out = run_scenario(
+        "several_objects",
+        tmp_path,
+        zip_path,
+        timeout=600,
+        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )
+    assert out["add_velocity"][0] == "FINISHED"
+    assert out["arrow_z"] == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
+    assert out["simulate"][0] == "FINISHED", out["simulate"]
+    assert out["results"] == {"Hit": "SHAPE_KEYS", "Still": "RIG", "Floor": "NONE"}
+    assert out["modifiers"]["Still"] == ["ARMATURE"] and out["modifiers"]["Floor"] == []
+    hit, still = np.asarray(out["hit"]), np.asarray(out["still"])
+    assert hit.shape[0] == still.shape[0] == 16
+    # thrown at the still cube: it hits it and passes its motion on; both stay on the floor
+    assert still[-1, :, 0].mean() - still[0, :, 0].mean() > 0.05
+    assert hit[-1, :, 0].mean() - hit[0, :, 0].mean() > 0.05
+    gap = still[:, :, 0].min(1) - hit[:, :, 0].max(1)
+    assert gap.min() > -0.01 * 0.2  # never deeper than 1% of a cube into the other
+    for frames in (hit, still):
+        assert frames[:, :, 2].min() > -0.01 * 0.2  # on the static floor, not through it
+    assert out["floor_moved"] == 0.0
+    assert out["results_after_undo"] == {"Hit": "NONE", "Still": "NONE", "Floor": "NONE"}
+    # with Still a Static Collider the hit cube alone moves, and stops against it
+    assert out["simulate_static"][0] == "FINISHED", out["simulate_static"]
+    assert out["still_static_results"] == "NONE"
+    alone = np.asarray(out["hit_static"])
+    assert alone[:, :, 0].max() < still[0, :, 0].min() + 0.01 * 0.2

@@ -21,10 +21,10 @@ import sc_caches  # noqa: F401
 import sc_collision  # noqa: F401
 import sc_engine  # noqa: F401
 import sc_extension  # noqa: F401
+import sc_objects  # noqa: F401
 import sc_panels  # noqa: F401
 import sc_rig  # noqa: F401
 import sc_rig_space  # noqa: F401
-import sc_objects  # noqa: F401
 import sc_simulate  # noqa: F401
 from bl_helpers import SCENARIOS, install
 

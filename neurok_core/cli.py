@@ -232,6 +232,23 @@ def checked_simulation(args):
     return vertices, surface, conditions, body, settings
 
 
+def read_structure(args, vertices: np.ndarray, surface):
+    """``--structure FILE`` for the file's vertices, on the ones the engine simulates (those
+    in a face), or None."""
+    if not args.structure:
+        return None
+    from .structure import Structure
+
+    if args.dynamics != "rig":
+        raise ConditionError("--structure: the joints of a structure are the rig space's")
+    try:
+        text = Path(args.structure).read_text()
+    except OSError as exc:
+        raise ConditionError(f"--structure {args.structure}: unreadable ({exc})") from None
+    whole = Structure.from_json(text, len(vertices))
+    return Structure(whole.labels[surface.used], whole.parts, whole.joints)
+
+
 class _Clock:
     """The run's wall time and its parts, for the summary line."""
 
@@ -295,6 +312,7 @@ def cmd_simulate(args) -> int:
         return None
 
     rig_only = out.suffix.lower() == ".json"
+    structure = read_structure(args, vertices, surface)
     if args.dynamics == "rig":  # the rig space needs no learned model
         from .rigspace import simulate_rig
 
@@ -303,6 +321,7 @@ def cmd_simulate(args) -> int:
             rest,
             faces,
             body,
+            structure=structure,
             on_frame=on_frame,
             want_vertices=not rig_only,
             # the rest of the limit, checked inside the integration too (before every step)
@@ -567,6 +586,13 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument("--pin", action="append", default=[], metavar="V1,V2,...")
     sim.add_argument("--pin-below", type=float, default=None, help="pin vertices with z <= this")
     sim.add_argument("--conditions", default=None, help="a SimulationConditions JSON file")
+    sim.add_argument(
+        "--structure",
+        default=None,
+        metavar="FILE",
+        help="a structure JSON file (neurok structure's, edited): its joints replace the ones"
+        " the geometry gives (the rig space)",
+    )
     sim.add_argument(
         "--frames", type=int, default=None, help="output frames, the rest shape included (120)"
     )

@@ -162,6 +162,8 @@ def cmd_simulate_objects(args) -> int:
     started = time.monotonic()
     if args.dynamics != "rig":
         raise ConditionError("several objects are simulated in the rig space: --dynamics rig")
+    if args.structure:
+        raise ConditionError("--structure takes one mesh for now, not several")
     out = _out_folder(args.out)
     if not args.time_limit >= 0:
         raise ConditionError(f"--time-limit: expected seconds >= 0, got {args.time_limit:g}")

@@ -197,3 +197,110 @@ def test_the_adjusted_rand_index_by_hand():
     truth = np.array([0, 0, 0, 1, 1, 1])
     found = np.array([0, 0, 1, 1, 2, 2])
     assert adjusted_rand_index(truth, found) == pytest.approx(0.8 / 3.3)
+
+
+# -- a structure as the rig step's input (neurok_core.rigspace.structure_joints) -----------------
+def _pushed_lid(v, base_count: int, frames: int = 16):
+    """Conditions: the base pinned, the lid's top edge pushed toward the base."""
+    from neurok_core.dynamics import Force, SimulationConditions
+
+    lid = np.arange(base_count, len(v))
+    top = int(lid[np.argmax(v[lid, 2])])
+    return SimulationConditions(
+        pins=tuple(range(base_count)),
+        forces=(Force((0.0, -1.0, -0.3), 2.0, vertex=top),),
+        frames=frames,
+        damping=0.5,
+        gravity=(0.0, 0.0, 0.0),
+    )
+
+
+def test_the_rig_step_holds_a_given_structures_joints():
+    """The structure the geometry gives, fed back, moves as the geometry's own joints do; the
+    hinge made "fixed" holds the lid where it is; made "contact" the lid falls off its edge."""
+    import dataclasses
+
+    from neurok_core.rigspace import simulate_rig
+
+    v, f = _laptop()
+    nb = len(box_mesh((0.3, 0.2, 0.02), (0, 0, 0), 1)[0])
+    cond = _pushed_lid(v, nb)
+    found = find_structure(v, f, pins=cond.pins)
+    assert {j.type for j in found.joints} == {"fixed", "hinge"}
+    own = simulate_rig(v, f, cond).positions
+    given = simulate_rig(v, f, cond, structure=found).positions
+    size = float(np.ptp(v, axis=0).max())
+    assert np.abs(given - own).max() < 0.01 * size
+    assert np.abs(given[-1] - given[0]).max() > 0.1 * size  # the lid closes
+
+    def retyped(kind):
+        joints = tuple(
+            dataclasses.replace(j, type=kind, axis=None) if j.type == "hinge" else j
+            for j in found.joints
+        )
+        return Structure(found.labels, found.parts, joints)
+
+    welded = simulate_rig(v, f, cond, structure=retyped("fixed")).positions
+    assert np.abs(welded[-1] - welded[0]).max() < 0.002 * size
+    loose = simulate_rig(v, f, cond, structure=retyped("contact")).positions
+    lid = np.arange(nb, len(v))
+    off_line = np.hypot(v[lid, 1] - 0.1, v[lid, 2] - 0.02)
+    hinge_side = lid[off_line < 1e-3]  # the lid's vertices on the hinge line
+    held = np.abs(given[-1, hinge_side] - given[0, hinge_side]).max()
+    slid = np.abs(loose[-1, hinge_side] - loose[0, hinge_side]).max()
+    assert held < 0.01 * size < slid  # no glue: its edge leaves the hinge line
+
+
+def test_a_given_slider_lets_its_part_slide_along_its_axis_only():
+    """Two boxes, one lying in a sleeve-less tray: the geometry sees only contact; the
+    structure's joint made a slider along x, a push along (1, 1, 0) moves the part along x."""
+    import dataclasses
+
+    from neurok_core.dynamics import Force, SimulationConditions
+    from neurok_core.rigspace import simulate_rig
+
+    tray = box_mesh((0.6, 0.3, 0.02), (0.0, 0.0, 0.01), 1)
+    block_v, block_f = box_mesh((0.2, 0.2, 0.1), (0.0, 0.0, 0.07), 1)
+    v, f = join_meshes(tray, (block_v, block_f))
+    nt = len(tray[0])
+    push = Force((1.0, 1.0, 0.0), 3.0, vertex=nt, end_frame=8)
+    cond = SimulationConditions(
+        pins=tuple(range(nt)), forces=(push,), frames=16, damping=0.5, gravity=(0, 0, 0)
+    )
+    found = find_structure(v, f, pins=cond.pins)
+    slider = tuple(
+        dataclasses.replace(j, type="slider", axis=(1.0, 0.0, 0.0))
+        if j.part_b == -1 and j.type != "fixed"
+        else j
+        for j in found.joints
+    )
+    assert [j.type for j in slider].count("slider") == 1
+    p = simulate_rig(v, f, cond, structure=Structure(found.labels, found.parts, slider))
+    moved = (p.positions[-1] - p.positions[0])[nt:].mean(0)
+    assert moved[0] > 0.01 and abs(moved[1]) < 0.02 * moved[0] and abs(moved[2]) < 0.02 * moved[0]
+
+
+def test_a_structure_that_does_not_fit_is_refused(tmp_path, capsys):
+    from neurok_core.dynamics import SimulationConditions
+    from neurok_core.rigspace import simulate_rig
+
+    v, f = _laptop()
+    found = find_structure(v, f)
+    cond = SimulationConditions(frames=4)
+    split = found.labels.copy()
+    split[:4] = 2  # a part the geometry does not have
+    with pytest.raises(StructureError, match="parts must be those"):
+        simulate_rig(v, f, cond, structure=Structure(split, (*found.parts, Part("rigid", 1.0))))
+    rope = (Part("rope", 1.0), found.parts[1])
+    with pytest.raises(StructureError, match="kind"):
+        simulate_rig(v, f, cond, structure=Structure(found.labels, rope, found.joints))
+    trimesh.Trimesh(v, f, process=False).export(tmp_path / "laptop.obj")
+    (tmp_path / "s.json").write_text(found.to_json())
+    argv = ["simulate", str(tmp_path / "laptop.obj"), "--frames", "4", "--quiet"]
+    ok = [*argv, "--structure", str(tmp_path / "s.json"), "--out", str(tmp_path / "a.npz")]
+    assert main(ok) == 0
+    capsys.readouterr()
+    (tmp_path / "bad.json").write_text("{}")
+    bad = [*argv, "--structure", str(tmp_path / "bad.json"), "--out", str(tmp_path / "b.npz")]
+    assert main(bad) == 2
+    assert "format" in capsys.readouterr().err

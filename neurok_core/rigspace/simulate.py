@@ -572,8 +572,11 @@ def simulate_rig(
     on_progress=_noop,
     want_vertices: bool = True,
     time_limit: float | None = None,
+    structure=None,
 ) -> SimulationResult:
-    """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig. An
+    """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
+    ``structure``: a :class:`~neurok_core.structure.Structure` whose joints the step holds
+    instead of the ones the geometry gives (``neurok simulate --structure``). An
     object whose every part is an open sheet (a cloth) is simulated at its own resolution
     instead (:func:`~neurok_core.rigspace.cloth_simulate.simulate_cloth`), its rig a bone per
     simulated node.
@@ -592,6 +595,8 @@ def simulate_rig(
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
     welding = cloth_welding(vertices, faces)
+    if welding is not None and structure is not None:
+        raise ConditionError("a cloth has no joints: simulate it without a structure")
     if welding is not None:  # every part a sheet: simulated at its own resolution
         return simulate_cloth(
             vertices,
@@ -613,6 +618,7 @@ def simulate_rig(
         pins=conditions.pins,
         elastic=conditions.stiffness > 0,
         settings=settings,
+        structure=structure,
     )
     return simulate_space(
         space,

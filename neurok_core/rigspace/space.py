@@ -19,6 +19,7 @@ import numpy as np
 from scipy import sparse
 from scipy.spatial import cKDTree
 
+from ..errors import StructureError
 from ..geometry import unique_edges, vertex_areas
 from .bones import MAX_INFLUENCES, BoneLayout, PartInfo, geometric_bones
 from .joints import Joint, find_joints
@@ -311,9 +312,12 @@ def build_rig_space(
     elastic: bool = False,
     settings: RigSettings | None = None,
     bone_density: float = 1.0,
+    structure=None,
 ) -> RigSpace:
     """The rig space of the mesh with ``mass`` kg spread by area and ``pins`` held;
-    ``bone_density``: ``geometric_bones``' density."""
+    ``bone_density``: ``geometric_bones``' density; ``structure``: a
+    :class:`~neurok_core.structure.Structure` whose joints replace the ones the geometry
+    gives (:mod:`~neurok_core.rigspace.structure_joints`)."""
     settings = settings or RigSettings()
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
@@ -375,7 +379,17 @@ def build_rig_space(
     gravity_moment = np.asarray(rows.T @ masses).reshape(-1)
     part_mass = np.bincount(layout.parts, weights=masses, minlength=num_parts)
     axes, seen = bone_axes(moments, fixed, size)
-    joints = find_joints(vertices, faces, layout, fixed_parts, size)
+    if structure is None:
+        joints = find_joints(vertices, faces, layout, fixed_parts, size)
+    else:
+        from .structure_joints import structure_joints
+
+        if structure.num_vertices != n:
+            raise StructureError(
+                f"the structure is for {structure.num_vertices} vertices, the mesh has {n}"
+            )
+        held = [p for p, _ in pin_glue]
+        joints = structure_joints(structure, vertices, faces, layout, fixed_parts, size, held)
     for p, points in pin_glue:
         joints.append(Joint.to_world(p, points, size))
     space = RigSpace(

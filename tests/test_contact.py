@@ -9,7 +9,13 @@ import torch
 import trimesh
 from bounds import assert_within
 
-from neurok_core.dynamics import Collider, MechanicalSystem, SimulationConditions, simulate
+from neurok_core.dynamics import (
+    Collider,
+    InitialVelocity,
+    MechanicalSystem,
+    SimulationConditions,
+    simulate,
+)
 from neurok_core.dynamics.contact import ContactForces
 from neurok_core.dynamics.obstacles import MeshDistance, Obstacles, closest_on_triangles
 from neurok_core.errors import ConditionError
@@ -303,3 +309,72 @@ def test_a_grid_too_big_for_its_block_table_answers_the_same():
     assert table._slot_of is not None and plain._slot_of is None
     for a, b in zip(table.query(points), plain.query(points), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_rolling_resistance_gradient_and_hessian_match_finite_differences():
+    """The rolling resistance's energy over a step, both below its slip angle (quadratic) and
+    beyond it: its gradient and Hessian against central differences (float64)."""
+    from neurok_core.rigspace.contact import RollingResistance
+
+    rng = np.random.default_rng(7)
+    q0 = np.zeros((2, 4, 3))
+    q0[:, :3, :] = np.eye(3) + 0.05 * rng.normal(size=(2, 3, 3))
+    q0[:, 3, :] = rng.normal(size=(2, 3))
+    rolling = RollingResistance(0.02, {0: np.array([0, 1])}, {0: 0.3})
+    normals = np.tile([0.0, 0.0, 1.0], (4, 1))
+    lag = rolling.lag(q0, np.zeros(4, dtype=int), normals, np.full(4, 2.5))
+    for turn, slip in ((1e-4, 1e-2), (0.05, 1e-4)):  # inside the slip angle, then beyond
+        q = q0 + turn * rng.normal(size=q0.shape)
+        value, grad, hess = rolling.energy(q, lag, slip, True)
+        assert value > 0
+        eps = 1e-7
+        for i in rng.choice(q.size, 8, replace=False):
+            d = np.zeros(q.size)
+            d[i] = eps
+            up = rolling.energy(q + d.reshape(q.shape), lag, slip, True)
+            down = rolling.energy(q - d.reshape(q.shape), lag, slip, True)
+            assert (up[0] - down[0]) / (2 * eps) == pytest.approx(
+                grad.reshape(-1)[i], rel=1e-5, abs=1e-9
+            )
+            column = (up[1] - down[1]).reshape(-1) / (2 * eps)
+            np.testing.assert_allclose(
+                column, hess[:, i], rtol=1e-4, atol=1e-6 * np.abs(hess).max()
+            )
+    # a spin about the contact's normal is not resisted, a roll across it is
+    still = np.zeros((2, 4, 3))
+    still[:, :3, :] = np.eye(3)
+    lag = rolling.lag(still, np.zeros(4, dtype=int), normals, np.full(4, 2.5))
+    for axis, resisted in ((2, False), (0, True)):
+        turned = still.copy()
+        turned[:, :3, :] = trimesh.transformations.rotation_matrix(1e-3, np.eye(3)[axis])[:3, :3].T
+        assert (rolling.energy(turned, lag, 1e-4, False)[0] > 1e-9) == resisted
+
+
+def test_a_rolling_ball_slows_down_by_its_rolling_resistance():
+    """A ball rolling on the ground loses speed to its facets' impacts alone; a rolling
+    resistance adds a deceleration of about its torque over the ball's rolling inertia (a
+    shell's mass: 5/3 m r), in proportion to its coefficient."""
+    from neurok_core.rigspace import RigSettings, simulate_rig
+
+    mesh = trimesh.creation.icosphere(3, radius=0.1)
+    v = np.asarray(mesh.vertices) + [0.0, 0.0, 0.1]
+    cond = SimulationConditions(
+        ground=0.0,
+        frames=49,
+        fps=24.0,
+        damping=0.0,
+        friction=0.5,
+        bounciness=0.0,
+        velocities=(InitialVelocity((1.0, 0.0, 0.0)),),
+    )
+
+    def deceleration(resistance):
+        settings = RigSettings(rolling_resistance=resistance)
+        x = simulate_rig(v, mesh.faces, cond, settings=settings).positions[:, :, 0].mean(1)
+        early, late = (x[8] - x[4]) * 6.0, (x[48] - x[44]) * 6.0  # m/s over 4 frames
+        return (early - late) / (40 / 24.0)
+
+    base, once, twice = (deceleration(r) for r in (0.0, 0.01, 0.02))
+    expected = 0.01 * 0.2 * 9.81 / (0.1 * 5 / 3)  # torque / (r (1 + 2/3)) per kg: 0.118 m/s^2
+    assert once - base == pytest.approx(expected, rel=0.4)
+    assert twice - base == pytest.approx(2 * (once - base), rel=0.2)

@@ -40,6 +40,7 @@ class ContactPoints:
     rows: np.ndarray
     stiffness: np.ndarray
     threshold: np.ndarray
+    owners: np.ndarray | None = None  # (P,) the part of each point (rolling resistance)
 
 
 class PartObstacle:
@@ -115,6 +116,89 @@ class PartObstacle:
         if len(near):
             out[near] = self.mesh.exact(points[near])
         return out
+
+
+_EPS = np.zeros((3, 3, 3))  # the Levi-Civita symbol
+_EPS[0, 1, 2] = _EPS[1, 2, 0] = _EPS[2, 0, 1] = 1.0
+_EPS[0, 2, 1] = _EPS[2, 1, 0] = _EPS[1, 0, 2] = -1.0
+
+
+class RollingResistance:
+    """Rolling resistance of the parts touching an obstacle: a lagged Coulomb friction on each
+    part's turn over the step about the axes across its contact normal (rolling and rocking;
+    not spinning about the normal), whose torque is at most ``coefficient`` x the part's
+    length x its contact's normal force, as a rolling friction of rigid-body engines
+    (Bullet's rolling friction, MuJoCo's condim 6). A ball on a flattened patch, which rocks
+    with nothing to stop it but the air, comes to rest; an object does not roll on a slope
+    unless its weight's torque about its contact exceeds it.
+
+    The part's turn over the step from ``Q0`` is the mean over its bones of
+    theta_b = vee(skew(F_b F0_b^T)), linear in Q (zero at the start): theta = C (Q - Q0)
+    flattened, C (3, 12B) set per step; E = c f0(|P theta|) with P the tangent projector of
+    the part's mean normal, c = coefficient x length x normal force, and f0 the friction's
+    Huber (quadratic below an angle of slip / length). parts: {part: its bones} (the parts
+    it acts on: free ones; a part in a joint turns about it freely); lengths: {part: its
+    size (m)}."""
+
+    def __init__(self, coefficient: float, parts: dict, lengths: dict):
+        self.coefficient = float(coefficient)
+        self.parts, self.lengths = parts, lengths
+
+    def lag(self, q: np.ndarray, owners: np.ndarray, normals: np.ndarray, forces: np.ndarray):
+        """The step's terms [(C (3, 12B), P (3, 3), c, length)] of the parts touching at ``q``
+        (``owners``, ``normals`` and normal ``forces`` of its touching points)."""
+        out = []
+        nb = q.shape[0]
+        self.start_flat = q.reshape(-1).copy()
+        for part in np.unique(owners):
+            bones = self.parts.get(int(part))
+            if bones is None or not len(bones):
+                continue
+            mine = owners == part
+            load = float(forces[mine].sum())
+            normal = (forces[mine, None] * normals[mine]).sum(0)
+            if load <= 0 or np.linalg.norm(normal) < 1e-12:
+                continue
+            normal /= np.linalg.norm(normal)
+            c = np.zeros((3, nb, 4, 3))
+            for b in bones:
+                # theta_m = -1/2 sum_{i,j,k} eps_mij F0_jk F_ik, F_ik = Q[b, k, i]
+                c[:, b, :3, :] = -0.5 * np.einsum("mij,kj->mki", _EPS, q[b, :3, :]) / len(bones)
+            length = float(self.lengths[int(part)])
+            out.append(
+                (
+                    c.reshape(3, -1),
+                    np.eye(3) - np.outer(normal, normal),
+                    self.coefficient * length * load,
+                    length,
+                )
+            )
+        return out
+
+    def energy(self, q: np.ndarray, lag, slip: float, hessian: bool):
+        """(value, gradient (B, 4, 3), Hessian or None) at ``q`` of the step's ``lag``, the
+        Huber's angle ``slip`` / length (``slip``: the friction's slip over the step, m)."""
+        nb = q.shape[0]
+        flat = q.reshape(-1)
+        value, grad = 0.0, np.zeros(flat.shape)
+        hess = np.zeros((flat.size, flat.size)) if hessian else None
+        for c, proj, scale, length in lag:
+            theta = proj @ (c @ (flat - self.start_flat))
+            size = float(np.linalg.norm(theta))
+            eps = max(slip / max(length, 1e-12), 1e-9)
+            if size < eps:
+                value += scale * size * size / (2 * eps)
+                force = scale / eps * theta
+                middle = (scale / eps) * proj
+            else:
+                value += scale * (size - eps / 2)
+                t = theta / size
+                force = scale * t
+                middle = (scale / size) * (proj - np.outer(t, t))
+            grad += c.T @ (proj @ force)
+            if hessian:
+                hess += c.T @ middle @ c
+        return value, grad.reshape(nb, 4, 3), hess
 
 
 class PartCull:
@@ -217,6 +301,8 @@ class Contact:
         self.start = None  # (B, 4, 3) the state at the step's start
         self._last_active = None  # (state, ``_active`` there)
         self.cull = None  # a PartCull: the points each query needs (a moving part's contact)
+        self.rolling = None  # a RollingResistance, or None
+        self.rolling_lag = None  # its lag of the step
 
     def positions(self, q: np.ndarray) -> np.ndarray:
         return self.points.rows @ q.reshape(-1, 3)
@@ -290,6 +376,9 @@ class Contact:
         unit = g / np.maximum(np.linalg.norm(g, axis=1), 1e-12)[:, None]
         self.lagged = (e, unit, self.points.stiffness[idx] * depth)
         self.start_active = idx
+        self.rolling_lag = None
+        if self.rolling is not None and len(idx) and self.points.owners is not None:
+            self.rolling_lag = self.rolling.lag(q, self.points.owners[idx], unit, self.lagged[2])
 
     def dissipation(self, q: np.ndarray, dscale: float, zeta: float) -> _ContactDamping:
         """The step's viscous term: factor k / 2 max(0, depth - depth_start)^2 per point,
@@ -314,6 +403,12 @@ class Contact:
             grad += fg
             if fh is not None:
                 h = fh if h is None else h + fh
+        if self.rolling_lag:
+            rv, rg, rh = self.rolling.energy(q, self.rolling_lag, self.slip * self.h, hessian)
+            value += rv
+            grad += rg
+            if rh is not None:
+                h = rh if h is None else h + rh
         if hessian and h is None:
             h = np.zeros((12 * nb, 12 * nb))
         return value, grad, h

@@ -24,7 +24,14 @@ from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
 from ..sheets import cloth_welding
 from .cloth_simulate import simulate_cloth
-from .contact import Contact, ContactPoints, PartCull, PartObstacle, WorldObstacle
+from .contact import (
+    Contact,
+    ContactPoints,
+    PartCull,
+    PartObstacle,
+    RollingResistance,
+    WorldObstacle,
+)
 from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs
 from .integrator import Integrator, OutOfTime
 from .newton_step import ProjectedNewton
@@ -297,19 +304,28 @@ def _contact(
     # resting contact settles (its compression damped) unless it is perfectly elastic
     zeta = settings.stiff_damping if conditions.bounciness < 1.0 else 0.0
     single = {}  # the parts carried by one bone: each its bone (the broad phase's groups)
+    # each free part's bones and size, for its rolling resistance (a part in a joint turns
+    # about it freely: a door's panel touching its jamb at its hinge does not roll on it)
+    bones, lengths = {}, {}
+    jointed = {p for j in space.joints for p in (j.part_a, j.part_b)}
     for p in moving:
-        bones = np.flatnonzero(space.bone_parts == p)
-        if len(bones) == 1:
-            single[int(p)] = int(bones[0])
+        own = np.flatnonzero((space.bone_parts == p) & ~space.fixed)
+        if int(p) not in jointed:
+            bones[int(p)] = own
+            lengths[int(p)] = float(space.layout.part_info[p].extents.max())
+        if len(own) == 1:
+            single[int(p)] = int(own[0])
     for obstacle, part in obstacles:
         keep = owner != part
         if not keep.any():
             continue
         threshold = np.minimum(margin, obstacle.rest_distance(at[keep]))
-        points = ContactPoints(rows[keep], share[keep] * omega**2, threshold)
+        points = ContactPoints(rows[keep], share[keep] * omega**2, threshold, owner[keep])
         contact = Contact(points, obstacle, mu, slip, omega, zeta)
         if isinstance(obstacle, PartObstacle):
             contact.cull = PartCull(obstacle, at[keep], rows[keep], owner[keep], single)
+        elif settings.rolling_resistance > 0 and mu > 0:
+            contact.rolling = RollingResistance(settings.rolling_resistance, bones, lengths)
         out.append(contact)
     return out
 

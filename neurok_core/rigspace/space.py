@@ -79,6 +79,7 @@ class RigSettings:
     contact_depth: float = 0.001
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
+    rolling_resistance: float = 0.01  # a part's rolling torque at most this x its size x load
     step: str = "auto"  # "midpoint", "newton" (projected, rigid parts exact) or "auto"
 
 

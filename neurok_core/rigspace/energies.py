@@ -248,21 +248,24 @@ class Springs:
         lengths = np.linalg.norm(d, axis=1)
         out = Springs(self.rows, lengths, self.k * factor, self.omega, pairs=self.pairs)
         out.stiff = False
+        out.parent = self  # the same rows: a step evaluates the two together (``also``)
         return out
 
-    def _blocks(self, d, coeff, other, hessian: bool, nb: int):
+    def _blocks(self, d, coeff, other, hessian: bool, nb: int, a=None):
         """grad = sum_j rows_j (x) coeff_j d_j and, when ``hessian``, its Jacobian
-        sum_j (rows_j rows_j^T) (x) (coeff_j I + 4 a_j d_j other_j^T)."""
+        sum_j (rows_j rows_j^T) (x) (coeff_j I + 4 a_j d_j other_j^T) (``a`` (J,): this
+        energy's, unless given)."""
+        a = self.a if a is None else a
         grad = (self.rows.T @ (coeff[:, None] * d)).reshape(nb, 4, 3)
         if not hessian:
             return grad, None
         if self.pairs is not None:
-            return grad, self.pairs.hessian(coeff, (4.0 * self.a)[:, None] * d, other)
+            return grad, self.pairs.hessian(coeff, (4.0 * a)[:, None] * d, other)
         h = flat_kron((self.rows * coeff[:, None]).T @ self.rows)
         j = len(d)
         g = (self.rows[:, :, None] * d[:, None, :]).reshape(j, -1)  # (J, 12B)
         o = (self.rows[:, :, None] * other[:, None, :]).reshape(j, -1)
-        h += (g * (4.0 * self.a)[:, None]).T @ o
+        h += (g * (4.0 * a)[:, None]).T @ o
         return grad, h
 
     def __call__(self, q: np.ndarray, hessian: bool = True):
@@ -286,17 +289,23 @@ class Springs:
             self._start = last = (q0.copy(), self.rows @ q0.reshape(-1, 3))
         return last[1]
 
-    def discrete_gradient(self, q0: np.ndarray, y: np.ndarray, hessian: bool = True):
+    def discrete_gradient(self, q0: np.ndarray, y: np.ndarray, hessian: bool = True, also=None):
         """The discrete gradient across a midpoint step from ``q0`` to ``2 y - q0``:
         2 a (s_0 + s_1 - 2 l^2) d_m per edge (Gonzalez 1996; exact since E is quadratic in
-        s = |d|^2), and its Jacobian in ``y`` (not symmetric)."""
+        s = |d|^2), and its Jacobian in ``y`` (not symmetric). ``also``: springs on the same
+        rows (the step's viscous term, ``dissipation``) summed in the same products."""
         nb = y.shape[0]
         dm = self.rows @ y.reshape(4 * nb, 3)  # (J, 3)
         d0 = self._start_vectors(q0)
         d1 = 2.0 * dm - d0
-        coeff = 2.0 * self.a * ((d0 * d0).sum(1) + (d1 * d1).sum(1) - 2.0 * self.lengths**2)
+        s = (d0 * d0).sum(1) + (d1 * d1).sum(1)
+        coeff = 2.0 * self.a * (s - 2.0 * self.lengths**2)
+        a = self.a
+        if also is not None:
+            coeff = coeff + 2.0 * also.a * (s - 2.0 * also.lengths**2)
+            a = self.a + also.a
         # d coeff / d dm = 2 a (2 d1 . 2) = 8 a d1: the term (x) 4 a d_m (2 d1)^T
-        return self._blocks(dm, coeff, 2.0 * d1, hessian, nb)
+        return self._blocks(dm, coeff, 2.0 * d1, hessian, nb, a)
 
 
 class SliderGlue:

@@ -167,8 +167,17 @@ class Integrator:
         value, grad = 0.0, np.zeros_like(q)
         hess = np.zeros((n, n)) if hessian else None
         damp = np.zeros((n, n)) if hessian else None
+        # a viscous term on its energy's own rows goes with it (one set of products)
+        partners = {id(e.parent): e for e in extra if getattr(e, "parent", None) is not None}
+        merged = set()
         for energy in [*self.energies, *self.loads(t), *extra]:
-            if start is not None and hasattr(energy, "discrete_gradient"):
+            if id(energy) in merged:
+                continue
+            partner = partners.get(id(energy)) if start is not None else None
+            if partner is not None:
+                g, h = energy.discrete_gradient(start, q, hessian, also=partner)
+                merged.add(id(partner))
+            elif start is not None and hasattr(energy, "discrete_gradient"):
                 g, h = energy.discrete_gradient(start, q, hessian)
             else:
                 v, g, h = energy(q, hessian)

@@ -413,11 +413,22 @@ class GatheredScene:
 
 def moving_selection(context, active) -> list:
     """The selected meshes whose role is Moves, the active object first (it moves whatever
-    its role says: it is the one Simulate is asked for)."""
+    its role says: it is the one Simulate is asked for); the active object's colliders (its
+    Collision settings: Blender's Collision physics, a collection) stay colliders however
+    they are selected."""
+    if active is None or active.type != "MESH":
+        return [active]
+    try:
+        colliders = set(collider_objects(active, context.scene))
+    except GatherError:
+        colliders = set()  # gather() says what is wrong with the settings
     others = [
         o
         for o in context.selected_objects
-        if o.type == "MESH" and o != active and o.neurok.physics.role == "MOVES"
+        if o.type == "MESH"
+        and o != active
+        and o.neurok.physics.role == "MOVES"
+        and o not in colliders
     ]
     return [active, *sorted(others, key=lambda o: o.name)]
 

@@ -26,6 +26,7 @@ import numpy as np
 from .errors import ConditionError, SimulationError
 
 SCENE_OPTIONS = ("frames", "fps", "damping")
+RESULT_SUFFIXES = (".npz", ".pc2", ".json")  # a result file's, not a folder's
 
 
 def _stem_split(text: str, option: str, stems) -> tuple[str, str]:
@@ -43,14 +44,15 @@ def _per_object(values, option: str, stems, kind=float) -> dict[str, float]:
     """``--mass 2`` (every object) and ``--mass ball:3`` (one) -> {stem: value}."""
     from .cli import _number
 
-    out = {}
+    named, every = {}, None
     for text in values or ():
         if ":" in text:
             stem, value = _stem_split(text, option, stems)
-            out[stem] = _number(value, f"{option} {stem}", kind)
+            named[stem] = _number(value, f"{option} {stem}", kind)
         else:
-            value = _number(text, option, kind)
-            out.update({s: value for s in stems if s not in out})
+            every = _number(text, option, kind)  # the last one given, as for one mesh
+    out = {} if every is None else dict.fromkeys(stems, every)
+    out.update(named)
     return out
 
 
@@ -67,6 +69,12 @@ def _scene(args):
         except (OSError, json.JSONDecodeError) as exc:
             raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
         base = SimulationConditions.from_dict(base)
+        own = [f for f in ("forces", "drags", "velocities", "pins") if getattr(base, f)]
+        if own:
+            raise ConditionError(
+                f"--conditions {args.conditions}: its {', '.join(own)} are one object's; with"
+                " several meshes give them per object (--force STEM:..., --pin STEM:...)"
+            )
         fields = {f: getattr(base, f) for f in SCENE_FIELDS}
     for name in SCENE_OPTIONS:
         if getattr(args, name) is not None:
@@ -139,7 +147,9 @@ def _objects(args, meshes: dict):
 
 def _out_folder(path: str) -> Path:
     out = Path(path)
-    if out.suffix:
+    if out.exists() and not out.is_dir():
+        raise ConditionError(f"--out {path}: a file is there; with several meshes it is a folder")
+    if out.suffix.lower() in RESULT_SUFFIXES:
         raise ConditionError(
             f"--out {path}: with several meshes the result is a folder (one STEM.npz per moving"
             " object), not a file"

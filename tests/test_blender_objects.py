@@ -46,3 +46,7 @@ def test_selected_objects_move_together_and_bake_each_onto_itself(tmp_path, zip_
     assert out["still_static_results"] == "NONE"
     alone = np.asarray(out["hit_static"])
     assert alone[:, :, 0].max() < still[0, :, 0].min() + 0.01 * 0.2
+    # a selected floor with Blender's Collision physics is a collider, not a moving object
+    assert out["simulate_physics"][0] == "FINISHED", out["simulate_physics"]
+    assert out["results_physics"]["Floor"] == "NONE"
+    assert out["results_physics"]["Still"] == "RIG"

@@ -378,3 +378,35 @@ def test_a_rolling_ball_slows_down_by_its_rolling_resistance():
     expected = 0.01 * 0.2 * 9.81 / (0.1 * 5 / 3)  # torque / (r (1 + 2/3)) per kg: 0.118 m/s^2
     assert once - base == pytest.approx(expected, rel=0.4)
     assert twice - base == pytest.approx(2 * (once - base), rel=0.2)
+
+
+def test_a_fine_mesh_with_long_triangles_keeps_the_right_sign_above_them():
+    """A cylinder of 43k faces whose caps are fans of long triangles: the grid above a cap,
+    beyond the band, reads +band (outside), not a phantom contact (the nearest triangle of a
+    fan is not the one whose centroid is nearest)."""
+    seg, rings = 1024, 20
+    theta = np.linspace(0, 2 * np.pi, seg, endpoint=False)
+    rim = [
+        np.c_[0.5 * np.cos(theta), 0.5 * np.sin(theta), np.full(seg, z)]
+        for z in np.linspace(0, 1, rings + 1)
+    ]
+    v = np.concatenate([*rim, [[0, 0, 0]], [[0, 0, 1]]])
+    i = np.arange(seg)
+    sides = [
+        np.concatenate(
+            [
+                np.c_[r * seg + i, r * seg + (i + 1) % seg, (r + 1) * seg + (i + 1) % seg],
+                np.c_[r * seg + i, (r + 1) * seg + (i + 1) % seg, (r + 1) * seg + i],
+            ]
+        )
+        for r in range(rings)
+    ]
+    bottom, top = len(v) - 2, len(v) - 1
+    caps = [
+        np.c_[np.full(seg, bottom), (i + 1) % seg, i],
+        np.c_[np.full(seg, top), rings * seg + i, rings * seg + (i + 1) % seg],
+    ]
+    f = np.concatenate([*sides, *caps])
+    md = MeshDistance(v, f, cell=0.01, band=0.04)
+    points = np.array([[0.45, 0.0, 1.0 + h] for h in (0.02, 0.035, 0.045, 0.06)])
+    np.testing.assert_allclose(md.query(points)[0], [0.02, 0.035, 0.04, 0.04], atol=1e-9)

@@ -4,6 +4,8 @@ results and the errors."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from mesh_pieces import box_mesh
@@ -137,3 +139,44 @@ def test_the_command_line_simulates_several_meshes(tmp_path, capsys):
         assert says in capsys.readouterr().err
     assert main(["simulate", *meshes[:2], "--out", str(tmp_path / "x.npz")]) == 2
     assert "folder" in capsys.readouterr().err
+    (tmp_path / "taken").write_text("")
+    assert main(["simulate", *meshes[:2], "--out", str(tmp_path / "taken")]) == 2
+    assert "a file is there" in capsys.readouterr().err
+    forces = tmp_path / "forces.json"
+    forces.write_text('{"forces": [{"direction": [1, 0, 0], "strength": 1, "vertex": 0}]}')
+    argv = ["simulate", *meshes[:2], "--conditions", str(forces), "--out", str(tmp_path / "o3")]
+    assert main(argv) == 2 and "per object" in capsys.readouterr().err
+    # a plain --mass is every object's, the last one given as for one mesh; STEM:KG one's
+    argv = ["simulate", *meshes[:2], "--mass", "2", "--mass", "5", "--mass", "hit:3"]
+    assert main([*argv, "--frames", "2", "--out", str(tmp_path / "o4"), "--quiet"]) == 0
+    masses = {
+        n: json.loads(str(np.load(tmp_path / "o4" / f"{n}.npz")["conditions"]))["mass"]
+        for n in ("hit", "still")
+    }
+    assert masses == {"hit": 3.0, "still": 5.0}
+
+
+def test_every_contact_point_belongs_to_its_part():
+    """Contact points (picked vertices, and surface points for parts of few vertices) each
+    carry their own part's label: its row moves only that part's bones, its place is on it."""
+    from neurok_core.rigspace import RigSettings
+    from neurok_core.rigspace.simulate import _contact
+    from neurok_core.rigspace.space import build_rig_space
+
+    v, f = (
+        np.concatenate(
+            [box_mesh((0.2, 0.2, 0.2), np.array(c))[0] for c in ((0, 0, 0.1), (1, 0, 0.1))]
+        ),
+        np.concatenate([box_mesh((0.2, 0.2, 0.2), np.zeros(3))[1] + 8 * i for i in range(2)]),
+    )
+    space = build_rig_space(v, f, mass=2.0)
+    conditions = SimulationConditions(ground=0.0, frames=2)
+    contacts = _contact(space, conditions, RigSettings(), 10.0)
+    assert contacts
+    for contact in contacts:
+        rows = contact.points.rows.reshape(len(contact.points.rows), -1, 4)
+        moved = np.abs(rows).sum(2) > 0  # (P, B) the bones each point moves with
+        for point, part in enumerate(contact.points.owners):
+            assert set(np.flatnonzero(moved[point])) <= set(
+                np.flatnonzero(space.bone_parts == part)
+            )

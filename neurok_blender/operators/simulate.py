@@ -102,10 +102,12 @@ class SimulateFlow(EngineJobFlow):
         return self.run_on_engine(job, command, request_path)
 
     def _scene_done(self, job):
-        """Bake every object of a finished run of several objects; the report."""
+        """Bake every object of a finished run of several objects; the report. Every object's
+        output is loaded and checked before any is baked: a run whose object went away (or
+        whose output is unreadable) bakes none of them."""
         scene: GatheredScene = self._scene
         outputs = job.result.get("objects") or {}
-        baked = []
+        loaded = []
         for i, (gathered, mode) in enumerate(zip(scene.parts, self._bake_modes, strict=True)):
             obj = self.live_mesh(gathered.object_name, gathered.object_uid, "nothing baked")
             if obj is None:
@@ -119,26 +121,38 @@ class SimulateFlow(EngineJobFlow):
                 else:
                     path = out.get("frames") or job.folder / f"frames_{i}.npy"
                     frames = load_frames(path, gathered.frame_count, gathered.num_vertices)
+                check_bake(obj, mode)
+            except (ValueError, OSError, BakeError) as exc:
+                self.report({"ERROR"}, f"Simulate: '{gathered.object_name}': {exc}; nothing baked")
+                return {"CANCELLED"}
+            loaded.append((obj, gathered, mode, frames, rig))
+        seconds = float(job.result.get("seconds") or 0.0)
+        info = job.result.get("info") or {}
+        baked = []
+        for obj, gathered, mode, frames, rig in loaded:
+            try:
                 summary = bake(obj, frames, gathered.frame_start, mode, gathered.matrix_world, rig)
             except (ValueError, OSError, BakeError) as exc:
                 self.report({"ERROR"}, f"Simulate: '{gathered.object_name}': {exc}")
                 return {"CANCELLED"}
-            obj.neurok.results.seconds = float(job.result.get("seconds") or 0.0)
-            obj.neurok.results.dynamics = "rig"
+            results = obj.neurok.results
+            results.seconds = seconds
+            results.dynamics = "rig"
+            results.frames_on_barrier = frames_on_barrier(info)
+            results.edge_strain = edge_strain(info)[0]
+            results.penetration = penetration(info)[0]
             baked.append(f"'{obj.name}' {summary}")
-        seconds = float(job.result.get("seconds") or 0.0)
         registry.set_engine_status("ready", f"ran in {seconds:.1f} s")
-        self.figures = {
-            **(job.result.get("info") or {}),
-            "seconds": seconds,
-            "frames": scene.frame_count,
-            "baked": baked,
-        }
-        self.report(
-            {"INFO"},
+        self.figures = {**info, "seconds": seconds, "frames": scene.frame_count, "baked": baked}
+        message = (
             f"Simulated {len(baked)} objects together, {scene.frame_count} frames in"
-            f" {seconds:.1f} s: " + "; ".join(baked),
+            f" {seconds:.1f} s: " + "; ".join(baked)
         )
+        warnings = [w for g in scene.parts for w in g.warnings]
+        if warnings:
+            self.report({"WARNING"}, " ".join((message + ".", *warnings)))
+        else:
+            self.report({"INFO"}, message)
         return {"FINISHED"}
 
     def job_done(self, context, job):

@@ -36,6 +36,7 @@ BLOCK = 8  # cells per block side
 MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
 FINE_FACES = 4000  # a mesh of more faces fills its grid by a k-d tree of its triangles
+FAR_BATCH = 64  # nodes farther than the band searched at once (their search is wider)
 _POINTS = 256  # points whose candidate triangles ``exact`` lists at once (memory bounded)
 # a grid node's 8 corners' offsets in a block's flat node index ((BLOCK + 1)^3 per block)
 _CORNERS = np.ravel_multi_index(np.indices((2, 2, 2)), (BLOCK + 1,) * 3)  # (2, 2, 2)
@@ -283,7 +284,7 @@ class MeshDistance:
         slot, local = np.divmod(nodes, per)
         ijk = np.stack(np.unravel_index(local, (BLOCK + 1,) * 3), 1)  # (M, 3)
         points = self._origins[slot] + ijk * self.cell  # (M, 3)
-        if len(self.faces) > FINE_FACES:
+        if self._fine():
             self._store.reshape(-1)[nodes] = self._fill_fine(points)
             return
         values = np.full(len(nodes), self.band)
@@ -314,31 +315,47 @@ class MeshDistance:
         values[hit] = np.clip(signed, -self.band, self.band)
         self._store.reshape(-1)[nodes] = values
 
-    def _fill_fine(self, points: np.ndarray) -> np.ndarray:
-        """Signed distances (M,) of ``points`` clipped to +-band, for a mesh of many small
-        triangles (a block's candidates are thousands): each point tries only the triangles
-        whose centroids lie within d + r of it (d: its nearest centroid's distance, r: the
-        largest centroid-to-corner distance; a nearer triangle's centroid is within that),
-        capped at band + r (a triangle beyond cannot be within band); a point with none (farther
-        than band) takes its sign from its nearest centroid's triangle."""
+    def _fine(self) -> bool:
+        """Whether the grid is filled by a k-d tree of the triangles (``_fill_fine``): a mesh
+        of more than ``FINE_FACES`` faces, none reaching farther than the band from its
+        centroid (a large triangle, a floor's quad or a cap's fan, would make every node's
+        search take most of the mesh: the blocks' candidates serve those)."""
+        if len(self.faces) <= FINE_FACES:
+            return False
         if self._centroids is None:
             tri = self.vertices[self.faces]  # (F, 3, 3)
             centre = tri.mean(1)
             self._reach = float(np.linalg.norm(tri - centre[:, None], axis=2).max())
             self._centroids = cKDTree(centre)
-        tree, reach = self._centroids, self._reach
-        d_near, nearest = tree.query(points)
-        radius = np.minimum(d_near, self.band) + reach
-        lists = tree.query_ball_point(points, radius)
+        return self._reach <= self.band
+
+    def _candidates_within(self, points: np.ndarray, radius: np.ndarray):
+        """(rows, triangles): the pairs of each point with the triangles whose centroids lie
+        within its ``radius``."""
+        lists = self._centroids.query_ball_point(points, radius)
         counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
         rows = np.repeat(np.arange(len(points)), counts)
         tris = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if x] or [rows[:0]])
+        return rows, tris
+
+    def _fill_fine(self, points: np.ndarray) -> np.ndarray:
+        """Signed distances (M,) of ``points`` clipped to +-band, for a mesh of many small
+        triangles (``_fine``: a block's candidates are thousands): each point tries only the
+        triangles whose centroids lie within d + r of it (d: its nearest centroid's distance,
+        r: the largest centroid-to-corner distance; the nearest triangle's centroid is within
+        that), capped at band + r (a triangle beyond cannot be within band); a point with none
+        within band (only its sign counts) searches again uncapped, a few points at a time."""
+        tree, reach = self._centroids, self._reach
+        d_near, _ = tree.query(points)
+        rows, tris = self._candidates_within(points, np.minimum(d_near, self.band) + reach)
         d2, closest, tri, feat = self._nearest_pairs(points, rows, tris)
         far = np.flatnonzero(~(d2 <= self.band**2))
-        if len(far):  # nothing within band: the sign from the nearest centroid's triangle
-            redo = self._nearest_pairs(points[far], np.arange(len(far)), nearest[far])
+        for start in range(0, len(far), FAR_BATCH):  # the exact nearest, for its sign
+            some = far[start : start + FAR_BATCH]
+            rows, tris = self._candidates_within(points[some], d_near[some] + reach)
+            redo = self._nearest_pairs(points[some], rows, tris)
             for mine, theirs in zip((d2, closest, tri, feat), redo, strict=True):
-                mine[far] = theirs
+                mine[some] = theirs
         signed = self._signed(points, closest, tri, feat)
         return np.clip(signed, -self.band, self.band)
 

@@ -215,7 +215,9 @@ def merge_spaces(spaces: Sequence[RigSpace]) -> tuple[RigSpace, list[np.ndarray]
     ]
     vertices = np.concatenate([s.vertices for s in spaces])
     faces = np.concatenate([s.faces + n_off[i] for i, s in enumerate(spaces)])
-    size = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 1.0
+    # the largest object's size (the contact's margin, the grids' cells, the slip scale), not
+    # the scene's extent: two objects far apart meet as they would side by side
+    size = max(s.object_size for s in spaces)
     merged = RigSpace(
         vertices=vertices,
         faces=faces,
@@ -230,7 +232,7 @@ def merge_spaces(spaces: Sequence[RigSpace]) -> tuple[RigSpace, list[np.ndarray]
         vertex_weights=np.concatenate([s.vertex_weights for s in spaces]),
         bone_parts=by_bone([part_moved(s.bone_parts, i) for i, s in enumerate(spaces)]),
         joints=joints,
-        object_size=size if size > 0 else 1.0,
+        object_size=size,
         part_mass=np.concatenate([s.part_mass for s in spaces]),
         fixed_parts=np.concatenate([s.fixed_parts for s in spaces]),
         axes=by_bone([s.axes for s in spaces]),

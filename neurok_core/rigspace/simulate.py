@@ -277,7 +277,7 @@ def _contact(
             obstacles.append((PartObstacle(mesh, int(bones[0]), space.heads), p))
     if not obstacles:
         return []
-    picks, owners, extra = [], [], []
+    picks, owners, extra, extra_owners = [], [], [], []
     rng = np.random.default_rng(0)
     for p in moving:
         own = np.flatnonzero(parts == p)
@@ -289,10 +289,12 @@ def _contact(
         more = settings.contact_surface - count
         if more > 0:
             extra.append(_surface_points(space, space.faces[face_part == p], more, rng))
-            owners.append(np.full(len(extra[-1][0]), p))
+            extra_owners.append(np.full(len(extra[-1][0]), p))
     if not picks:
         return []
-    pick, owner = np.concatenate(picks), np.concatenate(owners)
+    # every part's picked vertices, then every part's surface points: rows, places and
+    # owners in that one order
+    pick, owner = np.concatenate(picks), np.concatenate(owners + extra_owners)
     rows = space.vertex_rows(pick)
     at = space.vertices[pick]
     if extra:

@@ -121,6 +121,8 @@ def structure_joints(
             a, b = b, -1
         if b < 0 and (a < 0 or fixed_parts[a] or a in held):
             continue  # the pins hold it (or the pinned parts among themselves)
+        if b >= 0 and fixed_parts[a] and fixed_parts[b]:
+            continue  # two pinned parts: the world holds both
         if b >= 0 and fixed_parts[a] and not fixed_parts[b]:
             a, b = b, a
         if b >= 0 and fixed_parts[b]:

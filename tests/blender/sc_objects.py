@@ -80,4 +80,18 @@ def several_objects(params) -> dict:
     out["simulate_static"] = call(bpy.ops.neurok.simulate)
     out["still_static_results"] = bpy.data.objects["Still"].neurok.results.mode
     out["hit_static"] = _frames("Hit").tolist()
+    # a selected mesh with Blender's Collision physics stays a collider, whatever its role
+    bpy.data.objects["Still"].neurok.physics.role = "MOVES"
+    floor = bpy.data.objects["Floor"]
+    floor.neurok.physics.role = "MOVES"
+    floor.modifiers.new("Collision", "COLLISION")
+    for name in ("Hit", "Still"):
+        bpy.data.objects[name].neurok.physics.collider_source = "PHYSICS"
+    for name in ("Hit", "Still", "Floor"):
+        bpy.data.objects[name].select_set(True)
+    bpy.context.view_layer.objects.active = bpy.data.objects["Hit"]
+    out["simulate_physics"] = call(bpy.ops.neurok.simulate)
+    out["results_physics"] = {
+        o.name: o.neurok.results.mode for o in bpy.data.objects if o.type == "MESH"
+    }
     return out

@@ -27,6 +27,7 @@ def test_selected_objects_move_together_and_bake_each_onto_itself(tmp_path, zip_
     )
     assert out["add_velocity"][0] == "FINISHED"
     assert out["arrow_z"] == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
+    assert "Moves 2 selected objects together" in out["panel_labels"]  # the Floor is static
     assert out["simulate"][0] == "FINISHED", out["simulate"]
     assert out["results"] == {"Hit": "SHAPE_KEYS", "Still": "RIG", "Floor": "NONE"}
     assert out["modifiers"]["Still"] == ["ARMATURE"] and out["modifiers"]["Floor"] == []

@@ -10,7 +10,7 @@ from ..bake import mesh_sharers, results_owner
 from ..bake_mode import BIG_MESH, resolved_bake_mode
 from ..core import short_warning
 from ..engine import registry
-from ..gather import deforming_modifiers
+from ..gather import deforming_modifiers, moving_selection
 from ..operators.engine import warm_up_once
 from ..preferences import engine_settings
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
@@ -199,6 +199,9 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
                 icon="ERROR",
             )
         if not draw_job(layout, registry.SIMULATE):
+            together = moving_selection(context, obj)
+            if len(together) > 1:  # what Simulate will move: the selected meshes that move
+                layout.label(text=f"Moves {len(together)} selected objects together", icon="INFO")
             row = layout.row()
             row.scale_y = 1.5
             row.operator("neurok.simulate", icon="PLAY")

@@ -59,6 +59,9 @@ def several_objects(params) -> dict:
     for obj in (hit, still, floor):
         obj.select_set(True)
     bpy.context.view_layer.objects.active = hit
+    from sc_panels import _draw_all
+
+    out["panel_labels"] = _draw_all()["labels"]
     bpy.ops.ed.undo_push(message="before simulate")
     out["simulate"] = call(bpy.ops.neurok.simulate, undo=True)
     out["results"] = {o.name: o.neurok.results.mode for o in bpy.data.objects if o.type == "MESH"}

@@ -132,24 +132,55 @@ def parse_pins(args, vertices: np.ndarray) -> set[int]:
         for v in spec.split(",")
         if v.strip()
     }
-    if args.pin_below is not None:
-        if not np.isfinite(args.pin_below):
-            raise ConditionError(f"--pin-below: expected a finite height, got {args.pin_below}")
-        pins.update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
-    return pins
+    return pins | pins_below(args, vertices)
+
+
+def pins_below(args, vertices: np.ndarray) -> set[int]:
+    """The vertices at or below ``--pin-below Z`` (none without it)."""
+    if args.pin_below is None:
+        return set()
+    if not np.isfinite(args.pin_below):
+        raise ConditionError(f"--pin-below: expected a finite height, got {args.pin_below}")
+    return set(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
+
+
+def read_conditions_file(args):
+    """``--conditions FILE`` as SimulationConditions, or None without it."""
+    from .dynamics import SimulationConditions
+
+    if not args.conditions:
+        return None
+    try:
+        data = json.loads(Path(args.conditions).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
+    return SimulationConditions.from_dict(data)
+
+
+def scene_flags(args, fields: dict) -> dict:
+    """``fields`` (SimulationConditions keywords) with the flags of the run and the world on
+    top: frames, fps, damping, ground, friction, bounciness, colliders (added to the
+    fields'), gravity, device."""
+    for name in ("frames", "fps", "damping", "ground", "friction", "bounciness"):
+        if getattr(args, name) is not None:  # else the file's or the default
+            fields[name] = getattr(args, name)
+    fields["colliders"] = tuple(fields.get("colliders", ())) + tuple(
+        read_collider(path) for path in args.collider
+    )
+    if args.no_gravity:
+        fields["gravity"] = (0.0, 0.0, 0.0)
+    elif args.gravity is not None:
+        fields["gravity"] = tuple(_floats(args.gravity, 3, "--gravity"))
+    fields["device"] = args.device
+    return fields
 
 
 def build_conditions(args, vertices: np.ndarray):
     """SimulationConditions from the command line (or a JSON file, with flags on top)."""
     from .dynamics import SimulationConditions
 
-    base = {}
-    if args.conditions:
-        try:
-            base = json.loads(Path(args.conditions).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
-        base = SimulationConditions.from_dict(base).__dict__.copy()
+    read = read_conditions_file(args)
+    base = {} if read is None else read.__dict__.copy()
     pins = set(base.get("pins", ())) | parse_pins(args, vertices)
     fields = dict(base)
     fields.update(
@@ -158,30 +189,16 @@ def build_conditions(args, vertices: np.ndarray):
         velocities=tuple(base.get("velocities", ()))
         + tuple(parse_velocity(v) for v in args.velocity),
         pins=tuple(sorted(pins)),
-        device=args.device,
     )
-    for name in ("frames", "fps", "mass", "stiffness", "damping"):  # else the file's or default
+    for name in ("mass", "stiffness"):  # else the file's or default
         value = getattr(args, name)
         if isinstance(value, list):  # --mass and --stiffness may be repeated (several meshes)
             value = _last_number(value, f"--{name}")
         if value is not None:
             fields[name] = value
-    if args.ground is not None:
-        fields["ground"] = args.ground
-    if args.friction is not None:
-        fields["friction"] = args.friction
-    if args.bounciness is not None:
-        fields["bounciness"] = args.bounciness
     if args.material is not None:
         fields["material"] = args.material
-    fields["colliders"] = tuple(base.get("colliders", ())) + tuple(
-        read_collider(path) for path in args.collider
-    )
-    if args.no_gravity:
-        fields["gravity"] = (0.0, 0.0, 0.0)
-    elif args.gravity is not None:
-        fields["gravity"] = tuple(_floats(args.gravity, 3, "--gravity"))
-    return SimulationConditions(**fields)
+    return SimulationConditions(**scene_flags(args, fields))
 
 
 RESULT_SUFFIXES = (".npz", ".pc2", ".json")

@@ -17,16 +17,10 @@ them) are those of one object. Writes ``DIR/<stem>.npz`` per moving object: its 
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-import numpy as np
-
 from .errors import ConditionError, SimulationError
-
-SCENE_OPTIONS = ("frames", "fps", "damping")
-RESULT_SUFFIXES = (".npz", ".pc2", ".json")  # a result file's, not a folder's
 
 
 def _stem_split(text: str, option: str, stems) -> tuple[str, str]:
@@ -58,17 +52,13 @@ def _per_object(values, option: str, stems, kind=float) -> dict[str, float]:
 
 def _scene(args):
     """The scene's SimulationConditions (the fields of every object's own left at defaults)."""
-    from .cli import _floats, read_collider
+    from .cli import read_conditions_file, scene_flags
     from .dynamics import SimulationConditions
     from .rigspace.objects import SCENE_FIELDS
 
     fields = {}
-    if args.conditions:
-        try:
-            base = json.loads(Path(args.conditions).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConditionError(f"--conditions {args.conditions}: unreadable ({exc})") from None
-        base = SimulationConditions.from_dict(base)
+    base = read_conditions_file(args)
+    if base is not None:
         own = [f for f in ("forces", "drags", "velocities", "pins") if getattr(base, f)]
         if own:
             raise ConditionError(
@@ -76,26 +66,12 @@ def _scene(args):
                 " several meshes give them per object (--force STEM:..., --pin STEM:...)"
             )
         fields = {f: getattr(base, f) for f in SCENE_FIELDS}
-    for name in SCENE_OPTIONS:
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
-    for name in ("ground", "friction", "bounciness"):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
-    fields["colliders"] = tuple(fields.get("colliders", ())) + tuple(
-        read_collider(path) for path in args.collider
-    )
-    if args.no_gravity:
-        fields["gravity"] = (0.0, 0.0, 0.0)
-    elif args.gravity is not None:
-        fields["gravity"] = tuple(_floats(args.gravity, 3, "--gravity"))
-    fields["device"] = args.device
-    return SimulationConditions(**fields)
+    return SimulationConditions(**scene_flags(args, fields))
 
 
 def _objects(args, meshes: dict):
     """The scene's :class:`SceneObject` list, each with its own conditions."""
-    from .cli import _number, parse_drag, parse_force, parse_velocity
+    from .cli import _number, parse_drag, parse_force, parse_velocity, pins_below
     from .dynamics import SimulationConditions
     from .rigspace.objects import SceneObject
 
@@ -116,11 +92,8 @@ def _objects(args, meshes: dict):
             for v in rest.split(",")
             if v.strip()
         )
-    if args.pin_below is not None:
-        if not np.isfinite(args.pin_below):
-            raise ConditionError(f"--pin-below: expected a finite height, got {args.pin_below}")
-        for stem, (vertices, _) in meshes.items():
-            own[stem]["pins"].update(np.flatnonzero(vertices[:, 2] <= args.pin_below).tolist())
+    for stem, (vertices, _) in meshes.items():
+        own[stem]["pins"].update(pins_below(args, vertices))
     masses = _per_object(args.mass, "--mass", stems)
     stiffness = _per_object(args.stiffness, "--stiffness", stems)
     static = set(args.static)
@@ -149,7 +122,9 @@ def _out_folder(path: str) -> Path:
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise ConditionError(f"--out {path}: a file is there; with several meshes it is a folder")
-    if out.suffix.lower() in RESULT_SUFFIXES:
+    from .cli import RESULT_SUFFIXES
+
+    if out.suffix.lower() in RESULT_SUFFIXES:  # a result file's, not a folder's
         raise ConditionError(
             f"--out {path}: with several meshes the result is a folder (one STEM.npz per moving"
             " object), not a file"

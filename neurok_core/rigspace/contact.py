@@ -145,11 +145,11 @@ class RollingResistance:
         self.parts, self.lengths = parts, lengths
 
     def lag(self, q: np.ndarray, owners: np.ndarray, normals: np.ndarray, forces: np.ndarray):
-        """The step's terms [(C (3, 12B), P (3, 3), c, length)] of the parts touching at ``q``
-        (``owners``, ``normals`` and normal ``forces`` of its touching points)."""
+        """The step's lag: (its start ``q`` flat, its terms [(C (3, 12B), P (3, 3), c,
+        length)] of the parts touching at ``q``: ``owners``, ``normals`` and normal ``forces``
+        of its touching points), or None where no part it acts on touches."""
         out = []
         nb = q.shape[0]
-        self.start_flat = q.reshape(-1).copy()
         for part in np.unique(owners):
             bones = self.parts.get(int(part))
             if bones is None or not len(bones):
@@ -173,17 +173,18 @@ class RollingResistance:
                     length,
                 )
             )
-        return out
+        return (q.reshape(-1).copy(), out) if out else None
 
     def energy(self, q: np.ndarray, lag, slip: float, hessian: bool):
         """(value, gradient (B, 4, 3), Hessian or None) at ``q`` of the step's ``lag``, the
         Huber's angle ``slip`` / length (``slip``: the friction's slip over the step, m)."""
         nb = q.shape[0]
+        start, terms = lag
         flat = q.reshape(-1)
         value, grad = 0.0, np.zeros(flat.shape)
         hess = np.zeros((flat.size, flat.size)) if hessian else None
-        for c, proj, scale, length in lag:
-            theta = proj @ (c @ (flat - self.start_flat))
+        for c, proj, scale, length in terms:
+            theta = proj @ (c @ (flat - start))
             size = float(np.linalg.norm(theta))
             eps = max(slip / max(length, 1e-12), 1e-9)
             if size < eps:
@@ -403,7 +404,7 @@ class Contact:
             grad += fg
             if fh is not None:
                 h = fh if h is None else h + fh
-        if self.rolling_lag:
+        if self.rolling_lag is not None:
             rv, rg, rh = self.rolling.energy(q, self.rolling_lag, self.slip * self.h, hessian)
             value += rv
             grad += rg

@@ -10,6 +10,7 @@ and for a function psi(d) of such a vector d (3,) the Hessian is ``e e^T (x) gra
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 
 def flat_kron(matrix: np.ndarray) -> np.ndarray:
@@ -179,8 +180,6 @@ class RowPairs:
     DENSE = 0.6  # rows denser than this share of their entries: the dense products pay
 
     def __init__(self, rows: np.ndarray):
-        from scipy import sparse
-
         j_of, col = np.nonzero(rows)  # row-major: the nonzeros grouped by row
         count = np.bincount(j_of, minlength=len(rows))
         start = np.cumsum(count) - count

@@ -1,4 +1,4 @@
-"""Several objects in one simulation (design section 14): every moving object with its own
+"""Several objects in one simulation (design section 16): every moving object with its own
 bones, joints, mass, stiffness, pins and conditions, touching the others, the ground and the
 static colliders.
 
@@ -39,6 +39,7 @@ from ..results import SimulationResult
 from ..rig import BoneRig
 from ..sheets import cloth_welding
 from .bones import BoneLayout, Seam
+from .simulate import _noop, simulate_rig, simulate_space
 from .space import RigSettings, RigSpace, build_rig_space
 
 SCENE_FIELDS = (
@@ -69,10 +70,6 @@ class SceneObject:
     faces: np.ndarray
     conditions: SimulationConditions = SimulationConditions()
     static: bool = False
-
-
-def _noop(*_args) -> None:
-    return None
 
 
 def object_conditions(scene: SimulationConditions, own: SimulationConditions):
@@ -189,23 +186,20 @@ def merge_spaces(spaces: Sequence[RigSpace]) -> tuple[RigSpace, list[np.ndarray]
             for seam in s.layout.seams
         ),
     )
-    # skinning rows: bone b's four columns 4 b .. 4 b + 3 move to its merged index's
+    # bone b's four columns 4 b .. 4 b + 3 of a space's rows and moments move to its merged
+    # index's: every object's rows stacked, its moments a block of the merged ones
     blocks = []
-    for i, s in enumerate(spaces):
-        cols = (4 * bone_index[i][:, None] + np.arange(4)).reshape(-1)
-        coo = s.rows.tocoo()
-        blocks.append(
-            sparse.csr_matrix(
-                (coo.data, (coo.row + n_off[i], cols[coo.col])), shape=(n_off[-1], 4 * total)
-            )
-        )
-    rows = sum(blocks[1:], blocks[0]).tocsr()
     moments = np.zeros((4 * total, 4 * total))
     gravity_moment = np.zeros(4 * total)
     for i, s in enumerate(spaces):
         cols = (4 * bone_index[i][:, None] + np.arange(4)).reshape(-1)
+        coo = s.rows.tocoo()
+        blocks.append(
+            sparse.csr_matrix((coo.data, (coo.row, cols[coo.col])), shape=(coo.shape[0], 4 * total))
+        )
         moments[np.ix_(cols, cols)] = s.moments
         gravity_moment[cols] = s.gravity_moment
+    rows = sparse.vstack(blocks).tocsr()
     joints = [
         dataclasses.replace(
             j, part_a=j.part_a + p_off[i], part_b=j.part_b + p_off[i] if j.part_b >= 0 else -1
@@ -327,8 +321,6 @@ def simulate_objects(
     scene = dataclasses.replace(scene, colliders=colliders)
     moving = [o for o in objects if not o.static]
     if len(moving) == 1:
-        from .simulate import simulate_rig
-
         o = moving[0]
         result = simulate_rig(
             o.vertices,
@@ -351,8 +343,6 @@ def simulate_objects(
 
 
 def _simulate_together(moving, scene, settings, on_progress, want_vertices, time_limit):
-    from .simulate import simulate_space
-
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     spaces = []

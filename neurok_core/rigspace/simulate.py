@@ -19,7 +19,7 @@ from ..dynamics.limits import check_mesh_start
 from ..dynamics.obstacles import MeshDistance, Obstacles
 from ..dynamics.settings import DEFAULT_SETTINGS
 from ..errors import ConditionError
-from ..geometry import farthest_point_subsample
+from ..geometry import face_areas, farthest_point_subsample, locate, sample_surface
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
 from ..sheets import cloth_welding
@@ -334,23 +334,17 @@ def _contact(
 
 def _surface_points(space: RigSpace, faces: np.ndarray, count: int, rng):
     """(points (S, 3), rows (S, 4B)): ``count`` seeded area-uniform samples of ``faces``
-    (a part's), each row the blend of its triangle's vertex rows by its barycentric
-    coordinates (a rigid part's rows are affine in the point: the sample's own row)."""
-    if not len(faces) or count <= 0:
-        return np.zeros((0, 3)), np.zeros((0, 4 * space.num_bones))
+    (a part's, :func:`~neurok_core.geometry.sample_surface`), each row the blend of its
+    triangle's vertex rows by its barycentric coordinates (a rigid part's rows are affine in
+    the point: the sample's own row)."""
     x = space.vertices
-    area = np.linalg.norm(
-        np.cross(x[faces[:, 1]] - x[faces[:, 0]], x[faces[:, 2]] - x[faces[:, 0]]), axis=1
-    )
-    if area.sum() <= 0:
+    if not len(faces) or count <= 0 or face_areas(x, faces).sum() <= 0:
         return np.zeros((0, 3)), np.zeros((0, 4 * space.num_bones))
-    tri = faces[rng.choice(len(faces), count, p=area / area.sum())]  # (S, 3)
-    r1, r2 = rng.random(count), rng.random(count)
-    s = np.sqrt(r1)
-    bary = np.stack([1.0 - s, s * (1.0 - r2), s * r2], 1)  # (S, 3)
-    points = np.einsum("sk,skd->sd", bary, x[tri])
-    rows = sum(bary[:, k, None] * space.vertex_rows(tri[:, k]) for k in range(3))
-    return points, rows
+    samples = sample_surface(x, faces, count, rng)
+    corners = faces[samples.face_ids]  # (S, 3)
+    bary = samples.barycentrics  # (S, 3)
+    rows = sum(bary[:, k, None] * space.vertex_rows(corners[:, k]) for k in range(3))
+    return locate(x, faces, samples), rows
 
 
 def _rest_speed(space: RigSpace, conditions: SimulationConditions, settings: RigSettings):

@@ -35,16 +35,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import trimesh
 
 from neurok_core.dynamics import Force, InitialVelocity, SimulationConditions
 from neurok_core.rigspace.objects import SceneObject, simulate_objects
 
-from .scene_meshes import _assemble, drawer, grid_box, sheet
+from .scene_meshes import _assemble, ball, drawer, grid_box, sheet
 from .scene_metrics import object_size, part_contact_scores, rotation_angles
 
 FPS = 24.0
@@ -53,21 +52,20 @@ FRAMES = 48
 
 @dataclass
 class MultiScene:
-    """A scene: its objects, the scene's conditions, per object its part labels (N_o,) for the
-    penetration score, and the names of the objects meant to rest at the end."""
+    """A scene: its objects, the scene's conditions, per object its part labels (N_o,) (the
+    penetration score's, the door's panel, the drawer's box), and the names of the objects
+    meant to rest at the end."""
 
     objects: list[SceneObject]
     scene: SimulationConditions
     parts: dict[str, np.ndarray]
     resting: tuple[str, ...] = ()
-    extra: dict = field(default_factory=dict)
 
 
 def _ball(radius: float, centre) -> tuple[np.ndarray, np.ndarray]:
-    mesh = trimesh.creation.icosphere(3, radius=radius)
-    return np.asarray(mesh.vertices) + np.asarray(centre, dtype=np.float64), np.asarray(
-        mesh.faces, dtype=np.int64
-    )
+    """The plausibility scenes' ball (``scene_meshes.ball``, 1 m up) moved to ``centre``."""
+    b = ball(radius)
+    return b.vertices - [0.0, 0.0, 1.0] + np.asarray(centre, dtype=np.float64), b.faces
 
 
 def swing_door(edge: float = 0.06):
@@ -95,7 +93,7 @@ def ball_door(speed: float = 3.0) -> MultiScene:
     ]
     scene = SimulationConditions(frames=FRAMES, fps=FPS, damping=0.2)
     parts = {"door": door_parts, "ball": np.zeros(len(ball_v), dtype=np.int32)}
-    return MultiScene(objects, scene, parts, extra={"door_parts": door_parts})
+    return MultiScene(objects, scene, parts)
 
 
 def box_stack() -> MultiScene:
@@ -139,7 +137,7 @@ def ball_drawer(speed: float = 2.0) -> MultiScene:
     # a drawer slides on its cabinet's floor (no rails in the mesh): runners' low friction
     scene = SimulationConditions(frames=FRAMES, fps=FPS, damping=0.2, ground=0.0, friction=0.15)
     parts = {"drawer": d.parts, "ball": np.zeros(len(ball_v), dtype=np.int32)}
-    return MultiScene(objects, scene, parts, extra={"drawer_parts": d.parts})
+    return MultiScene(objects, scene, parts)
 
 
 def two_links() -> MultiScene:
@@ -225,7 +223,7 @@ def door_turn(ms: MultiScene, results: dict) -> float:
     panel's edge meets its post again past about 85 deg)."""
     from neurok_core.metrics import best_rotations
 
-    own = np.flatnonzero(ms.extra["door_parts"] == 1)
+    own = np.flatnonzero(ms.parts["door"] == 1)
     p = np.asarray(results["door"].positions, dtype=np.float64)
     rot = best_rotations(p[0, own], p[TURN_FRAME : TURN_FRAME + 1, own])
     return float(rotation_angles(rot)[0])
@@ -255,7 +253,7 @@ def run_scene(name: str) -> dict:
         scores.update(turn_deg=slow, turn_fast_deg=fast, turn_ratio=fast / max(slow, 1e-9))
         targets["turn_ratio"] = scores["turn_ratio"] >= 1.3
     if name == "ball_drawer":
-        own = ms.extra["drawer_parts"] == 1
+        own = ms.parts["drawer"] == 1
         p = results["drawer"].positions
         scores["drawer_push_m"] = float((p[-1, own, 1] - p[0, own, 1]).mean())
         targets["drawer_push_m"] = scores["drawer_push_m"] >= 0.02

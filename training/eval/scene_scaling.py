@@ -46,8 +46,7 @@ def scaled_conditions(cond: SimulationConditions, s: float) -> SimulationConditi
         ),
         winds=tuple(dataclasses.replace(w, strength=w.strength * s) for w in cond.winds),
         drags=tuple(
-            dataclasses.replace(d, target=point(d.target), point=point(d.point))
-            for d in cond.drags
+            dataclasses.replace(d, target=point(d.target), point=point(d.point)) for d in cond.drags
         ),
         velocities=tuple(
             dataclasses.replace(

@@ -4,7 +4,7 @@ root properties: ``Object.neurok`` and ``Scene.neurok``."""
 
 import bpy
 
-from . import cache_files, operators, properties, ui
+from . import cache_files, live_preview, operators, properties, ui
 from .engine import registry
 from .engine.server import remove_stale_folders
 from .gizmos import NEUROK_GGT_conditions
@@ -35,6 +35,7 @@ def register() -> None:
 
 def unregister() -> None:
     cache_files.unregister()
+    live_preview.stop()  # its engine and its drawing
     cancel_warm_up()
     registry.cancel_all()  # never leave an engine process behind
     del bpy.types.Scene.neurok

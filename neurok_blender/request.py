@@ -45,6 +45,8 @@ class SimulationRequest:
     checkpoint: a checkpoint folder, None for the engine's bundled default.
     want_frames / want_rig: what the engine returns, the frames of every vertex and / or the
     rig (the rig space, or a model with bones).
+    preview_frames: a live preview (the worker's ``"task": "preview"``): the run stops after
+    this many frames; None for a full simulation.
     """
 
     vertices: np.ndarray = field(repr=False)
@@ -56,6 +58,7 @@ class SimulationRequest:
     cache_dir: str | None = None
     want_frames: bool = True
     want_rig: bool = False
+    preview_frames: int | None = None
 
     def write(self, folder: str | Path) -> Path:
         """Write ``mesh.npz`` and ``request.json`` into ``folder``; returns the request path."""
@@ -77,6 +80,9 @@ class SimulationRequest:
                 "rig": "rig.npz" if self.want_rig else None,
             },
         }
+        if self.preview_frames is not None:
+            payload["task"] = "preview"
+            payload["preview"] = {"frames": int(self.preview_frames)}
         path = folder / "request.json"
         path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
         return path

@@ -48,6 +48,14 @@ Protocol (version 1)
     and ends with ``{"type": "done", "objects": {"ball": {"frames": ..., "rig": ...}, ...},
     "count": int, "seconds": float, "info": {...}}`` (progress lines, no frame lines).
 
+    A preview (the extension's live preview while a gizmo is dragged) is a simulation
+    request with ``"task": "preview"`` and ``"preview": {"frames": K}``: the run stops after
+    its first K frames (the frames file is (K, N, 3); ``done``'s ``count`` is the frames
+    simulated). On a serving worker the rig space and its contact's geometry are kept between
+    requests of the same mesh and settings, so a preview after a change of the loads starts
+    stepping at once; and a preview still running when the next request line arrives stops
+    at its next frame with ``{"type": "error", "kind": "Superseded"}``, and the next one runs.
+
     An inverse-kinematics request fits the mesh to a target shape instead (``neurok ik``)::
 
         {"protocol": 1, "task": "ik",
@@ -112,8 +120,12 @@ from .blas import blas_report, pick_blas_kernel
 from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
-TASKS = ("simulate", "ik", "scene")
+TASKS = ("simulate", "ik", "scene", "preview")
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
+
+
+class Superseded(Exception):
+    """A preview left unfinished because a newer request arrived (``--serve``)."""
 
 
 class RequestError(Exception):
@@ -166,6 +178,7 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
         raise RequestError(f"'task' must be one of {', '.join(TASKS)}, got {task!r}")
     needed = {
         "simulate": ("mesh", "conditions", "output"),
+        "preview": ("mesh", "conditions", "output", "preview"),
         "ik": ("mesh", "target", "output"),
         "scene": ("conditions", "objects"),
     }[task]
@@ -178,6 +191,8 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
         return _read_scene_request(request, path.parent)
     if not isinstance(request["conditions"], dict):
         raise RequestError("'conditions' must be a JSON object")
+    if task == "preview":
+        _check_preview(request)
     output = request["output"]
     if not isinstance(output, dict) or not (output.get("frames") or output.get("rig")):
         raise RequestError("'output' must name at least a 'frames' or a 'rig' file")
@@ -199,6 +214,16 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
         )
     request["output"] = {k: resolve(output.get(k)) for k in ("frames", "result", "pc2", "rig")}
     return request
+
+
+def _check_preview(request: dict[str, Any]) -> None:
+    """A preview's own fields: ``{"frames": int >= 1}`` and a frames output."""
+    preview = request["preview"]
+    frames = preview.get("frames") if isinstance(preview, dict) else None
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+        raise RequestError("'preview' must be {\"frames\": a whole number >= 1}")
+    if not isinstance(request["output"], dict) or not request["output"].get("frames"):
+        raise RequestError("a preview's 'output' must name its 'frames' file")
 
 
 def _resolver(base: Path):
@@ -330,9 +355,14 @@ class Warm:
 
     SPACES = 4
 
-    def __init__(self) -> None:
+    def __init__(self, newer=None) -> None:
+        from .rigspace.shelf import SpaceShelf
+
         self.engines: dict[tuple, Any] = {}
         self.spaces: dict[tuple, Any] = {}  # insertion order = age
+        self.rig_spaces = SpaceShelf(self.SPACES)  # the rig space's, by mesh and settings
+        # whether a newer request is waiting (``serve``): a running preview then stops
+        self.newer = newer or (lambda: False)
 
     def engine(self, checkpoint: str | None, device: str):
         from .api import NeuROK
@@ -359,8 +389,11 @@ class Warm:
 
 def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]:
     """Run one simulation request, emitting progress lines; returns the ``done`` message.
-    ``warm``: a serving worker's loaded models and spaces, reused and kept up to date (a
-    request in the rig space loads no model and uses neither)."""
+    ``warm``: a serving worker's loaded models and spaces, reused and kept up to date.
+
+    A preview (``"task": "preview"``, ``"preview": {"frames": K}``) is the same run stopped
+    after its first K frames (the frames file holds those); on a serving worker it stops
+    earlier, raising :class:`Superseded`, as soon as a newer request is waiting."""
     import numpy as np
 
     from .dynamics.conditions import SimulationConditions
@@ -386,7 +419,10 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         space = _space(engine, request, vertices, faces, warm, on_status, on_progress)
     out = request["output"]
     frames_path, rig_path = out["frames"], out["rig"]
-    count = conditions.frames
+    preview = request["task"] == "preview"
+    count = min(conditions.frames, request["preview"]["frames"]) if preview else conditions.frames
+    newer = warm.newer if warm is not None and preview else (lambda: False)
+    superseded = False
     frames = None
     if frames_path:
         Path(frames_path).parent.mkdir(parents=True, exist_ok=True)
@@ -394,11 +430,18 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             frames_path, mode="w+", dtype=np.float32, shape=(count, len(vertices), 3)
         )
 
-    def on_frame(index: int, positions, energy: float) -> None:
+    def on_frame(index: int, positions, energy: float) -> bool:
+        nonlocal superseded
+        if index >= count:
+            return False  # a preview's frames are done
         if frames is not None:
             frames[index] = positions
             frames.flush()
         emit({"type": "frame", "index": index, "count": count, "energy": float(energy)})
+        superseded = newer()
+        # a preview shorter than the run stops at its last frame
+        done = preview and count < conditions.frames and index + 1 >= count
+        return not (superseded or done)
 
     if rig_space:
         from .rigspace import simulate_rig
@@ -411,6 +454,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             on_frame=on_frame,
             on_progress=on_progress,
             want_vertices=frames is not None,
+            shelf=warm.rig_spaces if warm is not None else None,
         )
     else:
         on_status("simulate", f"simulating {count} frames")
@@ -423,6 +467,10 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             vertices=frames is not None,
             rig=bool(rig_path),
         )
+    if superseded:
+        raise Superseded("a newer request arrived")
+    if preview:
+        count = int(result.times.shape[0])  # the frames it simulated
     on_status("write", "writing results")
     if out["result"]:
         save_result(result, out["result"])
@@ -603,6 +651,9 @@ def respond(make) -> int:
     try:
         emit(make())
         return EXIT_OK
+    except Superseded as exc:
+        emit({"type": "error", "kind": "Superseded", "message": str(exc)})
+        return EXIT_USER
     except (RequestError, NeuROKError) as exc:
         kind = "RequestError" if isinstance(exc, RequestError) else type(exc).__name__
         emit({"type": "error", "kind": kind, "message": str(exc)})
@@ -635,7 +686,7 @@ def serve(idle_exit: float) -> int:
         lines.put(None)
 
     threading.Thread(target=read, daemon=True).start()
-    warm = Warm()
+    warm = Warm(newer=lambda: not lines.empty())
     emit({"type": "ready", "protocol": PROTOCOL})
     while True:
         try:

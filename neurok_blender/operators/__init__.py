@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Operators: conditions, simulate/cancel/clear, fit to target, engine check, start and
-dependency install."""
+"""Operators: conditions, simulate/cancel/clear, live preview, fit to target, engine check,
+start and dependency install."""
 
 from .conditions import (
     NEUROK_OT_add_drag,
@@ -15,6 +15,7 @@ from .engine import (
     NEUROK_OT_start_engine,
 )
 from .fit import NEUROK_OT_fit_to_target
+from .preview import NEUROK_OT_live_preview
 from .simulate import NEUROK_OT_cancel, NEUROK_OT_clear_results, NEUROK_OT_simulate
 
 CLASSES = (
@@ -24,6 +25,7 @@ CLASSES = (
     NEUROK_OT_remove_condition,
     NEUROK_OT_select_condition,
     NEUROK_OT_simulate,
+    NEUROK_OT_live_preview,
     NEUROK_OT_cancel,
     NEUROK_OT_clear_results,
     NEUROK_OT_fit_to_target,

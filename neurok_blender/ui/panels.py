@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bpy
 
+from .. import live_preview
 from ..bake import mesh_sharers, results_owner
 from ..bake_mode import BIG_MESH, resolved_bake_mode
 from ..core import short_warning
@@ -205,7 +206,17 @@ class NEUROK_PT_output(_ObjectPanel, bpy.types.Panel):
             row = layout.row()
             row.scale_y = 1.5
             row.operator("neurok.simulate", icon="PLAY")
+        self.draw_preview(layout, context)
         self.draw_results(layout, obj)
+
+    @staticmethod
+    def draw_preview(layout, context):
+        on = live_preview.active()
+        row = layout.row(align=True)
+        row.operator("neurok.live_preview", icon="HIDE_OFF" if on else "HIDE_ON", depress=on)
+        row.prop(context.scene.neurok, "preview_frames", text="Frames")
+        if on:
+            layout.label(text=f"Preview: {live_preview.status()}", icon="TIME")
 
     @staticmethod
     def draw_results(layout, obj):

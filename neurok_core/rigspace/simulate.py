@@ -9,6 +9,7 @@ on the nearest rotation; the rigidity energy keeps that projection within a hair
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
@@ -37,6 +38,7 @@ from .integrator import Integrator, OutOfTime
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
+from .shelf import space_key
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 SPREAD_POOL = 8  # contact points are spread over at most this many times their count
@@ -244,13 +246,38 @@ def _stretch(space: RigSpace, settings: RigSettings, omega: float, zeta: float) 
     return Springs(rows, lengths, k, omega, zeta)
 
 
-def _contact(
-    space: RigSpace, conditions: SimulationConditions, settings: RigSettings, omega: float
-):
-    """The contact energies (``contact`` module) at the frequency ``omega`` (rad/s,
-    ``contact_omega``): the moving parts' spread vertices against the ground and colliders,
-    the fixed parts, and every other moving rigid part; each point's threshold is the margin,
-    or its distance at rest where that is smaller (a joint's points)."""
+CONTACT_MEMO = 2  # contact geometries a space keeps (by the obstacles they meet)
+
+
+@dataclass(frozen=True, eq=False)
+class _ContactGeometry:
+    """What a space's contact needs that no load changes: the obstacles, each with the part
+    it is (-1 for the world), the indices of the points that meet it and their thresholds;
+    the points' skinning rows (S, 4B), rest places (S, 3) and owning parts (S,); the parts
+    carried by one bone (``PartCull``'s groups) and the free parts' bones and sizes (their
+    rolling resistance)."""
+
+    obstacles: list  # (obstacle, part, point indices (K,), thresholds (K,))
+    rows: np.ndarray
+    at: np.ndarray
+    owner: np.ndarray
+    single: dict
+    bones: dict
+    lengths: dict
+
+
+def _contact_geometry(
+    space: RigSpace, conditions: SimulationConditions, settings: RigSettings
+) -> _ContactGeometry | None:
+    """The contact's geometry in ``space`` against the ground, colliders and parts of
+    ``conditions`` (None: nothing to meet), built once and kept in ``space.memo`` (a second
+    run in the space, as a preview after its loads changed, starts from it): the moving
+    parts' spread vertices against the ground and colliders, the fixed parts, and every other
+    moving rigid part; each point's threshold is the margin, or its distance at rest where
+    that is smaller (a joint's points)."""
+    key = ("contact", conditions.ground, conditions.colliders, settings)
+    if key in space.memo:
+        return space.memo[key]
     size = space.object_size
     margin = settings.contact_margin * size
     # the grid needs distances only a few cells beyond the contact margin
@@ -275,11 +302,10 @@ def _contact(
             v, f = _submesh(space, face_part == p)
             mesh = MeshDistance(v, f, cell, band, f"part {p}")
             obstacles.append((PartObstacle(mesh, int(bones[0]), space.heads), p))
-    if not obstacles:
-        return []
+    geometry = None
     picks, owners, extra, extra_owners = [], [], [], []
     rng = np.random.default_rng(0)
-    for p in moving:
+    for p in moving if obstacles else ():
         own = np.flatnonzero(parts == p)
         count = min(settings.contact_samples, len(own))
         if len(own) > SPREAD_POOL * count:  # spread over a random pool: O(count^2) not O(N)
@@ -290,44 +316,65 @@ def _contact(
         if more > 0:
             extra.append(_surface_points(space, space.faces[face_part == p], more, rng))
             extra_owners.append(np.full(len(extra[-1][0]), p))
-    if not picks:
+    if picks:
+        # every part's picked vertices, then every part's surface points: rows, places and
+        # owners in that one order
+        pick, owner = np.concatenate(picks), np.concatenate(owners + extra_owners)
+        rows = space.vertex_rows(pick)
+        at = space.vertices[pick]
+        if extra:
+            rows = np.concatenate([rows, *(r for _, r in extra)])
+            at = np.concatenate([at, *(x for x, _ in extra)])
+        met = []
+        for obstacle, part in obstacles:
+            keep = np.flatnonzero(owner != part)
+            if len(keep):
+                threshold = np.minimum(margin, obstacle.rest_distance(at[keep]))
+                met.append((obstacle, part, keep, threshold))
+        single = {}  # the parts carried by one bone: each its bone (the broad phase's groups)
+        # each free part's bones and size, for its rolling resistance (a part in a joint turns
+        # about it freely: a door's panel touching its jamb at its hinge does not roll on it)
+        bones, lengths = {}, {}
+        jointed = {p for j in space.joints for p in (j.part_a, j.part_b)}
+        for p in moving:
+            own = np.flatnonzero((space.bone_parts == p) & ~space.fixed)
+            if int(p) not in jointed:
+                bones[int(p)] = own
+                lengths[int(p)] = float(space.layout.part_info[p].extents.max())
+            if len(own) == 1:
+                single[int(p)] = int(own[0])
+        geometry = _ContactGeometry(met, rows, at, owner, single, bones, lengths)
+    kept = [k for k in space.memo if k[0] == "contact"]
+    for old in kept[: max(len(kept) - CONTACT_MEMO + 1, 0)]:
+        del space.memo[old]
+    space.memo[key] = geometry
+    return geometry
+
+
+def _contact(
+    space: RigSpace, conditions: SimulationConditions, settings: RigSettings, omega: float
+):
+    """The contact energies (``contact`` module) at the frequency ``omega`` (rad/s,
+    ``contact_omega``) on the space's contact geometry (``_contact_geometry``)."""
+    geometry = _contact_geometry(space, conditions, settings)
+    if geometry is None:
         return []
-    # every part's picked vertices, then every part's surface points: rows, places and
-    # owners in that one order
-    pick, owner = np.concatenate(picks), np.concatenate(owners + extra_owners)
-    rows = space.vertex_rows(pick)
-    at = space.vertices[pick]
-    if extra:
-        rows = np.concatenate([rows, *(r for _, r in extra)])
-        at = np.concatenate([at, *(x for x, _ in extra)])
-    share = space.part_mass[owner] / settings.contact_share  # (P,) kg each point stands for
+    size = space.object_size
+    share = space.part_mass[geometry.owner] / settings.contact_share  # kg each point stands for
     out = []
     mu, slip = conditions.friction, settings.friction_slip * size
     # resting contact settles (its compression damped) unless it is perfectly elastic
     zeta = settings.stiff_damping if conditions.bounciness < 1.0 else 0.0
-    single = {}  # the parts carried by one bone: each its bone (the broad phase's groups)
-    # each free part's bones and size, for its rolling resistance (a part in a joint turns
-    # about it freely: a door's panel touching its jamb at its hinge does not roll on it)
-    bones, lengths = {}, {}
-    jointed = {p for j in space.joints for p in (j.part_a, j.part_b)}
-    for p in moving:
-        own = np.flatnonzero((space.bone_parts == p) & ~space.fixed)
-        if int(p) not in jointed:
-            bones[int(p)] = own
-            lengths[int(p)] = float(space.layout.part_info[p].extents.max())
-        if len(own) == 1:
-            single[int(p)] = int(own[0])
-    for obstacle, part in obstacles:
-        keep = owner != part
-        if not keep.any():
-            continue
-        threshold = np.minimum(margin, obstacle.rest_distance(at[keep]))
+    rows, at, owner = geometry.rows, geometry.at, geometry.owner
+    for obstacle, _part, keep, threshold in geometry.obstacles:
         points = ContactPoints(rows[keep], share[keep] * omega**2, threshold, owner[keep])
         contact = Contact(points, obstacle, mu, slip, omega, zeta)
         if isinstance(obstacle, PartObstacle):
-            contact.cull = PartCull(obstacle, at[keep], rows[keep], owner[keep], single)
+            contact.cull = PartCull(obstacle, at[keep], rows[keep], owner[keep], geometry.single)
         elif settings.rolling_resistance > 0 and mu > 0:
-            contact.rolling = RollingResistance(settings.rolling_resistance, bones, lengths)
+            contact.rolling = RollingResistance(
+                settings.rolling_resistance, geometry.bones, geometry.lengths
+            )
         out.append(contact)
     return out
 
@@ -585,13 +632,15 @@ def simulate_rig(
     want_vertices: bool = True,
     time_limit: float | None = None,
     structure=None,
+    shelf=None,
 ) -> SimulationResult:
     """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
     ``structure``: a :class:`~neurok_core.structure.Structure` whose joints the step holds
     instead of the ones the geometry gives (``neurok simulate --structure``). An
     object whose every part is an open sheet (a cloth) is simulated at its own resolution
     instead (:func:`~neurok_core.rigspace.cloth_simulate.simulate_cloth`), its rig a bone per
-    simulated node.
+    simulated node. ``shelf``: a :class:`~neurok_core.rigspace.shelf.SpaceShelf` that keeps
+    the space (and its contact's geometry) for the next run of the same object.
 
     on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
     return False to stop. ``time_limit`` (seconds from the call): checked before every
@@ -623,15 +672,22 @@ def simulate_rig(
         )
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
-    space = build_rig_space(
-        vertices,
-        faces,
-        mass=conditions.mass,
-        pins=conditions.pins,
-        elastic=conditions.stiffness > 0,
-        settings=settings,
-        structure=structure,
-    )
+
+    def build() -> RigSpace:
+        return build_rig_space(
+            vertices,
+            faces,
+            mass=conditions.mass,
+            pins=conditions.pins,
+            elastic=conditions.stiffness > 0,
+            settings=settings,
+            structure=structure,
+        )
+
+    if shelf is None or structure is not None:
+        space = build()
+    else:
+        space = shelf.get(space_key(vertices, faces, conditions, settings), build)
     return simulate_space(
         space,
         conditions,

@@ -113,6 +113,9 @@ class RigSpace:
     axes: np.ndarray | None = None
     seen: np.ndarray | None = None
     info: dict = field(default_factory=dict)
+    # what runs in this space build once and keep (the contact's obstacles and points, by
+    # the obstacles they meet: ``simulate._contact_geometry``); never part of its identity
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_bones(self) -> int:

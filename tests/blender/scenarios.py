@@ -23,6 +23,7 @@ import sc_engine  # noqa: F401
 import sc_extension  # noqa: F401
 import sc_objects  # noqa: F401
 import sc_panels  # noqa: F401
+import sc_preview  # noqa: F401
 import sc_rig  # noqa: F401
 import sc_rig_space  # noqa: F401
 import sc_simulate  # noqa: F401

@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The live preview: while it is on, every change of what Simulate would send (a force arrow's
+strength dragged by its gizmo, a drag handle moved, a setting, the mesh) re-simulates the first
+frames in the background, and the viewport plays them over the object (``preview_draw``).
+
+Nothing is written to the object or the scene: the preview is drawn, not baked, so stopping it
+(Esc, the button) or undoing leaves everything as it was. Its runtime state is module-level
+(like the engine registry): it belongs to this Blender session, never to the .blend.
+
+Each tick (``tick``: the Live Preview operator's timer, every ``POLL`` seconds) first compares
+a cheap signature of the inputs (the object's transform and settings, its conditions' Empties
+and settings, the scene's frames and gravity, the colliders' transforms, a counter of the
+mesh's edits); only when it changed is the request gathered as Simulate gathers it, and only a
+request that differs from the last one is sent. The preview engine
+(:class:`~.engine.preview.PreviewEngine`) stops the run it is on when a newer one arrives, so
+the newest change always wins. The viewport shows the newest run that has frames.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from .engine.command import engine_command
+from .engine.preview import PreviewEngine, PreviewRun
+from .gather import GatherError, collider_objects, gather
+from .paths import deps_root, engine_dir
+from .preferences import engine_settings
+from .request import SimulationRequest
+from .scene_query import conditions_of, frame_range, scene_fps
+
+POLL = 0.02  # seconds between ticks of the preview's timer
+KEEP_RUNS = 4  # finished runs whose files are kept (the one shown among them)
+
+
+@dataclass(eq=False)
+class Shown:
+    """What the viewport plays: (T, N, 3) world-space ``frames`` of ``faces`` (F, 3) at
+    ``fps``, from ``run``; ``since`` (monotonic) the time they replaced the last."""
+
+    run: PreviewRun
+    frames: np.ndarray
+    faces: np.ndarray
+    fps: float
+    since: float
+
+
+@dataclass(eq=False)
+class _State:
+    object_name: str
+    object_uid: int
+    frames: int
+    engine: PreviewEngine | None = None
+    signature: object = None
+    request: SimulationRequest | None = None
+    runs: list = field(default_factory=list)  # (run, faces, fps), oldest first
+    shown: Shown | None = None
+    error: str | None = None
+    edits: int = 0  # geometry updates of the object seen by the depsgraph handler
+    changed_at: float | None = None  # when the last change was noticed (monotonic)
+
+
+_state: _State | None = None
+
+
+def active() -> bool:
+    return _state is not None
+
+
+def shown() -> Shown | None:
+    """The preview the viewport plays now, if any."""
+    return None if _state is None else _state.shown
+
+
+def runs() -> list[PreviewRun]:
+    """The preview runs sent since the start, oldest first (the last ``KEEP_RUNS`` finished
+    ones and every one still running)."""
+    return [] if _state is None else [run for run, _, _ in _state.runs]
+
+
+def start(context, obj) -> None:
+    """Preview ``obj`` from now on (the first tick sends its first preview)."""
+    global _state
+    stop()
+    _state = _State(obj.name, obj.session_uid, context.scene.neurok.preview_frames)
+    if on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post:
+        bpy.app.handlers.depsgraph_update_post.append(on_depsgraph_update)
+    from . import preview_draw
+
+    preview_draw.show()
+
+
+def stop() -> None:
+    """End the preview: its engine, its files and its drawing go; the scene is untouched."""
+    global _state
+    from . import preview_draw
+
+    preview_draw.hide()
+    if on_depsgraph_update in bpy.app.handlers.depsgraph_update_post:
+        bpy.app.handlers.depsgraph_update_post.remove(on_depsgraph_update)
+    state, _state = _state, None
+    if state is not None and state.engine is not None:
+        state.engine.stop()
+
+
+def status() -> str:
+    """One line for the panel: what the preview shows, or why it shows nothing."""
+    state = _state
+    if state is None:
+        return "off"
+    if state.error:
+        return state.error
+    if state.engine is not None and not state.engine.ready:
+        return "starting the preview engine"
+    if any(not run.finished for run, _, _ in state.runs):
+        return "updating"
+    if state.shown is not None:
+        run = state.shown.run
+        took = (run.done_at or time.monotonic()) - run.sent
+        return f"{len(state.shown.frames)} frames in {took:.2f} s"
+    return "waiting for a change"
+
+
+def previewed_object(context=None):
+    """The object being previewed, if it still exists."""
+    if _state is None:
+        return None
+    obj = bpy.data.objects.get(_state.object_name)
+    if obj is None or obj.session_uid != _state.object_uid:
+        return None
+    return obj
+
+
+@bpy.app.handlers.persistent
+def on_depsgraph_update(_scene, depsgraph) -> None:
+    """Count the previewed object's geometry edits (part of the signature)."""
+    state = _state
+    if state is None:
+        return
+    for update in depsgraph.updates:
+        if not update.is_updated_geometry:
+            continue
+        original = getattr(update.id, "original", update.id)
+        if isinstance(original, bpy.types.Object) and original.name == state.object_name:
+            state.edits += 1
+        elif isinstance(original, bpy.types.Mesh):
+            obj = bpy.data.objects.get(state.object_name)
+            if obj is not None and obj.data == original:
+                state.edits += 1
+
+
+def _values(struct) -> tuple:
+    """Every property of a PropertyGroup (nested groups read too) as a comparable tuple."""
+    out = []
+    for prop in struct.bl_rna.properties:
+        key = prop.identifier
+        if key == "rna_type":
+            continue
+        value = getattr(struct, key)
+        if prop.type == "POINTER":
+            if isinstance(value, bpy.types.PropertyGroup):
+                value = _values(value)
+            else:
+                value = None if value is None else (value.name, value.session_uid)
+        elif prop.type == "COLLECTION":
+            value = tuple(_values(item) for item in value)
+        elif getattr(prop, "is_array", False):
+            value = tuple(value)
+        out.append((key, value))
+    return tuple(out)
+
+
+def _matrix(obj) -> tuple:
+    """Where ``obj`` is: its world matrix and its own transform (``matrix_basis``, current the
+    moment a handle is moved, before the depsgraph updates the world matrix)."""
+    return tuple(v for m in (obj.matrix_world, obj.matrix_basis) for row in m for v in row)
+
+
+def signature(context, obj, edits: int) -> tuple:
+    """What, when it changes, may change the request: read cheaply (no mesh is read)."""
+    scene = context.scene
+    try:
+        colliders = tuple((o.name, _matrix(o)) for o in collider_objects(obj, scene))
+    except GatherError as exc:
+        colliders = str(exc)
+    return (
+        _matrix(obj),
+        len(obj.data.vertices),
+        edits,
+        obj.mode,
+        _values(obj.neurok.physics),
+        tuple((e.name, _matrix(e), _values(e.neurok.condition)) for e in conditions_of(obj)),
+        frame_range(scene),
+        scene_fps(scene),
+        tuple(scene.gravity),
+        scene.use_gravity,
+        scene.neurok.preview_frames,
+        colliders,
+    )
+
+
+def _same(a: SimulationRequest | None, b: SimulationRequest) -> bool:
+    return (
+        a is not None
+        and a.conditions == b.conditions
+        and (a.dynamics, a.checkpoint, a.device) == (b.dynamics, b.checkpoint, b.device)
+        and np.array_equal(a.vertices, b.vertices)
+        and np.array_equal(a.faces, b.faces)
+    )
+
+
+def tick(context) -> None:
+    """One step of the preview (the operator's timer): take the engine's answers, send a
+    preview if the inputs changed, pick what the viewport shows."""
+    state = _state
+    if state is None:
+        return
+    obj = previewed_object()
+    if obj is None:
+        stop()
+        return
+    if state.engine is not None:
+        state.engine.poll()
+        if state.engine.failure:
+            state.error, state.engine = state.engine.failure, None
+            state.signature = state.request = None  # a fresh engine takes the next change
+    sig = signature(context, obj, state.edits)
+    if sig != state.signature:
+        state.signature = sig
+        _send(context, obj, state)
+    _pick_shown(state)
+    _forget_old_runs(state)
+    if state.shown is not None:
+        _redraw(context)
+
+
+def _send(context, obj, state: _State) -> None:
+    state.changed_at = time.monotonic()
+    settings = engine_settings(context)
+    try:
+        gathered = gather(context, obj, settings)
+    except GatherError as exc:
+        state.error = f"cannot preview: {exc}"
+        return
+    if _same(state.request, gathered.request):
+        return
+    try:
+        if state.engine is None or not state.engine.alive:
+            command = engine_command(settings.python, deps_root())
+            state.engine = PreviewEngine(command, engine_dir())
+    except Exception as exc:  # noqa: BLE001  (an engine that cannot start is a status line)
+        state.error = f"the preview engine cannot start: {exc}"
+        return
+    request = gathered.request
+    state.frames = context.scene.neurok.preview_frames
+    run = state.engine.submit(request, state.frames)
+    state.request = request
+    state.error = run.error
+    state.runs.append((run, np.asarray(request.faces), request.conditions.fps))
+
+
+def _pick_shown(state: _State) -> None:
+    """Show the newest run with frames (a running one's as they come)."""
+    for run, faces, fps in reversed(state.runs):
+        if run.state == "error":
+            if state.shown is None or run.sent > state.shown.run.sent:
+                state.error = run.error
+            continue
+        if run.frames_done < 1:
+            continue
+        current = state.shown
+        if current is not None and current.run is run and len(current.frames) == run.frames_done:
+            return
+        frames = run.frames()
+        if frames is None:
+            continue
+        since = current.since if current is not None and current.run is run else time.monotonic()
+        state.shown = Shown(run, frames, faces, fps, since)
+        if run.state == "done":
+            state.error = None
+        return
+
+
+def _forget_old_runs(state: _State) -> None:
+    """Remove the files of finished runs beyond the last ``KEEP_RUNS`` (never the one shown)."""
+    finished = [item for item in state.runs if item[0].finished]
+    for item in finished[:-KEEP_RUNS]:
+        run = item[0]
+        if state.shown is not None and state.shown.run is run:
+            continue
+        run.cleanup()
+        state.runs.remove(item)
+
+
+def _redraw(context) -> None:
+    wm = context.window_manager
+    for window in wm.windows if wm is not None else ():
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()

@@ -1,0 +1,87 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Drawing the live preview in the 3D viewport: the previewed motion played in a loop over the
+object, as a translucent surface, with a few fainter ghosts of frames spread over it (onion
+skinning). A draw handler only: it reads ``live_preview.shown()`` and writes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import bpy
+
+from . import live_preview
+
+COLOR = (0.25, 0.65, 1.0)
+ALPHA, GHOST_ALPHA = 0.45, 0.12
+GHOSTS = 3  # frames drawn faintly besides the one playing
+
+_handle = None
+_batches: dict = {}  # (id of the shown frames, frame index) -> GPU batch
+_shown_key = None
+
+
+def show() -> None:
+    global _handle
+    if _handle is None:
+        _handle = bpy.types.SpaceView3D.draw_handler_add(_draw, (), "WINDOW", "POST_VIEW")
+
+
+def hide() -> None:
+    global _handle, _shown_key
+    if _handle is not None:
+        bpy.types.SpaceView3D.draw_handler_remove(_handle, "WINDOW")
+        _handle = None
+    _batches.clear()
+    _shown_key = None
+
+
+def playing_frame(count: int, fps: float, since: float, now: float | None = None) -> int:
+    """The frame of ``count`` the loop plays at ``now`` (monotonic), started at ``since``."""
+    now = time.monotonic() if now is None else now
+    return int(max(now - since, 0.0) * fps) % max(count, 1)
+
+
+def ghost_frames(count: int) -> list[int]:
+    """The frames drawn faintly: ``GHOSTS`` spread from the second to the last."""
+    if count < 2:
+        return []
+    picks = {round(1 + k * (count - 2) / max(GHOSTS - 1, 1)) for k in range(GHOSTS)}
+    return sorted(picks)
+
+
+def _batch(shader, shown, index: int):
+    global _shown_key
+    from gpu_extras.batch import batch_for_shader
+
+    key = (id(shown.frames), len(shown.frames))
+    if key != _shown_key:
+        _batches.clear()
+        _shown_key = key
+    batch = _batches.get(index)
+    if batch is None:
+        batch = batch_for_shader(shader, "TRIS", {"pos": shown.frames[index]}, indices=shown.faces)
+        _batches[index] = batch
+    return batch
+
+
+def _draw() -> None:
+    shown = live_preview.shown()
+    if shown is None or not len(shown.frames):
+        return
+    import gpu
+
+    shader = gpu.shader.from_builtin("UNIFORM_COLOR")
+    gpu.state.blend_set("ALPHA")
+    gpu.state.depth_test_set("LESS_EQUAL")
+    gpu.state.depth_mask_set(False)
+    count = len(shown.frames)
+    shader.bind()
+    for index in ghost_frames(count):
+        shader.uniform_float("color", (*COLOR, GHOST_ALPHA))
+        _batch(shader, shown, index).draw(shader)
+    shader.uniform_float("color", (*COLOR, ALPHA))
+    _batch(shader, shown, playing_frame(count, shown.fps, shown.since)).draw(shader)
+    gpu.state.depth_mask_set(True)
+    gpu.state.depth_test_set("NONE")
+    gpu.state.blend_set("NONE")

@@ -1,0 +1,66 @@
+"""The last few rig spaces built, kept by what they depend on.
+
+A serving worker (``neurok_core.worker --serve``) keeps one shelf between requests, so that a
+second run of the same object skips building its space (bones, skinning, joints) and, through
+the space's ``memo``, its contact's distance grids and points: a live preview re-run after a
+force's strength changed, or a Simulate after its preview. A space depends on the rest mesh,
+the mass, the pins, whether the object is elastic and the settings; the loads (forces, drags,
+velocities, winds), gravity, damping and the frame range do not enter it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict
+
+import numpy as np
+
+from ..dynamics.conditions import SimulationConditions
+from .space import RigSettings, RigSpace
+
+
+def space_key(
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    conditions: SimulationConditions,
+    settings: RigSettings,
+) -> str:
+    """A content hash of what :func:`~neurok_core.rigspace.space.build_rig_space` reads."""
+    h = hashlib.sha256()
+    h.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(faces, dtype=np.int64).tobytes())
+    what = {
+        "mass": conditions.mass,
+        "pins": sorted(int(i) for i in conditions.pins),
+        "elastic": conditions.stiffness > 0,
+        "settings": asdict(settings),
+    }
+    h.update(json.dumps(what, sort_keys=True).encode())
+    return h.hexdigest()[:32]
+
+
+class SpaceShelf:
+    """At most ``size`` spaces, the least recently used given up first."""
+
+    def __init__(self, size: int = 4):
+        self.size = int(size)
+        self._spaces: OrderedDict[str, RigSpace] = OrderedDict()
+        self.hits = 0  # spaces handed out again (a figure for tests and benches)
+
+    def get(self, key: str, build: Callable[[], RigSpace]) -> RigSpace:
+        """The space kept under ``key``, or ``build()``'s, kept from now on."""
+        space = self._spaces.pop(key, None)
+        if space is None:
+            space = build()
+        else:
+            self.hits += 1
+        self._spaces[key] = space
+        while len(self._spaces) > self.size:
+            self._spaces.popitem(last=False)
+        return space
+
+    def __len__(self) -> int:
+        return len(self._spaces)

@@ -455,6 +455,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             on_progress=on_progress,
             want_vertices=frames is not None,
             shelf=warm.rig_spaces if warm is not None else None,
+            want_rig=bool(rig_path) or bool(out["result"]),
         )
     else:
         on_status("simulate", f"simulating {count} frames")

@@ -504,7 +504,24 @@ class SimulationConditions:
     # -- JSON --------------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """A JSON-friendly dict (lists, numbers, strings, None)."""
-        return _to_jsonable(dataclasses.asdict(self))
+        # field by field: ``asdict`` deep-copies every pin and collider vertex one by one
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "pins":
+                out[f.name] = [int(i) for i in value]
+            elif f.name == "colliders":
+                out[f.name] = [
+                    {
+                        "vertices": [list(v) for v in c.vertices],
+                        "faces": [list(t) for t in c.faces],
+                        "name": c.name,
+                    }
+                    for c in value
+                ]
+            else:
+                out[f.name] = _to_jsonable(value)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> SimulationConditions:
@@ -534,6 +551,8 @@ def pin_subset(pins: tuple[int, ...], vertices: Any, max_pins: int) -> tuple[int
 
 
 def _to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _to_jsonable(dataclasses.asdict(value))
     if isinstance(value, dict):
         return {k: _to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

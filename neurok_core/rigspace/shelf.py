@@ -5,7 +5,8 @@ second run of the same object skips building its space (bones, skinning, joints)
 the space's ``memo``, its contact's distance grids and points: a live preview re-run after a
 force's strength changed, or a Simulate after its preview. A space depends on the rest mesh,
 the mass, the pins, whether the object is elastic and the settings; the loads (forces, drags,
-velocities, winds), gravity, damping and the frame range do not enter it.
+velocities, winds), gravity, damping and the frame range do not enter it. What depends on the
+mesh alone (whether it is a cloth, a cloth's simulation mesh) is kept by ``mesh_key``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,14 @@ import numpy as np
 
 from ..dynamics.conditions import SimulationConditions
 from .space import RigSettings, RigSpace
+
+
+def mesh_key(vertices: np.ndarray, faces: np.ndarray, what: str) -> str:
+    """A content hash of the rest mesh, for ``what`` is kept of it alone."""
+    h = hashlib.sha256(what.encode())
+    h.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(faces, dtype=np.int64).tobytes())
+    return h.hexdigest()[:32]
 
 
 def space_key(
@@ -42,18 +51,22 @@ def space_key(
     return h.hexdigest()[:32]
 
 
+_MISSING = object()
+
+
 class SpaceShelf:
-    """At most ``size`` spaces, the least recently used given up first."""
+    """At most ``size`` spaces (or other values built of a mesh: ``mesh_key``), the least
+    recently used given up first."""
 
     def __init__(self, size: int = 4):
         self.size = int(size)
-        self._spaces: OrderedDict[str, RigSpace] = OrderedDict()
-        self.hits = 0  # spaces handed out again (a figure for tests and benches)
+        self._spaces: OrderedDict[str, object] = OrderedDict()
+        self.hits = 0  # values handed out again (a figure for tests and benches)
 
     def get(self, key: str, build: Callable[[], RigSpace]) -> RigSpace:
-        """The space kept under ``key``, or ``build()``'s, kept from now on."""
-        space = self._spaces.pop(key, None)
-        if space is None:
+        """The value kept under ``key``, or ``build()``'s (None too), kept from now on."""
+        space = self._spaces.pop(key, _MISSING)
+        if space is _MISSING:
             space = build()
         else:
             self.hits += 1

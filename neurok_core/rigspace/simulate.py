@@ -38,7 +38,7 @@ from .integrator import Integrator, OutOfTime
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
-from .shelf import space_key
+from .shelf import mesh_key, space_key
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 SPREAD_POOL = 8  # contact points are spread over at most this many times their count
@@ -608,8 +608,12 @@ def rigid_bones(q: np.ndarray, space: RigSpace) -> tuple[np.ndarray, np.ndarray]
 def _world_rows(space: RigSpace) -> sparse.csr_matrix:
     """(N, 4B) rows (w_b X_i, w_b): vertex i at frame t is sum_b w_b (R_b X_i + t_b) (the
     skinning rows about the origin instead of the heads)."""
-    origin = np.zeros_like(space.heads)
-    return _sparse_rows(space.vertices, space.vertex_bones, space.vertex_weights, origin)
+    rows = space.memo.get("world_rows")
+    if rows is None:  # built once per space: every frame of every run skins with it
+        origin = np.zeros_like(space.heads)
+        rows = _sparse_rows(space.vertices, space.vertex_bones, space.vertex_weights, origin)
+        space.memo["world_rows"] = rows
+    return rows
 
 
 def skin_frames(space: RigSpace, rotations: np.ndarray, translations: np.ndarray) -> np.ndarray:
@@ -633,6 +637,7 @@ def simulate_rig(
     time_limit: float | None = None,
     structure=None,
     shelf=None,
+    want_rig: bool = True,
 ) -> SimulationResult:
     """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
     ``structure``: a :class:`~neurok_core.structure.Structure` whose joints the step holds
@@ -640,7 +645,9 @@ def simulate_rig(
     object whose every part is an open sheet (a cloth) is simulated at its own resolution
     instead (:func:`~neurok_core.rigspace.cloth_simulate.simulate_cloth`), its rig a bone per
     simulated node. ``shelf``: a :class:`~neurok_core.rigspace.shelf.SpaceShelf` that keeps
-    the space (and its contact's geometry) for the next run of the same object.
+    the space (and its contact's geometry), or the cloth's simulation mesh, for the next run
+    of the same object. ``want_rig``: False spares a cloth its rig (a bone per node; the rig
+    space's costs nothing).
 
     on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
     return False to stop. ``time_limit`` (seconds from the call): checked before every
@@ -655,7 +662,11 @@ def simulate_rig(
     # an object that starts inside the ground is refused before any work, as the latent
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
-    welding = cloth_welding(vertices, faces)
+    if shelf is None:
+        welding = cloth_welding(vertices, faces)
+    else:
+        key = mesh_key(vertices, faces, "welding")
+        welding = shelf.get(key, lambda: cloth_welding(vertices, faces))
     if welding is not None and structure is not None:
         raise ConditionError("a cloth has no joints: simulate it without a structure")
     if welding is not None:  # every part a sheet: simulated at its own resolution
@@ -669,6 +680,8 @@ def simulate_rig(
             on_progress=on_progress,
             want_vertices=want_vertices,
             time_limit=time_limit,
+            want_rig=want_rig,
+            shelf=shelf,
         )
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)

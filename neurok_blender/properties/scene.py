@@ -18,7 +18,7 @@ class NeuROKSceneSettings(bpy.types.PropertyGroup):
             "How many of the first frames the live preview simulates after each change (fewer"
             " update faster)"
         ),
-        default=24,
+        default=12,
         min=2,
         soft_max=120,
         max=1000,

@@ -24,6 +24,7 @@ from .paths import space_cache_dir
 from .preferences import EngineSettings
 from .request import SceneRequest, SimulationRequest
 from .scene_query import conditions_of, frame_range, scene_fps
+from .structure_data import StructureDataError, has_structure, structure_json
 
 ANCHOR_TOLERANCE = 1e-4  # relative to the object's size: an Empty still sits on its vertex
 
@@ -380,6 +381,7 @@ def gather(context, obj, settings: EngineSettings, moving=()) -> Gathered:
         checkpoint=settings.checkpoint or None,
         device=settings.device,
         cache_dir=str(space_cache_dir()),
+        structure=_structure(obj, matrix, len(world), moving),
     )
     return Gathered(
         request=request,
@@ -391,6 +393,28 @@ def gather(context, obj, settings: EngineSettings, moving=()) -> Gathered:
         frame_count=last - first + 1,
         warnings=tuple(w for w in (deformed_warning(obj),) if w),
     )
+
+
+def _structure(obj, matrix: np.ndarray, num_vertices: int, moving) -> dict | None:
+    """The object's stored structure as the request carries it (world space), or None: none
+    found, its Use off, or not the rig space alone (several objects keep the geometry's)."""
+    settings = obj.neurok.structure
+    if not settings.use or not has_structure(settings):
+        return None
+    if obj.neurok.physics.dynamics != "rig":
+        raise GatherError(
+            f"'{obj.name}': its structure holds the Rig Space's joints (NeuROK > Physics >"
+            " Dynamics: Rig Space), or turn the structure's Use off"
+        )
+    if moving:
+        raise GatherError(
+            f"'{obj.name}': a structure is used when the object moves alone for now: turn its"
+            " Use off (NeuROK > Structure) to simulate it with the others"
+        )
+    try:
+        return structure_json(settings, matrix, num_vertices, obj.name)
+    except StructureDataError as exc:
+        raise GatherError(str(exc)) from None
 
 
 @dataclass(frozen=True, eq=False)

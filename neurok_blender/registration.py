@@ -4,7 +4,7 @@ root properties: ``Object.neurok`` and ``Scene.neurok``."""
 
 import bpy
 
-from . import cache_files, live_preview, operators, properties, ui
+from . import cache_files, live_preview, operators, properties, structure_draw, ui
 from .engine import registry
 from .engine.server import remove_stale_folders
 from .gizmos import NEUROK_GGT_conditions
@@ -31,9 +31,11 @@ def register() -> None:
     bpy.types.Object.neurok = bpy.props.PointerProperty(type=properties.NeuROKObjectSettings)
     bpy.types.Scene.neurok = bpy.props.PointerProperty(type=properties.NeuROKSceneSettings)
     cache_files.register()
+    structure_draw.register()
 
 
 def unregister() -> None:
+    structure_draw.unregister()
     cache_files.unregister()
     live_preview.stop()  # its engine and its drawing
     cancel_warm_up()

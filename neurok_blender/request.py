@@ -47,6 +47,8 @@ class SimulationRequest:
     rig (the rig space, or a model with bones).
     preview_frames: a live preview (the worker's ``"task": "preview"``): the run stops after
     this many frames; None for a full simulation.
+    structure: the object's structure (the engine's JSON, world space) whose joints the rig
+    step holds, or None for the ones the geometry gives.
     """
 
     vertices: np.ndarray = field(repr=False)
@@ -59,6 +61,7 @@ class SimulationRequest:
     want_frames: bool = True
     want_rig: bool = False
     preview_frames: int | None = None
+    structure: dict | None = field(default=None, repr=False)
 
     def write(self, folder: str | Path) -> Path:
         """Write ``mesh.npz`` and ``request.json`` into ``folder``; returns the request path."""
@@ -80,6 +83,8 @@ class SimulationRequest:
                 "rig": "rig.npz" if self.want_rig else None,
             },
         }
+        if self.structure is not None:
+            payload["structure"] = self.structure
         if self.preview_frames is not None:
             payload["task"] = "preview"
             payload["preview"] = {"frames": int(self.preview_frames)}
@@ -124,6 +129,34 @@ class SceneRequest:
             "conditions": first.conditions.to_dict(),
             "objects": items,
             "device": first.device,
+        }
+        path = folder / "request.json"
+        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        return path
+
+
+@dataclass(frozen=True, eq=False)
+class StructureRequest:
+    """Find an object's structure (the worker's ``"task": "structure"``): the world-space mesh
+    and its pinned vertices::
+
+        <folder>/mesh.npz, <folder>/request.json, <folder>/structure.json (the answer)
+    """
+
+    vertices: np.ndarray = field(repr=False)
+    faces: np.ndarray = field(repr=False)
+    pins: tuple[int, ...] = ()
+
+    def write(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_mesh(folder / "mesh.npz", self.vertices, self.faces)
+        payload = {
+            "protocol": PROTOCOL,
+            "task": "structure",
+            "mesh": "mesh.npz",
+            "pins": [int(i) for i in self.pins],
+            "output": {"structure": "structure.json"},
         }
         path = folder / "request.json"
         path.write_text(json.dumps(payload, indent=1), encoding="utf-8")

@@ -56,6 +56,18 @@ Protocol (version 1)
     stepping at once; and a preview still running when the next request line arrives stops
     at its next frame with ``{"type": "error", "kind": "Superseded"}``, and the next one runs.
 
+    A simulation (or preview) in the rig space may carry the object's structure, ``"structure":
+    {...}`` (the JSON object of ``docs/structure.md``, for the request's mesh), whose joints the
+    step then holds instead of the ones the geometry gives (``neurok simulate --structure``).
+    A structure request finds it (``neurok structure``)::
+
+        {"protocol": 1, "task": "structure", "mesh": "mesh.npz",
+         "pins": [0, 1, ...],            # optional: the held vertices
+         "output": {"structure": "structure.json"}}
+
+    and ends with ``{"type": "done", "structure": ..., "count": 0, "seconds": float, "info":
+    {"parts": int, "joints": int, "kinds": {...}, "types": {...}}}``.
+
     An inverse-kinematics request fits the mesh to a target shape instead (``neurok ik``)::
 
         {"protocol": 1, "task": "ik",
@@ -120,7 +132,7 @@ from .blas import blas_report, pick_blas_kernel
 from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
-TASKS = ("simulate", "ik", "scene", "preview")
+TASKS = ("simulate", "ik", "scene", "preview", "structure")
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
 
 
@@ -179,6 +191,7 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
     needed = {
         "simulate": ("mesh", "conditions", "output"),
         "preview": ("mesh", "conditions", "output", "preview"),
+        "structure": ("mesh", "output"),
         "ik": ("mesh", "target", "output"),
         "scene": ("conditions", "objects"),
     }[task]
@@ -189,10 +202,17 @@ def read_request(path: str | os.PathLike) -> dict[str, Any]:
         return _read_ik_request(request, path.parent)
     if task == "scene":
         return _read_scene_request(request, path.parent)
+    if task == "structure":
+        return _read_structure_request(request, path.parent)
     if not isinstance(request["conditions"], dict):
         raise RequestError("'conditions' must be a JSON object")
     if task == "preview":
         _check_preview(request)
+    if request.get("structure") is not None:
+        if not isinstance(request["structure"], dict):
+            raise RequestError("'structure' must be a JSON object (docs/structure.md) or null")
+        if request.get("dynamics", DEFAULT_DYNAMICS) != "rig":
+            raise RequestError("a 'structure' holds the rig space's joints: use dynamics 'rig'")
     output = request["output"]
     if not isinstance(output, dict) or not (output.get("frames") or output.get("rig")):
         raise RequestError("'output' must name at least a 'frames' or a 'rig' file")
@@ -224,6 +244,57 @@ def _check_preview(request: dict[str, Any]) -> None:
         raise RequestError("'preview' must be {\"frames\": a whole number >= 1}")
     if not isinstance(request["output"], dict) or not request["output"].get("frames"):
         raise RequestError("a preview's 'output' must name its 'frames' file")
+
+
+def _read_structure_request(request: dict[str, Any], base: Path) -> dict[str, Any]:
+    output = request["output"]
+    if not isinstance(output, dict) or not output.get("structure"):
+        raise RequestError("a structure request's 'output' must name its 'structure' file")
+    pins = request.get("pins") or []
+    if not isinstance(pins, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in pins
+    ):
+        raise RequestError("'pins' must be a list of vertex indices")
+    resolve = _resolver(base)
+    request["mesh"] = resolve(request["mesh"])
+    request["output"] = {"structure": resolve(output["structure"])}
+    return request
+
+
+def run_structure_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Find a mesh's structure (``neurok structure``); returns the ``done`` message, whose
+    ``structure`` is the written JSON file (``docs/structure.md``)."""
+    from collections import Counter
+
+    from .errors import ConditionError
+    from .geometry import validate_mesh
+    from .structure import find_structure
+
+    start = time.perf_counter()
+    vertices, faces = load_mesh(request["mesh"])
+    vertices, faces = validate_mesh(vertices, faces)
+    pins = request.get("pins") or []
+    if pins and max(pins) >= len(vertices):
+        raise ConditionError(f"pin {max(pins)} is not a vertex (the mesh has {len(vertices)})")
+    _status("structure", "finding the parts and joints")
+    structure = find_structure(vertices, faces, pins)
+    path = Path(request["output"]["structure"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(structure.to_json() + "\n", encoding="utf-8")
+    os.replace(partial, path)
+    return {
+        "type": "done",
+        "structure": str(path),
+        "count": 0,
+        "seconds": round(time.perf_counter() - start, 3),
+        "info": {
+            "parts": len(structure.parts),
+            "joints": len(structure.joints),
+            "kinds": dict(Counter(p.kind for p in structure.parts)),
+            "types": dict(Counter(j.type for j in structure.joints)),
+        },
+    }
 
 
 def _resolver(base: Path):
@@ -412,6 +483,11 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         from .geometry import validate_mesh
 
         validate_mesh(vertices, faces)
+    structure = None
+    if request.get("structure") is not None:
+        from .structure import Structure
+
+        structure = Structure.from_json(json.dumps(request["structure"]), len(vertices))
 
     on_status, on_progress = _status, _progress
 
@@ -456,6 +532,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             want_vertices=frames is not None,
             shelf=warm.rig_spaces if warm is not None else None,
             want_rig=bool(rig_path) or bool(out["result"]),
+            structure=structure,
         )
     else:
         on_status("simulate", f"simulating {count} frames")
@@ -642,6 +719,8 @@ def run_any(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]
         return run_ik_request(request, warm)
     if request["task"] == "scene":
         return run_scene_request(request)
+    if request["task"] == "structure":
+        return run_structure_request(request)
     return run_request(request, warm)
 
 

@@ -304,3 +304,44 @@ def test_a_structure_that_does_not_fit_is_refused(tmp_path, capsys):
     bad = [*argv, "--structure", str(tmp_path / "bad.json"), "--out", str(tmp_path / "b.npz")]
     assert main(bad) == 2
     assert "format" in capsys.readouterr().err
+
+
+def test_the_worker_finds_a_structure_and_simulates_with_an_edited_one(tmp_path, capsys):
+    """``"task": "structure"`` writes the mesh's structure; a simulation request carrying it
+    with the hinge made "fixed" holds the lid (the extension's Structure panel's path)."""
+    from neurok_core.worker import read_request, run_any
+
+    v, f = _laptop()
+    nb = len(box_mesh((0.3, 0.2, 0.02), (0, 0, 0), 1)[0])
+    cond = _pushed_lid(v, nb)
+    np.savez(tmp_path / "mesh.npz", vertices=v.astype(np.float32), faces=f.astype(np.int32))
+    request = {
+        "protocol": 1,
+        "task": "structure",
+        "mesh": "mesh.npz",
+        "pins": list(cond.pins),
+        "output": {"structure": "structure.json"},
+    }
+    (tmp_path / "find.json").write_text(json.dumps(request))
+    done = run_any(read_request(tmp_path / "find.json"))
+    assert done["type"] == "done" and done["info"]["types"] == {"fixed": 1, "hinge": 1}, done
+    found = json.loads((tmp_path / "structure.json").read_text())
+    for joint in found["joints"]:
+        if joint["type"] == "hinge":
+            joint["type"], joint["axis"] = "fixed", None
+    request = {
+        "protocol": 1,
+        "mesh": "mesh.npz",
+        "conditions": cond.to_dict(),
+        "dynamics": "rig",
+        "structure": found,
+        "output": {"frames": "frames.npy"},
+    }
+    (tmp_path / "simulate.json").write_text(json.dumps(request))
+    done = run_any(read_request(tmp_path / "simulate.json"))
+    frames = np.load(done["frames"])
+    assert np.abs(frames[-1] - frames[0]).max() < 0.002 * float(np.ptp(v, axis=0).max())
+    request["dynamics"] = "latent"
+    (tmp_path / "latent.json").write_text(json.dumps(request))
+    with pytest.raises(Exception, match="rig"):
+        read_request(tmp_path / "latent.json")

@@ -314,3 +314,14 @@ class FitJob(SimulationJob):
         if message.get("type") == "frame":
             return  # the fitted shape is written: not a frame of a motion
         super().handle(message)
+
+
+class StructureJob(SimulationJob):
+    """A structure request (``"task": "structure"``); result = the ``done`` message, whose
+    ``structure`` is the JSON file and ``info`` the counts of parts and joints."""
+
+    title = "Finding the structure"
+    stages, stage_end = {"structure": 0.0, "write": 0.95}, {"structure": 0.95}
+
+    def __init__(self, folder: str | Path):
+        super().__init__(folder, 1)

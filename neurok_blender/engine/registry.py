@@ -14,8 +14,9 @@ from .command import EngineCommand
 from .job import Job
 from .server import EngineServer
 
-SIMULATE, FIT, PROBE, INSTALL = "simulate", "fit", "probe", "install"
-ENGINE_JOBS = (SIMULATE, FIT)  # the kinds that run on the warm engine, one at a time
+SIMULATE, FIT, STRUCTURE = "simulate", "fit", "structure"
+PROBE, INSTALL = "probe", "install"
+ENGINE_JOBS = (SIMULATE, FIT, STRUCTURE)  # the kinds that run on the warm engine, one at a time
 
 _jobs: dict[str, Job] = {}
 _server: EngineServer | None = None  # the warm engine (``server``), at most one

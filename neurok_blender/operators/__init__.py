@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Operators: conditions, simulate/cancel/clear, live preview, fit to target, engine check,
-start and dependency install."""
+"""Operators: conditions, simulate/cancel/clear, live preview, structure, fit to target,
+engine check, start and dependency install."""
 
 from .conditions import (
     NEUROK_OT_add_drag,
@@ -17,6 +17,7 @@ from .engine import (
 from .fit import NEUROK_OT_fit_to_target
 from .preview import NEUROK_OT_live_preview
 from .simulate import NEUROK_OT_cancel, NEUROK_OT_clear_results, NEUROK_OT_simulate
+from .structure import NEUROK_OT_clear_structure, NEUROK_OT_find_structure
 
 CLASSES = (
     NEUROK_OT_add_force,
@@ -29,6 +30,8 @@ CLASSES = (
     NEUROK_OT_cancel,
     NEUROK_OT_clear_results,
     NEUROK_OT_fit_to_target,
+    NEUROK_OT_find_structure,
+    NEUROK_OT_clear_structure,
     NEUROK_OT_check_engine,
     NEUROK_OT_start_engine,
     NEUROK_OT_install_dependencies,

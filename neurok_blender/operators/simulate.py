@@ -223,6 +223,9 @@ def engine_free(operator) -> bool:
     if registry.get(registry.FIT) is not None:
         operator.poll_message_set("a fit is running")
         return False
+    if registry.get(registry.STRUCTURE) is not None:
+        operator.poll_message_set("the structure is being found")
+        return False
     return True
 
 
@@ -250,6 +253,7 @@ class NEUROK_OT_cancel(bpy.types.Operator):
             ("ALL", "All", ""),
             (registry.SIMULATE, "Simulation", ""),
             (registry.FIT, "Fit", ""),
+            (registry.STRUCTURE, "Structure", ""),
             (registry.PROBE, "Engine Check", ""),
             (registry.INSTALL, "Install", ""),
         ),

@@ -11,6 +11,7 @@ from .object import (
     NeuROKResults,
 )
 from .scene import NeuROKSceneSettings
+from .structure import NeuROKStructure, NeuROKStructureJoint, NeuROKStructurePart
 
 # Registration order: nested groups before the groups that point to them.
 CLASSES = (
@@ -19,6 +20,9 @@ CLASSES = (
     NeuROKOutputSettings,
     NeuROKResultItem,
     NeuROKResults,
+    NeuROKStructurePart,
+    NeuROKStructureJoint,
+    NeuROKStructure,
     NeuROKObjectSettings,
     NeuROKSceneSettings,
 )

@@ -17,6 +17,7 @@ from bpy.props import (
 
 from ..core import CLOTH_MATERIALS, DEFAULT_DYNAMICS, DYNAMICS
 from .condition import NeuROKConditionSettings
+from .structure import NeuROKStructure
 
 # the engine's dynamics (``core.DYNAMICS``, the request's ``dynamics``) as the panel shows them
 _DYNAMICS_ITEMS = {
@@ -251,6 +252,7 @@ class NeuROKObjectSettings(bpy.types.PropertyGroup):
     physics: PointerProperty(type=NeuROKPhysicsSettings)
     output: PointerProperty(type=NeuROKOutputSettings)
     results: PointerProperty(type=NeuROKResults)
+    structure: PointerProperty(type=NeuROKStructure)
     fit_target: PointerProperty(
         type=bpy.types.Object,
         name="Target",

@@ -8,6 +8,7 @@ from .panels import (
     NEUROK_PT_main,
     NEUROK_PT_output,
     NEUROK_PT_physics,
+    NEUROK_PT_structure,
 )
 
 # Parents before their sub-panels; the order is the order on screen.
@@ -15,6 +16,7 @@ CLASSES = (
     NEUROK_PT_main,
     NEUROK_PT_conditions,
     NEUROK_PT_physics,
+    NEUROK_PT_structure,
     NEUROK_PT_collision,
     NEUROK_PT_output,
     NEUROK_PT_fit,

@@ -4,6 +4,8 @@ to Target."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import bpy
 
 from .. import live_preview
@@ -14,7 +16,9 @@ from ..engine import registry
 from ..gather import deforming_modifiers, moving_selection
 from ..operators.engine import warm_up_once
 from ..preferences import engine_settings
+from ..properties.structure import AXIS_TYPES
 from ..scene_query import KIND_ICONS, conditions_of, frame_range, scene_fps, simulated_object
+from ..structure_data import has_structure
 from .progress import draw_job
 from .status import engine_status_line
 
@@ -144,6 +148,49 @@ class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
         sub.label(text=f"scene: {g[0]:.2f}, {g[1]:.2f}, {g[2]:.2f} m/s²")
         layout.prop_search(physics, "pin_group", obj, "vertex_groups", text="Pin Group")
         layout.prop(physics, "dynamics")
+
+
+class NEUROK_PT_structure(_ObjectPanel, bpy.types.Panel):
+    """What moves how: the parts and joints Find Structure found, each joint's type editable."""
+
+    bl_label = "Structure"
+    bl_options = {"DEFAULT_CLOSED"}
+
+    def draw(self, context):
+        layout = self.layout
+        obj = _target(context)
+        structure = obj.neurok.structure
+        if draw_job(layout, registry.STRUCTURE):
+            return
+        row = layout.row(align=True)
+        row.operator("neurok.find_structure", icon="MOD_BUILD")
+        row.operator("neurok.clear_structure", text="", icon="TRASH")
+        if not has_structure(structure):
+            layout.label(text="None found: Simulate uses the geometry's joints", icon="INFO")
+            return
+        row = layout.row(align=True)
+        row.prop(structure, "use")
+        row.prop(structure, "show", text="", icon="HIDE_OFF" if structure.show else "HIDE_ON")
+        if structure.vertex_count != len(obj.data.vertices):
+            layout.label(text="Found on another mesh: find it again", icon="ERROR")
+        kinds = ", ".join(
+            f"{n} {k}" for k, n in sorted(Counter(p.kind for p in structure.parts).items())
+        )
+        layout.label(text=f"{len(structure.parts)} parts: {kinds}")
+        for k, joint in enumerate(structure.joints):
+            self.draw_joint(layout, k, joint)
+
+    @staticmethod
+    def draw_joint(layout, index: int, joint):
+        box = layout.box()
+        other = "World" if joint.part_b < 0 else f"Part {joint.part_b}"
+        row = box.row(align=True)
+        row.label(text=f"{index + 1}. Part {joint.part_a} - {other}")
+        row.prop(joint, "type", text="")
+        if joint.type in AXIS_TYPES:
+            box.prop(joint, "axis")
+        found = f"found: {joint.found_type}, confidence {joint.confidence:.2f}"
+        box.label(text=found, icon="INFO" if joint.type == joint.found_type else "MODIFIER")
 
 
 class NEUROK_PT_collision(_ObjectPanel, bpy.types.Panel):

@@ -27,6 +27,7 @@ import sc_preview  # noqa: F401
 import sc_rig  # noqa: F401
 import sc_rig_space  # noqa: F401
 import sc_simulate  # noqa: F401
+import sc_structure  # noqa: F401
 from bl_helpers import SCENARIOS, install
 
 

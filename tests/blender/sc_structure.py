@@ -1,0 +1,106 @@
+"""Scenario: the Structure panel's path in real Blender with a real engine: Find Structure on a
+two-box laptop (its base pinned), the lid's hinge drawn and listed, Simulate following it; the
+hinge edited to Fixed, and Simulate holding the lid; the edit undone, saved and reloaded with
+the .blend; a mesh that changed refused with what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bpy
+import numpy as np
+from bl_helpers import activate, addon, call, empty_scene, prefs, scenario
+from sc_rig import _frames
+from sc_rig_space import BASE, LID, _laptop
+from sc_simulate import _force_at_vertex
+
+
+def _lid_travel(obj, nb: int) -> float:
+    """The most a lid vertex moves over the baked frames (m)."""
+    frames = _frames(obj)
+    return float(np.abs(frames[:, nb:] - frames[0, nb:]).max())
+
+
+def _simulate(out: dict, tag: str) -> None:
+    obj = bpy.data.objects["Laptop"]
+    activate(obj)
+    out[tag] = call(bpy.ops.neurok.simulate, undo=True)
+
+
+@scenario
+def structure_panel(params) -> dict:
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 16
+    obj, nb = _laptop()
+    obj.location = (0.2, 0.1, 0.3)
+    obj.neurok.physics.pin_group = "Base"
+    obj.neurok.physics.use_gravity = False
+    obj.neurok.output.bake_mode = "SHAPE_KEYS"
+    bpy.context.view_layer.update()
+    local = np.array([v.co for v in obj.data.vertices])
+    target = np.array([0.0, BASE[1] / 2, BASE[2] + 0.75 * LID[1]])
+    lid = np.arange(nb, len(local))
+    pushed = int(lid[np.argmin(np.linalg.norm(local[lid] - target, axis=1))])
+    activate(obj)
+    arrow = _force_at_vertex(obj, pushed, 2.0)
+    arrow.neurok.condition.use_frame_range = True
+    arrow.neurok.condition.frame_start, arrow.neurok.condition.frame_end = 1, 9
+    activate(obj)
+    out = {"nb": nb}
+    out["find"] = call(bpy.ops.neurok.find_structure, undo=True)
+    obj = bpy.data.objects["Laptop"]
+    s = obj.neurok.structure
+    out["parts"] = [(part.kind, part.vertex_count) for part in s.parts]
+    out["joints"] = [(j.type, j.part_a, j.part_b) for j in s.joints]
+    hinge = next((j for j in s.joints if j.type == "hinge"), None)
+    out["hinge_axis"] = None if hinge is None else list(hinge.axis)
+    out["hinge_point"] = None if hinge is None else list(hinge.point)
+    draw = addon("neurok_blender.structure_draw")
+    out["segments"] = [kind for kind, _, _ in draw.joint_segments(obj)]
+    from sc_panels import RecordingLayout
+
+    log = {"labels": [], "props": [], "operators": [], "progress": [], "errors": []}
+
+    class Panel:
+        layout = RecordingLayout(log)
+        draw_joint = staticmethod(bpy.types.NEUROK_PT_structure.draw_joint)
+
+    bpy.types.NEUROK_PT_structure.draw(Panel(), bpy.context)
+    out["panel_labels"] = log["labels"]
+    _simulate(out, "simulate_hinge")
+    out["travel_hinge"] = _lid_travel(bpy.data.objects["Laptop"], nb)
+    # the artist welds the lid: Simulate holds it
+    bpy.ops.ed.undo_push(message="before the edit")
+    obj = bpy.data.objects["Laptop"]
+    for joint in obj.neurok.structure.joints:
+        if joint.type == "hinge":
+            joint.type = "fixed"
+    bpy.ops.ed.undo_push(message="welded")
+    _simulate(out, "simulate_fixed")
+    out["travel_fixed"] = _lid_travel(bpy.data.objects["Laptop"], nb)
+    # the edit is kept with the .blend
+    path = str(Path(params["tmp"]) / "structure.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    obj = bpy.data.objects["Laptop"]
+    out["reloaded_joints"] = [(j.type, j.found_type) for j in obj.neurok.structure.joints]
+    # undo takes an edit back
+    bpy.ops.ed.undo_push(message="loaded")
+    obj.neurok.structure.joints[0].type = "ball"
+    bpy.ops.ed.undo_push(message="ball")
+    bpy.ops.ed.undo()
+    obj = bpy.data.objects["Laptop"]
+    out["after_undo"] = [j.type for j in obj.neurok.structure.joints]
+    # a structure found on another mesh is refused, with what to do
+    mesh = obj.data
+    mesh.vertices.add(1)
+    mesh.update()
+    activate(obj)
+    out["changed_mesh"] = call(bpy.ops.neurok.simulate)
+    out["clear"] = call(bpy.ops.neurok.clear_structure)
+    out["parts_after_clear"] = len(obj.neurok.structure.parts)
+    return out

@@ -1,0 +1,60 @@
+"""The Structure panel's path in real Blender with a real engine (``sc_structure``): Find
+Structure, the panel and the viewport's joints, a Simulate that follows an edited joint, the
+edit saved with the .blend and undone, a changed mesh refused."""
+
+import pytest
+from blender.harness import built_zip, run_scenario
+
+from neurok_core.structure import JOINT_TYPES
+
+pytestmark = [pytest.mark.blender, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def zip_path(tmp_path_factory):
+    return built_zip(tmp_path_factory)
+
+
+def test_the_panel_s_joint_types_are_the_engine_s():
+    import ast
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    tree = ast.parse(Path(ROOT, "neurok_blender/properties/structure.py").read_text())
+    items = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and node.targets[0].id == "JOINT_TYPE_ITEMS"
+    )
+    assert tuple(item.elts[0].value for item in items.elts) == JOINT_TYPES
+
+
+def test_an_edited_structure_is_simulated_saved_and_undone(tmp_path, zip_path):
+    (tmp_path / "tmpdir").mkdir()
+    (tmp_path / "no_model").mkdir()
+    out = run_scenario(
+        "structure_panel",
+        tmp_path,
+        zip_path,
+        timeout=600,
+        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )
+    assert out["find"][0] == "FINISHED", out["find"]
+    assert [kind for kind, _ in out["parts"]] == ["rigid", "rigid"]
+    assert sum(count for _, count in out["parts"]) == 2 * out["nb"]
+    assert sorted(t for t, _, _ in out["joints"]) == ["fixed", "hinge"]  # base to world, lid
+    assert out["hinge_axis"] is not None and abs(abs(out["hinge_axis"][0]) - 1.0) < 0.05
+    assert sorted(out["segments"]) == ["fixed", "hinge"]
+    assert "2 parts: 2 rigid" in out["panel_labels"]
+    assert out["simulate_hinge"][0] == "FINISHED", out["simulate_hinge"]
+    assert out["simulate_fixed"][0] == "FINISHED", out["simulate_fixed"]
+    # the found hinge lets the pushed lid turn; welded, it stays (the base is pinned)
+    assert out["travel_hinge"] > 0.02
+    assert out["travel_fixed"] < 0.002
+    assert sorted(map(tuple, out["reloaded_joints"])) == [("fixed", "fixed"), ("fixed", "hinge")]
+    assert sorted(out["after_undo"]) == ["fixed", "fixed"]
+    assert out["changed_mesh"][0] != "FINISHED"
+    assert "Find Structure again" in out["changed_mesh"][1]
+    assert out["clear"][0] == "FINISHED" and out["parts_after_clear"] == 0

@@ -13,6 +13,7 @@ own loop triangles (n-gons triangulated as Blender draws them). Scene frames
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -195,16 +196,31 @@ def collider_meshes(obj, scene, moving=()) -> tuple:
         local, tris = mesh_arrays(other)
         if len(tris) == 0:
             continue  # a mesh without faces holds nothing back
-        world = transform(world_matrix(other), local)
-        try:
-            out.append(
-                Collider(
+        matrix = world_matrix(other)
+        digest = hashlib.blake2b(digest_size=16)
+        for part in (other.name.encode(), matrix.tobytes(), local.tobytes(), tris.tobytes()):
+            digest.update(part)
+        key = digest.digest()
+        collider = _COLLIDERS.pop(key, None)
+        if collider is None:  # (building its tuples is the slow part: 0.1 s at 25k vertices)
+            world = transform(matrix, local)
+            try:
+                collider = Collider(
                     tuple(map(tuple, world.tolist())), tuple(map(tuple, tris.tolist())), other.name
                 )
-            )
-        except ConditionError as exc:
-            raise GatherError(str(exc)) from None
+            except ConditionError as exc:
+                raise GatherError(str(exc)) from None
+        _COLLIDERS[key] = collider
+        while len(_COLLIDERS) > COLLIDER_CACHE:
+            del _COLLIDERS[next(iter(_COLLIDERS))]
+        out.append(collider)
     return tuple(out)
+
+
+# the colliders gathered last, by their name, transform and mesh: a live preview gathers at
+# every change, and the colliders rarely change with it
+COLLIDER_CACHE = 8
+_COLLIDERS: dict = {}
 
 
 def transform(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:

@@ -59,8 +59,9 @@ class _State:
     runs: list = field(default_factory=list)  # (run, faces, fps), oldest first
     shown: Shown | None = None
     error: str | None = None
-    edits: int = 0  # geometry updates of the object seen by the depsgraph handler
+    edits: int = 0  # geometry updates (of any mesh: the object, its colliders) seen
     changed_at: float | None = None  # when the last change was noticed (monotonic)
+    timer: tuple | None = None  # (window manager, its event timer) of the operator
 
 
 _state: _State | None = None
@@ -68,6 +69,11 @@ _state: _State | None = None
 
 def active() -> bool:
     return _state is not None
+
+
+def session():
+    """The running preview's own state object (an operator's handle on its preview), or None."""
+    return _state
 
 
 def shown() -> Shown | None:
@@ -86,24 +92,41 @@ def start(context, obj) -> None:
     global _state
     stop()
     _state = _State(obj.name, obj.session_uid, context.scene.neurok.preview_frames)
-    if on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post:
-        bpy.app.handlers.depsgraph_update_post.append(on_depsgraph_update)
+    for handlers, handler in _HANDLERS:
+        if handler not in handlers:
+            handlers.append(handler)
     from . import preview_draw
 
     preview_draw.show()
 
 
 def stop() -> None:
-    """End the preview: its engine, its files and its drawing go; the scene is untouched."""
+    """End the preview: its engine, its files, its timer and its drawing go; the scene is
+    untouched."""
     global _state
     from . import preview_draw
 
     preview_draw.hide()
-    if on_depsgraph_update in bpy.app.handlers.depsgraph_update_post:
-        bpy.app.handlers.depsgraph_update_post.remove(on_depsgraph_update)
+    for handlers, handler in _HANDLERS:
+        if handler in handlers:
+            handlers.remove(handler)
     state, _state = _state, None
-    if state is not None and state.engine is not None:
+    if state is None:
+        return
+    if state.engine is not None:
         state.engine.stop()
+    if state.timer is not None:
+        wm, timer = state.timer
+        try:
+            wm.event_timer_remove(timer)
+        except (ReferenceError, ValueError, RuntimeError):
+            pass  # its window is gone
+
+
+def keep_timer(wm, timer) -> None:
+    """The operator's timer, removed with the preview however it ends."""
+    if _state is not None:
+        _state.timer = (wm, timer)
 
 
 def status() -> str:
@@ -125,31 +148,40 @@ def status() -> str:
 
 
 def previewed_object(context=None):
-    """The object being previewed, if it still exists."""
-    if _state is None:
+    """The object being previewed (found again after a rename), if it still exists."""
+    state = _state
+    if state is None:
         return None
-    obj = bpy.data.objects.get(_state.object_name)
-    if obj is None or obj.session_uid != _state.object_uid:
-        return None
+    obj = bpy.data.objects.get(state.object_name)
+    if obj is None or obj.session_uid != state.object_uid:
+        obj = next((o for o in bpy.data.objects if o.session_uid == state.object_uid), None)
+        if obj is not None:
+            state.object_name = obj.name
     return obj
 
 
 @bpy.app.handlers.persistent
 def on_depsgraph_update(_scene, depsgraph) -> None:
-    """Count the previewed object's geometry edits (part of the signature)."""
+    """Count geometry edits of meshes (the object's, its colliders'): part of the signature
+    (the request compares the meshes themselves, so a count too many sends nothing)."""
     state = _state
     if state is None:
         return
     for update in depsgraph.updates:
-        if not update.is_updated_geometry:
-            continue
-        original = getattr(update.id, "original", update.id)
-        if isinstance(original, bpy.types.Object) and original.name == state.object_name:
+        if update.is_updated_geometry:
             state.edits += 1
-        elif isinstance(original, bpy.types.Mesh):
-            obj = bpy.data.objects.get(state.object_name)
-            if obj is not None and obj.data == original:
-                state.edits += 1
+
+
+@bpy.app.handlers.persistent
+def on_load_pre(*_args) -> None:
+    """Another file is loaded: the preview's object is gone with this one."""
+    stop()
+
+
+_HANDLERS = (
+    (bpy.app.handlers.depsgraph_update_post, on_depsgraph_update),
+    (bpy.app.handlers.load_pre, on_load_pre),
+)
 
 
 def _values(struct) -> tuple:
@@ -186,12 +218,16 @@ def signature(context, obj, edits: int) -> tuple:
         colliders = tuple((o.name, _matrix(o)) for o in collider_objects(obj, scene))
     except GatherError as exc:
         colliders = str(exc)
+    settings = engine_settings(context)
     return (
         _matrix(obj),
         len(obj.data.vertices),
         edits,
         obj.mode,
+        tuple(group.name for group in obj.vertex_groups),
+        (settings.python, settings.device, settings.checkpoint, settings.max_vertices),
         _values(obj.neurok.physics),
+        _values(obj.neurok.structure),
         tuple((e.name, _matrix(e), _values(e.neurok.condition)) for e in conditions_of(obj)),
         frame_range(scene),
         scene_fps(scene),
@@ -224,9 +260,11 @@ def tick(context) -> None:
         return
     if state.engine is not None:
         state.engine.poll()
-        if state.engine.failure:
-            state.error, state.engine = state.engine.failure, None
-            state.signature = state.request = None  # a fresh engine takes the next change
+        if state.engine.gone:  # crashed, or its idle exit: a fresh one takes the next change
+            if state.engine.failure:
+                state.error = state.engine.failure
+            state.engine.stop()
+            state.engine = state.request = None
     sig = signature(context, obj, state.edits)
     if sig != state.signature:
         state.signature = sig
@@ -245,10 +283,16 @@ def _send(context, obj, state: _State) -> None:
     except GatherError as exc:
         state.error = f"cannot preview: {exc}"
         return
+    state.error = None
     if _same(state.request, gathered.request):
         return
+    if state.engine is not None and not state.engine.alive:
+        state.engine.poll()  # its runs end with its failure
+        state.error = state.engine.failure
+        state.engine.stop()
+        state.engine = None
     try:
-        if state.engine is None or not state.engine.alive:
+        if state.engine is None:
             command = engine_command(settings.python, deps_root())
             state.engine = PreviewEngine(command, engine_dir())
     except Exception as exc:  # noqa: BLE001  (an engine that cannot start is a status line)
@@ -263,13 +307,15 @@ def _send(context, obj, state: _State) -> None:
 
 
 def _pick_shown(state: _State) -> None:
-    """Show the newest run with frames (a running one's as they come)."""
+    """Show the newest run that finished, or that has moved past its first frame (the rest
+    shape, the same for every change) as its frames come; a run a newer change stopped is
+    never shown (the last finished preview stays until a newer one has motion)."""
     for run, faces, fps in reversed(state.runs):
         if run.state == "error":
             if state.shown is None or run.sent > state.shown.run.sent:
                 state.error = run.error
             continue
-        if run.frames_done < 1:
+        if run.state == "superseded" or run.frames_done < (1 if run.finished else 2):
             continue
         current = state.shown
         if current is not None and current.run is run and len(current.frames) == run.frames_done:

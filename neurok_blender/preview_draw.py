@@ -16,9 +16,11 @@ COLOR = (0.25, 0.65, 1.0)
 ALPHA, GHOST_ALPHA = 0.45, 0.12
 GHOSTS = 3  # frames drawn faintly besides the one playing
 
+BATCHES = GHOSTS + 6  # GPU batches kept (the ghosts and the last frames played)
+
 _handle = None
-_batches: dict = {}  # (id of the shown frames, frame index) -> GPU batch
-_shown_key = None
+_batches: dict = {}  # frame index -> GPU batch of the preview ``_shown``, oldest use first
+_shown = None
 
 
 def show() -> None:
@@ -28,12 +30,12 @@ def show() -> None:
 
 
 def hide() -> None:
-    global _handle, _shown_key
+    global _handle, _shown
     if _handle is not None:
         bpy.types.SpaceView3D.draw_handler_remove(_handle, "WINDOW")
         _handle = None
     _batches.clear()
-    _shown_key = None
+    _shown = None
 
 
 def playing_frame(count: int, fps: float, since: float, now: float | None = None) -> int:
@@ -51,17 +53,18 @@ def ghost_frames(count: int) -> list[int]:
 
 
 def _batch(shader, shown, index: int):
-    global _shown_key
+    global _shown
     from gpu_extras.batch import batch_for_shader
 
-    key = (id(shown.frames), len(shown.frames))
-    if key != _shown_key:
+    if shown is not _shown:  # a new preview (or more of its frames): new batches
         _batches.clear()
-        _shown_key = key
-    batch = _batches.get(index)
+        _shown = shown
+    batch = _batches.pop(index, None)
     if batch is None:
         batch = batch_for_shader(shader, "TRIS", {"pos": shown.frames[index]}, indices=shown.faces)
-        _batches[index] = batch
+    _batches[index] = batch
+    while len(_batches) > BATCHES:
+        del _batches[next(iter(_batches))]
     return batch
 
 

@@ -89,7 +89,7 @@ class SimulationRequest:
             payload["task"] = "preview"
             payload["preview"] = {"frames": int(self.preview_frames)}
         path = folder / "request.json"
-        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
         return path
 
 
@@ -131,7 +131,7 @@ class SceneRequest:
             "device": first.device,
         }
         path = folder / "request.json"
-        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
         return path
 
 
@@ -159,7 +159,7 @@ class StructureRequest:
             "output": {"structure": "structure.json"},
         }
         path = folder / "request.json"
-        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
         return path
 
 
@@ -198,7 +198,7 @@ class FitRequest:
             "output": {"frames": "fit.npy", "rig": "rig.npz" if self.want_rig else None},
         }
         path = folder / "request.json"
-        path.write_text(json.dumps(payload, indent=1), encoding="utf-8")
+        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
         return path
 
 

@@ -50,11 +50,14 @@ Protocol (version 1)
 
     A preview (the extension's live preview while a gizmo is dragged) is a simulation
     request with ``"task": "preview"`` and ``"preview": {"frames": K}``: the run stops after
-    its first K frames (the frames file is (K, N, 3); ``done``'s ``count`` is the frames
-    simulated). On a serving worker the rig space and its contact's geometry are kept between
-    requests of the same mesh and settings, so a preview after a change of the loads starts
-    stepping at once; and a preview still running when the next request line arrives stops
-    at its next frame with ``{"type": "error", "kind": "Superseded"}``, and the next one runs.
+    its first min(K, frames) frames (the frames file is that long; ``done``'s ``count`` is the
+    frames simulated). On a serving worker, a preview answers ``{"type": "error", "kind":
+    "Superseded"}`` instead as soon as another line is waiting on stdin (the next request, a
+    malformed line, or the end of input): before it starts, once its inputs are read, or after
+    any of its frames but the last; the waiting request runs next. A serving worker also keeps
+    every rig-space request's space, its contact's geometry and a cloth's simulation mesh
+    between requests of the same mesh and settings (``rigspace/shelf.py``), so a run after a
+    change of the loads starts stepping at once.
 
     A simulation (or preview) in the rig space may carry the object's structure, ``"structure":
     {...}`` (the JSON object of ``docs/structure.md``, for the request's mesh), whose joints the
@@ -425,13 +428,14 @@ class Warm:
     device) and the last few kinematic spaces (by model and mesh)."""
 
     SPACES = 4
+    RIG_SPACES = 12  # rig spaces and what is kept of their meshes (``SpaceShelf``)
 
     def __init__(self, newer=None) -> None:
         from .rigspace.shelf import SpaceShelf
 
         self.engines: dict[tuple, Any] = {}
         self.spaces: dict[tuple, Any] = {}  # insertion order = age
-        self.rig_spaces = SpaceShelf(self.SPACES)  # the rig space's, by mesh and settings
+        self.rig_spaces = SpaceShelf(self.RIG_SPACES)  # the rig space's, by mesh and settings
         # whether a newer request is waiting (``serve``): a running preview then stops
         self.newer = newer or (lambda: False)
 
@@ -463,13 +467,18 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
     ``warm``: a serving worker's loaded models and spaces, reused and kept up to date.
 
     A preview (``"task": "preview"``, ``"preview": {"frames": K}``) is the same run stopped
-    after its first K frames (the frames file holds those); on a serving worker it stops
-    earlier, raising :class:`Superseded`, as soon as a newer request is waiting."""
+    after its first min(K, frames) frames (the frames file holds those); on a serving worker
+    it raises :class:`Superseded` instead when a newer request is waiting: before it starts,
+    once its inputs are read, and after each frame but its last."""
     import numpy as np
 
     from .dynamics.conditions import SimulationConditions
     from .results import save_result
 
+    preview = request["task"] == "preview"
+    newer = warm.newer if warm is not None and preview else (lambda: False)
+    if newer():
+        raise Superseded("a newer request is waiting")
     start = time.perf_counter()
     rig_space = request["dynamics"] == "rig"  # no model: the rig space is the mesh's own
     engine = space = None
@@ -495,10 +504,9 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         space = _space(engine, request, vertices, faces, warm, on_status, on_progress)
     out = request["output"]
     frames_path, rig_path = out["frames"], out["rig"]
-    preview = request["task"] == "preview"
     count = min(conditions.frames, request["preview"]["frames"]) if preview else conditions.frames
-    newer = warm.newer if warm is not None and preview else (lambda: False)
-    superseded = False
+    if newer():
+        raise Superseded("a newer request is waiting")
     frames = None
     if frames_path:
         Path(frames_path).parent.mkdir(parents=True, exist_ok=True)
@@ -507,17 +515,16 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         )
 
     def on_frame(index: int, positions, energy: float) -> bool:
-        nonlocal superseded
         if index >= count:
             return False  # a preview's frames are done
         if frames is not None:
             frames[index] = positions
             frames.flush()
         emit({"type": "frame", "index": index, "count": count, "energy": float(energy)})
-        superseded = newer()
+        if index + 1 < count and newer():  # out of date: nothing after this frame is wanted
+            raise Superseded("a newer request arrived")
         # a preview shorter than the run stops at its last frame
-        done = preview and count < conditions.frames and index + 1 >= count
-        return not (superseded or done)
+        return not (preview and count < conditions.frames and index + 1 >= count)
 
     if rig_space:
         from .rigspace import simulate_rig
@@ -545,8 +552,6 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             vertices=frames is not None,
             rig=bool(rig_path),
         )
-    if superseded:
-        raise Superseded("a newer request arrived")
     if preview:
         count = int(result.times.shape[0])  # the frames it simulated
     on_status("write", "writing results")
@@ -762,7 +767,8 @@ def serve(idle_exit: float) -> int:
 
     def read() -> None:  # a thread, so that waiting can time out on every platform
         for line in sys.stdin:
-            lines.put(line)
+            if line.strip():  # (a blank line is no request, and stops no preview)
+                lines.put(line)
         lines.put(None)
 
     threading.Thread(target=read, daemon=True).start()

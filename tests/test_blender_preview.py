@@ -33,6 +33,12 @@ def test_the_preview_follows_a_drag_and_leaves_the_scene_alone(tmp_path, zip_pat
     assert out["older"] == "superseded" and out["newer"] == "done"
     assert out["travel_weak"] < out["travel_last"] < out["travel_strong"]
     assert out["runs_unchanged"] == 0  # no change, no new preview
+    assert "pin group 'nope' does not exist" in out["bad_setting"]
+    assert out["setting_back"].startswith("10 frames in"), out["setting_back"]
     assert out["during"] and out["after"]  # the object and the frame were never touched
     assert out["stop"][0] == "FINISHED" and not out["active_after"]
     assert not out["engine_alive_after"]
+    # a crashing engine: one run, its failure shown, no engine started again without a change
+    assert out["crash_runs"] == 1 and not out["crash_engine"]
+    assert "preview engine stopped" in out["crash_status"], out["crash_status"]
+    assert "boom" in out["crash_status"]

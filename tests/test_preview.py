@@ -47,13 +47,13 @@ def test_a_kept_space_gives_the_same_motion_as_a_fresh_one(lid):
     first = simulate_rig(v, f, _with_force(pins, top, 4.0), shelf=shelf)
     assert shelf.hits == 0
     (space,) = [s for s in shelf._spaces.values() if isinstance(s, RigSpace)]
-    kept = [k for k in space.memo if k[0] == "contact"]
-    assert len(kept) == 1
-    obstacles = [o for o, *_ in space.memo[kept[0]].obstacles]
+    (kept,) = space.memo["contact"].values()
+    obstacles = [o for o, *_ in kept.obstacles]
     stronger = _with_force(pins, top, 8.0)
     second = simulate_rig(v, f, stronger, shelf=shelf)
     assert shelf.hits == 2  # the mesh's welding answer and its space
-    assert [o for o, *_ in space.memo[kept[0]].obstacles] == obstacles  # the same objects
+    (again,) = space.memo["contact"].values()
+    assert [o for o, *_ in again.obstacles] == obstacles  # the same objects
     fresh = simulate_rig(v, f, stronger)
     np.testing.assert_array_equal(second.positions, fresh.positions)
     # and the loads did change the motion: the stronger push turns the lid further
@@ -150,3 +150,30 @@ def test_a_kept_cloth_mesh_gives_the_same_motion(tmp_path):
     fresh = simulate_rig(m.vertices, m.faces, c)
     assert fresh.rig is not None
     np.testing.assert_array_equal(kept.positions, fresh.positions)
+
+
+def test_previews_waiting_behind_a_newer_one_are_skipped_before_their_setup(tmp_path, lid):
+    """Four long previews of a moved object (a new mesh each: no space kept) sent at once, as
+    a drag sends them: all but the last stop before their setup or after their first frame,
+    and the last runs to its end."""
+    v, f, pins, top = lid
+    paths = []
+    for k in range(4):
+        moved = v + (0.01 * k, 0.0, 0.0)
+        c = replace(_with_force(pins, top, 4.0), frames=1000, ground=None)
+        frames = 6 if k == 3 else 1000
+        paths.append(_preview_request(tmp_path / f"p{k}", moved, f, c, frames))
+    proc = start(["--serve"], stdin=subprocess.PIPE)
+    try:
+        assert json.loads(proc.stdout.readline())["type"] == "ready"
+        proc.stdin.write("".join(json.dumps({"request": str(p)}) + "\n" for p in paths))
+        proc.stdin.flush()
+        answers = [_answer(proc) for _ in paths]
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    for answer in answers[:3]:
+        assert answer[-1].get("kind") == "Superseded", answer[-1]
+        assert len([m for m in answer if m["type"] == "frame"]) <= 1
+    assert answers[3][-1]["type"] == "done" and answers[3][-1]["count"] == 6

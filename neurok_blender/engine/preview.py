@@ -91,12 +91,14 @@ class PreviewRun:
 
 class PreviewEngine:
     """A serving worker for ``command`` (its folder under ``root``) and the previews sent to
-    it; ``failure`` says why it stopped when it did (every run in flight then ends with it)."""
+    it. Once its process has ended, ``gone`` is True and ``failure`` says why, unless it ended
+    by itself with nothing in flight (its idle exit); every run in flight then ends with it."""
 
     def __init__(self, command: EngineCommand, root: Path):
         self.server = EngineServer(command, root)
         self.runs: deque[PreviewRun] = deque()  # in flight, oldest first
         self.ready = False
+        self.gone = False
         self.failure: str | None = None
 
     @property
@@ -113,24 +115,41 @@ class PreviewEngine:
         count = min(int(frames), request.conditions.frames)
         run = PreviewRun(folder, count, len(request.vertices), time.monotonic())
         if not self.server.process.send(json.dumps({"request": str(path.resolve())})):
-            run.state, run.error = "error", "the preview engine is gone"
+            self._check_exit()  # why: its exit status and the last line it wrote
+            run.state, run.error = "error", self.failure or "the preview engine is gone"
+            run.done_at = time.monotonic()
+            run.cleanup()
             return run
         self.server.last_used = time.monotonic()
         self.runs.append(run)
         return run
 
     def poll(self) -> None:
-        """Hand the lines printed since the last poll to their runs (never blocks)."""
+        """Hand the lines printed since the last poll to their runs; notice the process's end
+        (waiting at most 0.2 s for its last lines once it has ended)."""
+        self.poll_messages()
+        self._check_exit()
+
+    def poll_messages(self) -> None:
         for message in self.server.process.messages():
             if message.get("type") == "ready":
                 self.ready = True
             elif self.runs and self.runs[0].handle(message):
                 self.runs.popleft()
+
+    def _check_exit(self) -> None:
         code = self.server.process.poll()
-        if code is not None and self.server.process.drained:
-            tail = self.server.process.stderr_tail(max_lines=1)
-            detail = f": {tail[-1][-200:]}" if tail else ""
-            self.failure = f"the preview engine stopped ({describe_exit(code)}){detail}"
+        if code is not None and not self.gone:
+            if not self.server.process.drained:
+                deadline = time.monotonic() + 0.2  # its last lines are on their way
+                while not self.server.process.drained and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                self.poll_messages()
+            self.gone = True
+            if code != 0 or self.runs:
+                tail = self.server.process.stderr_tail(max_lines=1)
+                detail = f": {tail[-1][-200:]}" if tail else ""
+                self.failure = f"the preview engine stopped ({describe_exit(code)}){detail}"
             while self.runs:
                 run = self.runs.popleft()
                 run.state, run.error, run.done_at = "error", self.failure, time.monotonic()

@@ -20,6 +20,7 @@ class NEUROK_OT_live_preview(bpy.types.Operator):
     bl_options = {"REGISTER"}
 
     _timer = None
+    _session = None  # the preview this operator drives (a newer start makes its own)
 
     def execute(self, context):
         if live_preview.active():
@@ -32,19 +33,20 @@ class NEUROK_OT_live_preview(bpy.types.Operator):
             self.report({"ERROR"}, f"Live Preview: {exc}")
             return {"CANCELLED"}
         live_preview.start(context, obj)
+        self._session = live_preview.session()
         if bpy.app.background or context.window is None:
             return {"FINISHED"}  # headless: the caller ticks (``live_preview.tick``)
-        self._timer = context.window_manager.event_timer_add(
-            live_preview.POLL, window=context.window
-        )
-        context.window_manager.modal_handler_add(self)
+        wm = context.window_manager
+        self._timer = wm.event_timer_add(live_preview.POLL, window=context.window)
+        live_preview.keep_timer(wm, self._timer)  # removed with the preview however it ends
+        wm.modal_handler_add(self)
         return {"RUNNING_MODAL"}
 
     def invoke(self, context, event):
         return self.execute(context)
 
     def modal(self, context, event):
-        if not live_preview.active():  # stopped by the button, or its object went away
+        if live_preview.session() is not self._session:  # stopped (the button, its object gone)
             self._end(context)
             return {"CANCELLED"}
         if event.type == "ESC" and event.value == "PRESS":
@@ -52,14 +54,19 @@ class NEUROK_OT_live_preview(bpy.types.Operator):
             self._end(context)
             return {"CANCELLED"}
         if event.type == "TIMER" and event.timer is self._timer:
-            live_preview.tick(context)
+            try:
+                live_preview.tick(context)
+            except Exception as exc:  # noqa: BLE001  (never leave a broken preview running)
+                live_preview.stop()
+                self._timer = None  # removed with it
+                self.report({"ERROR"}, f"Live Preview stopped: {type(exc).__name__}: {exc}")
+                return {"CANCELLED"}
         return {"PASS_THROUGH"}  # gizmos, handles and everything else work as usual
 
     def cancel(self, context):
-        live_preview.stop()
-        self._end(context)
+        if live_preview.session() is self._session:
+            live_preview.stop()
+        self._timer = None
 
     def _end(self, context) -> None:
-        if self._timer is not None:
-            context.window_manager.event_timer_remove(self._timer)
-            self._timer = None
+        self._timer = None  # (``live_preview.stop`` removed it)

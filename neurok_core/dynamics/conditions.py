@@ -510,12 +510,13 @@ class SimulationConditions:
             value = getattr(self, f.name)
             if f.name == "pins":
                 out[f.name] = [int(i) for i in value]
-            elif f.name == "colliders":
+            elif f.name == "colliders":  # big tuples of tuples: lists of lists, no deep copy
                 out[f.name] = [
                     {
-                        "vertices": [list(v) for v in c.vertices],
-                        "faces": [list(t) for t in c.faces],
-                        "name": c.name,
+                        g.name: [list(item) for item in getattr(c, g.name)]
+                        if isinstance(getattr(c, g.name), tuple)
+                        else getattr(c, g.name)
+                        for g in dataclasses.fields(c)
                     }
                     for c in value
                 ]

@@ -57,7 +57,7 @@ class _Run:
         self.vertices, self.faces, self.cond = vertices, faces, conditions
         if shelf is None:
             self.mesh = sim_mesh(vertices, faces, welding=welding)
-        else:  # a preview's next run, or a Simulate after it: the same simulation mesh
+        else:  # a serving worker's next run of the mesh (a preview after a change)
             key = mesh_key(vertices, faces, "cloth mesh")
             self.mesh = shelf.get(key, lambda: sim_mesh(vertices, faces, welding=welding))
         nodes, f = self.mesh.nodes, self.mesh.faces

@@ -3,10 +3,12 @@
 A serving worker (``neurok_core.worker --serve``) keeps one shelf between requests, so that a
 second run of the same object skips building its space (bones, skinning, joints) and, through
 the space's ``memo``, its contact's distance grids and points: a live preview re-run after a
-force's strength changed, or a Simulate after its preview. A space depends on the rest mesh,
-the mass, the pins, whether the object is elastic and the settings; the loads (forces, drags,
-velocities, winds), gravity, damping and the frame range do not enter it. What depends on the
-mesh alone (whether it is a cloth, a cloth's simulation mesh) is kept by ``mesh_key``.
+force's strength changed, or a second Simulate of the object after a change of its conditions
+(the extension's preview runs on its own worker, so it warms only the next preview). A space
+depends on the rest mesh, the mass, the pins, whether the object is elastic and the settings;
+the loads (forces, drags, velocities, winds), gravity, damping and the frame range do not
+enter it. What depends on the mesh alone (whether it is a cloth, a cloth's simulation mesh) is
+kept by ``mesh_key``.
 """
 
 from __future__ import annotations

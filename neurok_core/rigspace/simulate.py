@@ -275,9 +275,11 @@ def _contact_geometry(
     parts' spread vertices against the ground and colliders, the fixed parts, and every other
     moving rigid part; each point's threshold is the margin, or its distance at rest where
     that is smaller (a joint's points)."""
-    key = ("contact", conditions.ground, conditions.colliders, settings)
-    if key in space.memo:
-        return space.memo[key]
+    kept = space.memo.setdefault("contact", {})  # by the obstacles met, oldest use first
+    key = (conditions.ground, conditions.colliders, settings)
+    if key in kept:
+        kept[key] = kept.pop(key)
+        return kept[key]
     size = space.object_size
     margin = settings.contact_margin * size
     # the grid needs distances only a few cells beyond the contact margin
@@ -344,10 +346,9 @@ def _contact_geometry(
             if len(own) == 1:
                 single[int(p)] = int(own[0])
         geometry = _ContactGeometry(met, rows, at, owner, single, bones, lengths)
-    kept = [k for k in space.memo if k[0] == "contact"]
-    for old in kept[: max(len(kept) - CONTACT_MEMO + 1, 0)]:
-        del space.memo[old]
-    space.memo[key] = geometry
+    while len(kept) >= CONTACT_MEMO:
+        del kept[next(iter(kept))]
+    kept[key] = geometry
     return geometry
 
 

@@ -5,10 +5,20 @@ stopped; the object and the scene stay as they were throughout."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import bpy
 import numpy as np
-from bl_helpers import activate, addon, call, empty_scene, prefs, process_alive, scenario
+from bl_helpers import (
+    activate,
+    addon,
+    call,
+    empty_scene,
+    prefs,
+    process_alive,
+    scenario,
+    write_script,
+)
 from mathutils import Vector
 from sc_objects import _cube
 
@@ -102,6 +112,13 @@ def live_preview(params) -> dict:
         preview.tick(bpy.context)
     out["runs_unchanged"] = len(preview.runs()) - count
     out["during"] = _state(cube) == before
+    # a setting that cannot be previewed says so, and the message goes once it is put back
+    cube.neurok.physics.pin_group = "nope"
+    preview.tick(bpy.context)
+    out["bad_setting"] = preview.status()
+    cube.neurok.physics.pin_group = ""
+    preview.tick(bpy.context)
+    out["setting_back"] = preview.status()
     pid = preview._state.engine.server.process.pid
     out["stop"] = call(bpy.ops.neurok.live_preview)
     out["active_after"] = preview.active()
@@ -111,4 +128,16 @@ def live_preview(params) -> dict:
     out["engine_alive_after"] = process_alive(pid)
     out["after"] = _state(cube) == before
     out["operators_added"] = len(bpy.context.window_manager.operators) - undo_steps
+    # an engine that crashes is not started again and again: the next change starts one
+    p.python_path = write_script(Path(params["tmp"]) / "python_crash", "echo boom >&2; exit 1")
+    activate(cube)
+    call(bpy.ops.neurok.live_preview)
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        preview.tick(bpy.context)
+        time.sleep(preview.POLL)
+    out["crash_status"] = preview.status()
+    out["crash_runs"] = len(preview.runs())
+    out["crash_engine"] = preview.session().engine is not None
+    call(bpy.ops.neurok.live_preview)
     return out

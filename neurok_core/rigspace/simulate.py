@@ -24,6 +24,7 @@ from ..geometry import face_areas, farthest_point_subsample, locate, sample_surf
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
 from ..sheets import cloth_welding
+from .bones import ROPE_SLENDERNESS
 from .cloth_simulate import simulate_cloth
 from .contact import (
     Contact,
@@ -35,6 +36,7 @@ from .contact import (
 )
 from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs
 from .integrator import Integrator, OutOfTime
+from .material import soft_scale
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
@@ -207,6 +209,19 @@ def _bending(space: RigSpace, omega) -> list:
     return out
 
 
+def _material_scale(space, stiff, bending, elastic, omega: float) -> float:
+    """The soft energies' scale that makes ``omega`` the object's lowest mode
+    (``material.soft_scale``), kept in ``space.memo`` by the stiff energies' frequencies."""
+    soft = [e for e in (*bending, elastic) if e is not None]
+    if not soft:
+        return 1.0
+    key = (round(omega, 9), tuple(round(float(e.omega), 9) for e in stiff))
+    kept = space.memo.setdefault("material", {})
+    if key not in kept:
+        kept[key] = soft_scale(space, stiff, soft, omega)[0]
+    return kept[key]
+
+
 class _Coupling:
     """E = 1/2 sum_k Q[:, k]^T K Q[:, k] for a constant K (4B, 4B) with K Q_rest = 0."""
 
@@ -226,24 +241,49 @@ class _Coupling:
         )
 
 
-def _stretch(space: RigSpace, settings: RigSettings, omega: float, zeta: float) -> Springs | None:
-    """Springs on a seeded sample of the edges of the parts that bend (``stretch_edges`` in
-    all), each part's stiffness making its uniform stretch a mode at ``omega``, damped at the
-    ratio ``zeta``."""
+def elastic_solids(space: RigSpace) -> set[int]:
+    """The parts whose stretching is their bending: the elastic solids (a jelly; a thick
+    beam, whose bones follow its length), not the ropes (slender: they bend without
+    stretching) nor the sheets."""
+    out = set()
+    for p, info in enumerate(space.layout.part_info):
+        slender = info.extents[0] >= ROPE_SLENDERNESS * max(float(info.extents[1]), 1e-12)
+        if info.kind == "elastic" or (info.kind == "chain" and not slender):
+            out.add(p)
+    return out
+
+
+def _stretch(
+    space: RigSpace, settings: RigSettings, omega: float, zeta: float, soft=frozenset()
+) -> tuple[Springs | None, Springs | None]:
+    """(stiff, soft) springs on a seeded sample of the edges of the parts that bend
+    (``stretch_edges`` in all), each part's stiffness making its uniform stretch a mode at
+    ``omega``: the parts ``soft`` (elastic solids whose stiffness is the user's, scaled by
+    ``material.soft_scale``) apart from the others (damped at the ratio ``zeta``)."""
     parts = space.layout.parts
     edges, lengths = space.bending_edges(settings.stretch_edges, np.random.default_rng(0))
     if not len(edges):
-        return None
-    bendy = np.unique(parts[edges[:, 0]])
+        return None, None
+    owner = parts[edges[:, 0]]
     rows = space.vertex_rows(edges[:, 1]) - space.vertex_rows(edges[:, 0])
     k = np.zeros(len(edges))
-    for p in bendy:
-        mine = parts[edges[:, 0]] == p
-        if mine.any():
-            info = space.layout.part_info[p]
-            size = float(info.extents[0])
-            k[mine] = space.part_mass[p] * omega**2 * size**2 / float((lengths[mine] ** 2).sum())
-    return Springs(rows, lengths, k, omega, zeta)
+    for p in np.unique(owner):
+        mine = owner == p
+        info = space.layout.part_info[p]
+        size = float(info.extents[0])
+        k[mine] = space.part_mass[p] * omega**2 * size**2 / float((lengths[mine] ** 2).sum())
+    out = []
+    for want in (False, True):
+        pick = np.isin(owner, sorted(soft)) == want
+        if not pick.any():
+            out.append(None)
+        elif want:  # the user's material: no damping of its own (the run's damping acts)
+            springs = Springs(rows[pick], lengths[pick], k[pick], omega, 0.0)
+            springs.stiff, springs.name = False, "elastic"
+            out.append(springs)
+        else:
+            out.append(Springs(rows[pick], lengths[pick], k[pick], omega, zeta))
+    return out[0], out[1]
 
 
 CONTACT_MEMO = 2  # contact geometries a space keeps (by the obstacles they meet)
@@ -748,15 +788,26 @@ def simulate_space(
     energies.append(Linear(space.gravity_moment, np.asarray(conditions.gravity)))
     glue = _glue(space, TWO_PI * settings.glue_hz * stiffen)
     slider = _slider_glue(space, TWO_PI * settings.glue_hz * stiffen)
-    stretch = _stretch(
+    hz = conditions.stiffness if stiffness is None else stiffness
+    # one stiffness for the object: its lowest mode (``material``); several objects' own
+    # stiffnesses per vertex keep the bending at theirs
+    calibrate = stiffness is None and conditions.stiffness > 0
+    stretch, elastic = _stretch(
         space,
         settings,
         TWO_PI * settings.stretch_hz * stiffen,
         material_damping(settings.stretch_damping, conditions.damping),
+        soft=elastic_solids(space) if calibrate else frozenset(),
     )
-    energies += [e for e in (glue, slider, stretch) if e is not None]
-    hz = conditions.stiffness if stiffness is None else stiffness
-    energies += _bending(space, TWO_PI * np.asarray(hz, dtype=np.float64)) or []
+    every = _rigidity(space, rigid) if exact.any() else energies[0]
+    stiff = [e for e in (every, glue, slider, stretch) if e is not None]
+    bending = _bending(space, TWO_PI * np.asarray(hz, dtype=np.float64))
+    if calibrate:
+        scale = _material_scale(space, stiff, bending, elastic, TWO_PI * conditions.stiffness)
+        bending = _bending(space, TWO_PI * conditions.stiffness * np.sqrt(scale))
+        if elastic is not None:
+            elastic = elastic.scaled(scale)
+    energies += [e for e in (glue, slider, stretch, elastic, *bending) if e is not None]
     contacts = _contact(space, conditions, settings, contact)
     energies.extend(contacts)
     loads = _Loads(space, conditions, drag_omega(space.object_size, conditions))
@@ -778,8 +829,6 @@ def simulate_space(
     q = space.rest()
     # the kick's soft modes with every bone's rigidity (a rigid part's bone moved as an
     # exact rotation has none in the step, but its F may not shear either)
-    every = _rigidity(space, rigid) if exact.any() else energies[0]
-    stiff = [e for e in (every, glue, slider, stretch) if e is not None]
     v = _initial_velocity(space, conditions, q, stiff, uniform_velocity)
     count = conditions.frames
     substeps = max(settings.substeps, conditions.substeps or 1)

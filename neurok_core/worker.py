@@ -95,7 +95,7 @@ Protocol (version 1)
         {"type": "status",   "stage": "load|encode|rest|subspace|simulate|write", "message": str}
         {"type": "progress", "stage": str, "fraction": float}        # 0..1 within the stage
         {"type": "frame",    "index": int, "count": int, "energy": float}
-                             # frame ``index`` is in the frames file (written and flushed)
+                             # frame ``index`` is in the frames file (a shared mapping)
         {"type": "done",     "frames": "..."|null, "result": "..."|null, "pc2": "..."|null,
                              "rig": "..."|null, "count": int, "seconds": float, "info": {...}}
         {"type": "error",    "kind": str, "message": str}
@@ -518,8 +518,9 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         if index >= count:
             return False  # a preview's frames are done
         if frames is not None:
+            # in the file's shared mapping: another process reading the file sees it at once,
+            # and it survives this process being killed (no flush to disk per frame)
             frames[index] = positions
-            frames.flush()
         emit({"type": "frame", "index": index, "count": count, "energy": float(energy)})
         if index + 1 < count and newer():  # out of date: nothing after this frame is wanted
             raise Superseded("a newer request arrived")
@@ -563,6 +564,8 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         write_pc2(out["pc2"], result.positions, start_frame=0, sample_rate=1)
     if rig_path:
         write_rig_arrays(result.rig, rig_path)
+    if frames is not None:
+        frames.flush()
     return {
         "type": "done",
         "frames": frames_path,

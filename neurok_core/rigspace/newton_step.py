@@ -67,6 +67,12 @@ CHORD = 4  # iterations per Hessian, at most, while a kept one serves
 CHORD_RATE = 0.5  # a kept Hessian serves while the reduced gradient halves at each iteration
 
 
+_SKEW = np.zeros((3, 3, 3))  # [e_a]x for a = 0, 1, 2
+_SKEW[0, 1, 2], _SKEW[0, 2, 1] = -1.0, 1.0
+_SKEW[1, 0, 2], _SKEW[1, 2, 0] = 1.0, -1.0
+_SKEW[2, 0, 1], _SKEW[2, 1, 0] = -1.0, 1.0
+
+
 def rodrigues(phi: np.ndarray) -> np.ndarray:
     """exp([phi]x) (L, 3, 3) of rotation vectors ``phi`` (L, 3)."""
     theta = np.linalg.norm(phi, axis=1)  # (L,)
@@ -115,14 +121,12 @@ class ProjectedNewton(Integrator):
         if not len(rb):
             return self.affine_cols
         cols = np.zeros((len(rb), 6, nb, 4, 3))
-        eye = np.eye(3)
+        # ([e_a]x F)^T = F^T [e_a]x^T = -Q_b [e_a]x, Q_b = F^T: (L, 3, 3, 3) for a = 0, 1, 2
+        turns = -np.einsum("lij,ajk->laik", y[rb, :3, :], _SKEW)
+        every = np.arange(len(rb))
+        cols[every, :3, rb, :3, :] = turns
         for a in range(3):
-            # ([e_a]x F)^T = F^T [e_a]x^T: (L, 3, 3)
-            turn = np.swapaxes(
-                np.cross(eye[a][None, :, None], np.swapaxes(y[rb, :3, :], 1, 2), axis=1), 1, 2
-            )
-            cols[np.arange(len(rb)), a, rb, :3, :] = turn
-            cols[np.arange(len(rb)), 3 + a, rb, 3, a] = 1.0
+            cols[every, 3 + a, rb, 3, a] = 1.0
         rigid = cols.reshape(6 * len(rb), -1).T  # (12B, 6L)
         return np.concatenate([rigid, self.affine_cols], 1)
 

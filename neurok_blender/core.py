@@ -6,7 +6,8 @@ between the two sides: the add-on builds ``SimulationConditions`` itself (so bad
 refused in Blender, before any engine starts, with the engine's own messages) and the request
 carries its ``to_dict``; ``DYNAMICS`` names the coordinates a motion can be integrated in (the
 request's ``dynamics``, the Physics panel's choice), ``DEFAULT_DYNAMICS`` the default of both,
-``CLOTH_MATERIALS`` a cloth's presets (the panel's Cloth Material), ``is_cloth`` which meshes
+``CLOTH_MATERIALS`` a cloth's presets (the panel's Cloth Material), ``SOLID_MATERIALS`` and
+``solid_fields`` a solid's (Apply Solid Preset), ``is_cloth`` which meshes
 are cloth (Automatic bakes them as shape keys); the engine's rule for a likely implausible
 result (``neurok_core.doubts``) words Simulate's warning as it words the CLI's. ``write_pc2``
 writes point caches; a rig bake reads the engine's rig and poses it with ``neurok_core.rig``
@@ -37,6 +38,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     from ..neurok_core.pc2 import write_pc2
     from ..neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
     from ..neurok_core.sheets import is_cloth
+    from ..neurok_core.solids import SOLID_MATERIALS, is_closed, solid_fields
 except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.doubts import (
         edge_strain,
@@ -59,9 +61,11 @@ except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.pc2 import write_pc2
     from neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
     from neurok_core.sheets import is_cloth
+    from neurok_core.solids import SOLID_MATERIALS, is_closed, solid_fields
 
 __all__ = [
     "CLOTH_MATERIALS",
+    "SOLID_MATERIALS",
     "DEFAULT_DYNAMICS",
     "DYNAMICS",
     "BoneRig",
@@ -77,8 +81,10 @@ __all__ = [
     "edge_strain",
     "frames_on_barrier",
     "is_cloth",
+    "is_closed",
     "penetration",
     "short_warning",
+    "solid_fields",
     "warning",
     "write_pc2",
 ]

@@ -34,6 +34,7 @@ from .doubts import warning
 from .dynamics.conditions import CLOTH_MATERIALS, DEFAULT_DYNAMICS, DYNAMICS
 from .errors import ConditionError, MeshError, NeuROKError, SimulationError
 from .meshio import read_mesh
+from .solids import SOLID_MATERIALS
 
 
 def read_collider(path: str):
@@ -175,8 +176,30 @@ def scene_flags(args, fields: dict) -> dict:
     return fields
 
 
-def build_conditions(args, vertices: np.ndarray):
-    """SimulationConditions from the command line (or a JSON file, with flags on top)."""
+def material_fields(name: str | None, vertices: np.ndarray, faces: np.ndarray) -> dict:
+    """``--material NAME``'s fields: a cloth's preset (Blender's cloth presets) for a mesh of
+    open sheets, a solid's (``neurok_core.solids``: mass from its density and the mesh's
+    volume, stiffness, friction, bounciness) for any other; "rubber" is either."""
+    from .sheets import is_cloth
+    from .solids import is_closed, solid_fields
+
+    if name is None:
+        return {}
+    name = name.lower()
+    cloth = is_cloth(vertices, faces)
+    if cloth and name in CLOTH_MATERIALS:
+        return {"material": name}
+    if not cloth and name in SOLID_MATERIALS:
+        return solid_fields(name, vertices, faces, is_closed(faces))
+    kind, names = ("cloth", CLOTH_MATERIALS) if cloth else ("solid", tuple(SOLID_MATERIALS))
+    raise ConditionError(
+        f"--material {name}: the mesh is a {kind}, whose materials are {', '.join(names)}"
+    )
+
+
+def build_conditions(args, vertices: np.ndarray, faces: np.ndarray | None = None):
+    """SimulationConditions from the command line (or a JSON file, with flags on top); a
+    ``--material`` preset's fields under the flags given (``material_fields``)."""
     from .dynamics import SimulationConditions
 
     read = read_conditions_file(args)
@@ -190,14 +213,16 @@ def build_conditions(args, vertices: np.ndarray):
         + tuple(parse_velocity(v) for v in args.velocity),
         pins=tuple(sorted(pins)),
     )
-    for name in ("mass", "stiffness"):  # else the file's or default
+    if faces is not None:
+        fields.update(material_fields(args.material, vertices, faces))
+    elif args.material is not None:
+        fields["material"] = args.material
+    for name in ("mass", "stiffness"):  # else the preset's, the file's or the default
         value = getattr(args, name)
         if isinstance(value, list):  # --mass and --stiffness may be repeated (several meshes)
             value = _last_number(value, f"--{name}")
         if value is not None:
             fields[name] = value
-    if args.material is not None:
-        fields["material"] = args.material
     return SimulationConditions(**scene_flags(args, fields))
 
 
@@ -236,7 +261,7 @@ def checked_simulation(args):
 
     vertices, faces = read_mesh(args.mesh)
     validate_mesh(vertices, faces)  # refusals only: the engine drops degenerate faces itself
-    conditions = build_conditions(args, vertices).validate(len(vertices))
+    conditions = build_conditions(args, vertices, faces).validate(len(vertices))
     surface = Surface.of(len(vertices), faces)
     body = surface.conditions(conditions)
     settings = DEFAULT_SETTINGS
@@ -645,9 +670,12 @@ def make_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--material",
         default=None,
-        help="a cloth's material, as Blender's cloth presets: "
+        help="a material preset: for a cloth, Blender's cloth presets ("
         + ", ".join(CLOTH_MATERIALS)
-        + " (default: its own, with --damping as its air damping)",
+        + "; default: its own, with --damping as its air damping); for a solid, "
+        + ", ".join(SOLID_MATERIALS)
+        + " (its mass from the density and the mesh's volume, stiffness, friction,"
+        " bounciness; flags given win)",
     )
     sim.add_argument(
         "--exact-kinematics",

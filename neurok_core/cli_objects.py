@@ -71,7 +71,7 @@ def _scene(args):
 
 def _objects(args, meshes: dict):
     """The scene's :class:`SceneObject` list, each with its own conditions."""
-    from .cli import _number, parse_drag, parse_force, parse_velocity, pins_below
+    from .cli import _number, material_fields, parse_drag, parse_force, parse_velocity, pins_below
     from .dynamics import SimulationConditions
     from .rigspace.objects import SceneObject
 
@@ -110,9 +110,13 @@ def _objects(args, meshes: dict):
             drags=tuple(c["drags"]),
             velocities=tuple(c["velocities"]),
             pins=tuple(sorted(c["pins"])),
-            mass=masses.get(stem, 1.0),
-            stiffness=stiffness.get(stem, 0.0),
-            material=args.material or "",
+            **{
+                "mass": 1.0,
+                "stiffness": 0.0,
+                **material_fields(args.material, vertices, faces),
+                **({"mass": masses[stem]} if stem in masses else {}),
+                **({"stiffness": stiffness[stem]} if stem in stiffness else {}),
+            },
         )
         out.append(SceneObject(stem, vertices, faces, conditions, static=stem in static))
     return out

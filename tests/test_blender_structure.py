@@ -58,3 +58,14 @@ def test_an_edited_structure_is_simulated_saved_and_undone(tmp_path, zip_path):
     assert out["changed_mesh"][0] != "FINISHED"
     assert "Find Structure again" in out["changed_mesh"][1]
     assert out["clear"][0] == "FINISHED" and out["parts_after_clear"] == 0
+
+
+def test_a_solid_preset_sets_the_physics_from_the_volume(tmp_path, zip_path):
+    out = run_scenario("solid_presets", tmp_path, zip_path, timeout=300)
+    assert out["steel"][0] == "FINISHED"
+    mass, stiffness, friction, bounciness = out["steel_fields"]
+    assert mass == pytest.approx(7850.0 * 0.4 * 0.2 * 0.2, rel=1e-4)  # the world volume
+    assert (stiffness, friction, bounciness) == pytest.approx((0.0, 0.4, 0.2))
+    assert out["jelly_fields"][0] == pytest.approx(1050.0 * 0.016, rel=1e-4)
+    assert out["jelly_fields"][1] == pytest.approx(4.0)
+    assert out["open"][0] != "FINISHED" and out["open_mass_unchanged"]

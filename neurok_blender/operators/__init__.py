@@ -15,6 +15,7 @@ from .engine import (
     NEUROK_OT_start_engine,
 )
 from .fit import NEUROK_OT_fit_to_target
+from .material import NEUROK_OT_apply_solid_preset
 from .preview import NEUROK_OT_live_preview
 from .simulate import NEUROK_OT_cancel, NEUROK_OT_clear_results, NEUROK_OT_simulate
 from .structure import NEUROK_OT_clear_structure, NEUROK_OT_find_structure
@@ -30,6 +31,7 @@ CLASSES = (
     NEUROK_OT_cancel,
     NEUROK_OT_clear_results,
     NEUROK_OT_fit_to_target,
+    NEUROK_OT_apply_solid_preset,
     NEUROK_OT_find_structure,
     NEUROK_OT_clear_structure,
     NEUROK_OT_check_engine,

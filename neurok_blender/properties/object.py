@@ -48,8 +48,8 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
     stiffness: FloatProperty(
         name="Stiffness",
         description=(
-            "How fast the object springs back to its rest shape, in Hz (0: no pull back, as a"
-            " free hinge; a few Hz: a wobbly jelly)"
+            "The object's lowest vibration frequency, in Hz: how fast it springs back to its"
+            " rest shape (0: no pull back, as a free hinge; a few Hz: a wobbly jelly)"
         ),
         default=0.0,
         min=0.0,

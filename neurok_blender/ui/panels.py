@@ -135,6 +135,9 @@ class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
         layout.use_property_split = True
         obj = _target(context)
         physics = obj.neurok.physics
+        layout.operator_menu_enum(
+            "neurok.apply_solid_preset", "material", text="Solid Preset", icon="PRESET"
+        )
         layout.prop(physics, "mass")
         layout.prop(physics, "stiffness", text="Stiffness (Hz)")
         layout.prop(physics, "damping")

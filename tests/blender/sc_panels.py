@@ -55,6 +55,12 @@ class RecordingLayout:
             props = getattr(props, part)
         return _OperatorProps(props.get_rna_type(), self.log)
 
+    def operator_menu_enum(self, idname, prop, **kwargs):
+        self.operator(idname)
+        rna = getattr(getattr(bpy.ops, idname.split(".")[0]), idname.split(".")[1]).get_rna_type()
+        if prop not in rna.properties:
+            self.log["errors"].append(f"operator {idname} has no enum {prop!r}")
+
     def progress(self, *, factor=0.0, type="BAR", text=""):
         self.log["progress"].append((round(factor, 3), text))
 

@@ -104,3 +104,29 @@ def structure_panel(params) -> dict:
     out["clear"] = call(bpy.ops.neurok.clear_structure)
     out["parts_after_clear"] = len(obj.neurok.structure.parts)
     return out
+
+
+@scenario
+def solid_presets(params) -> dict:
+    """Apply Solid Preset on a 20 cm cube scaled 2x along x (world volume 0.016 m^3), and on
+    an open grid (no volume: refused, nothing changed)."""
+    empty_scene()
+    from sc_objects import _cube
+
+    cube = _cube("Cube", (0.0, 0.0, 0.5))
+    cube.scale = (2.0, 1.0, 1.0)
+    bpy.context.view_layer.update()
+    activate(cube)
+    out = {"steel": call(bpy.ops.neurok.apply_solid_preset, material="steel")}
+    p = cube.neurok.physics
+    out["steel_fields"] = [p.mass, p.stiffness, p.friction, p.bounciness]
+    out["jelly"] = call(bpy.ops.neurok.apply_solid_preset, material="jelly")
+    out["jelly_fields"] = [p.mass, p.stiffness, p.friction, p.bounciness]
+    from bl_helpers import add_grid
+
+    grid = add_grid("Sheet")
+    activate(grid)
+    before = grid.neurok.physics.mass
+    out["open"] = call(bpy.ops.neurok.apply_solid_preset, material="wood")
+    out["open_mass_unchanged"] = grid.neurok.physics.mass == before
+    return out

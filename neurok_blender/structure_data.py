@@ -59,6 +59,14 @@ def has_structure(settings) -> bool:
     return len(settings.parts) > 0 and settings.vertex_count > 0
 
 
+def vertex_labels(settings) -> np.ndarray:
+    """(N,) int32 the stored part of each vertex (empty when damaged or none)."""
+    try:
+        return np.frombuffer(base64.b64decode(settings.vertex_parts), dtype="<i4")
+    except ValueError:
+        return np.zeros(0, dtype=np.int32)
+
+
 def structure_json(settings, matrix_world: np.ndarray, num_vertices: int, name: str) -> dict:
     """The engine's structure JSON of the settings, in world space (the object's current
     ``matrix_world``); raises StructureDataError when it no longer fits the mesh."""
@@ -67,10 +75,7 @@ def structure_json(settings, matrix_world: np.ndarray, num_vertices: int, name: 
             f"'{name}' has {num_vertices:,} vertices, its structure was found on"
             f" {settings.vertex_count:,}: press Find Structure again, or turn its Use off"
         )
-    try:
-        labels = np.frombuffer(base64.b64decode(settings.vertex_parts), dtype="<i4")
-    except ValueError:
-        labels = np.zeros(0, dtype=np.int32)
+    labels = vertex_labels(settings)
     if len(labels) != num_vertices:
         raise StructureDataError(f"'{name}': its stored structure is damaged: find it again")
     joints = []

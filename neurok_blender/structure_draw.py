@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Drawing the active mesh's structure in the 3D viewport, as Blender draws rigid body
-constraints: each hinge's axis as a line through its point (orange), each slider's direction
-(green), the other joints' points (fixed white, ball blue, contact grey). A draw handler only:
-it reads ``Object.neurok.structure`` and writes nothing."""
+constraints: its vertices as points coloured by part, each hinge's axis as a line through its
+point (orange), each slider's direction (green), the other joints' points (fixed white, ball
+blue, contact grey). A draw handler only: it reads ``Object.neurok.structure`` and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -20,7 +21,26 @@ COLORS = {
     "contact": (0.6, 0.6, 0.6, 1.0),
 }
 
+# the parts' colours, in turn
+PALETTE = (
+    (0.90, 0.30, 0.30),
+    (0.30, 0.70, 0.95),
+    (0.95, 0.80, 0.25),
+    (0.45, 0.85, 0.45),
+    (0.75, 0.45, 0.90),
+    (0.95, 0.55, 0.20),
+    (0.35, 0.90, 0.85),
+    (0.95, 0.45, 0.70),
+)
+POINT_SIZE = 4.0
+
 _handle = None
+_parts_batch: tuple | None = None  # (key, batch) of the vertices coloured by part
+
+
+def part_colors(labels) -> list[tuple[float, float, float, float]]:
+    """An RGBA colour per vertex of the part ``labels`` (N,)."""
+    return [(*PALETTE[int(p) % len(PALETTE)], 1.0) for p in labels]
 
 
 def joint_segments(obj) -> list[tuple[str, tuple, tuple]]:
@@ -42,6 +62,35 @@ def joint_segments(obj) -> list[tuple[str, tuple, tuple]]:
     return out
 
 
+def _draw_parts(obj) -> None:
+    """The object's vertices as points coloured by part (the batch kept while the mesh and
+    the structure stay), in its own frame."""
+    global _parts_batch
+    import gpu
+    import numpy as np
+    from gpu_extras.batch import batch_for_shader
+
+    from .structure_data import vertex_labels
+
+    structure = obj.neurok.structure
+    mesh = obj.data
+    if structure.vertex_count != len(mesh.vertices):
+        return
+    key = (obj.session_uid, mesh.session_uid, len(mesh.vertices), hash(structure.vertex_parts))
+    shader = gpu.shader.from_builtin("POINT_FLAT_COLOR")
+    if _parts_batch is None or _parts_batch[0] != key:
+        co = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
+        mesh.vertices.foreach_get("co", co)
+        colors = part_colors(vertex_labels(structure))
+        batch = batch_for_shader(shader, "POINTS", {"pos": co.reshape(-1, 3), "color": colors})
+        _parts_batch = (key, batch)
+    gpu.state.depth_test_set("LESS_EQUAL")
+    shader.uniform_float("size", POINT_SIZE)
+    with gpu.matrix.push_pop():
+        gpu.matrix.multiply_matrix(obj.matrix_world)
+        _parts_batch[1].draw(shader)
+
+
 def _draw() -> None:
     obj = bpy.context.active_object
     if obj is None or obj.type != "MESH" or not obj.neurok.structure.show:
@@ -52,19 +101,22 @@ def _draw() -> None:
     import gpu
     from gpu_extras.batch import batch_for_shader
 
-    shader = gpu.shader.from_builtin("UNIFORM_COLOR")
+    _draw_parts(obj)
+    lines = gpu.shader.from_builtin("UNIFORM_COLOR")
+    points = gpu.shader.from_builtin("POINT_UNIFORM_COLOR")
     gpu.state.depth_test_set("NONE")  # joints sit inside the mesh: always seen
     gpu.state.line_width_set(2.0)
-    gpu.state.point_size_set(8.0)
     for kind, start, end in segments:
-        shader.uniform_float("color", COLORS.get(kind, COLORS["contact"]))
-        if start == end:
-            batch_for_shader(shader, "POINTS", {"pos": [start]}).draw(shader)
-        else:
-            batch_for_shader(shader, "LINES", {"pos": [start, end]}).draw(shader)
-            batch_for_shader(shader, "POINTS", {"pos": [start, end]}).draw(shader)
+        color = COLORS.get(kind, COLORS["contact"])
+        if start != end:
+            lines.uniform_float("color", color)
+            batch_for_shader(lines, "LINES", {"pos": [start, end]}).draw(lines)
+        points.uniform_float("color", color)
+        points.uniform_float("size", 10.0)
+        ends = [start] if start == end else [start, end]
+        batch_for_shader(points, "POINTS", {"pos": ends}).draw(points)
     gpu.state.line_width_set(1.0)
-    gpu.state.point_size_set(1.0)
+    gpu.state.depth_test_set("NONE")
 
 
 def register() -> None:
@@ -74,7 +126,8 @@ def register() -> None:
 
 
 def unregister() -> None:
-    global _handle
+    global _handle, _parts_batch
     if _handle is not None:
         bpy.types.SpaceView3D.draw_handler_remove(_handle, "WINDOW")
         _handle = None
+    _parts_batch = None

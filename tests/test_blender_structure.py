@@ -47,6 +47,7 @@ def test_an_edited_structure_is_simulated_saved_and_undone(tmp_path, zip_path):
     assert sorted(t for t, _, _ in out["joints"]) == ["fixed", "hinge"]  # base to world, lid
     assert out["hinge_axis"] is not None and abs(abs(out["hinge_axis"][0]) - 1.0) < 0.05
     assert sorted(out["segments"]) == ["fixed", "hinge"]
+    assert out["colors"] == [2 * out["nb"], 2]  # a colour per vertex, one per part
     assert "2 parts: 2 rigid" in out["panel_labels"]
     assert out["simulate_hinge"][0] == "FINISHED", out["simulate_hinge"]
     assert out["simulate_fixed"][0] == "FINISHED", out["simulate_fixed"]

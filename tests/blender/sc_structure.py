@@ -61,6 +61,9 @@ def structure_panel(params) -> dict:
     out["hinge_point"] = None if hinge is None else list(hinge.point)
     draw = addon("neurok_blender.structure_draw")
     out["segments"] = [kind for kind, _, _ in draw.joint_segments(obj)]
+    labels = addon("neurok_blender.structure_data").vertex_labels(s)
+    colors = draw.part_colors(labels)
+    out["colors"] = [len(colors), len(set(colors))]
     from sc_panels import RecordingLayout
 
     log = {"labels": [], "props": [], "operators": [], "progress": [], "errors": []}

@@ -65,6 +65,7 @@ class _State:
 
 
 _state: _State | None = None
+_drawing = None  # ``preview_draw`` once a preview showed (imported then: it imports this module)
 
 
 def active() -> bool:
@@ -89,7 +90,7 @@ def runs() -> list[PreviewRun]:
 
 def start(context, obj) -> None:
     """Preview ``obj`` from now on (the first tick sends its first preview)."""
-    global _state
+    global _state, _drawing
     stop()
     _state = _State(obj.name, obj.session_uid, context.scene.neurok.preview_frames)
     for handlers, handler in _HANDLERS:
@@ -97,6 +98,7 @@ def start(context, obj) -> None:
             handlers.append(handler)
     from . import preview_draw
 
+    _drawing = preview_draw
     preview_draw.show()
 
 
@@ -104,9 +106,8 @@ def stop() -> None:
     """End the preview: its engine, its files, its timer and its drawing go; the scene is
     untouched."""
     global _state
-    from . import preview_draw
-
-    preview_draw.hide()
+    if _drawing is not None:  # (no import here: it also runs as the add-on goes away)
+        _drawing.hide()
     for handlers, handler in _HANDLERS:
         if handler in handlers:
             handlers.remove(handler)

@@ -46,6 +46,8 @@ def test_demo_end_to_end(tmp_path, tiny_checkpoint):
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # nothing failed on the way, the extension's disabling at the end included
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "total" in proc.stdout and str(out / "neurok_demo.blend") in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     # both move in the rig space; the laptop bakes as an editable rig, the flag (a cloth, at

@@ -31,6 +31,7 @@ from .paths import deps_root, engine_dir
 from .preferences import engine_settings
 from .request import SimulationRequest
 from .scene_query import conditions_of, frame_range, scene_fps
+from .viewport import tag_redraw
 
 POLL = 0.02  # seconds between ticks of the preview's timer
 KEEP_RUNS = 4  # finished runs whose files are kept (the one shown among them)
@@ -52,7 +53,6 @@ class Shown:
 class _State:
     object_name: str
     object_uid: int
-    frames: int
     engine: PreviewEngine | None = None
     signature: object = None
     request: SimulationRequest | None = None
@@ -60,7 +60,6 @@ class _State:
     shown: Shown | None = None
     error: str | None = None
     edits: int = 0  # geometry updates (of any mesh: the object, its colliders) seen
-    changed_at: float | None = None  # when the last change was noticed (monotonic)
     timer: tuple | None = None  # (window manager, its event timer) of the operator
 
 
@@ -92,7 +91,7 @@ def start(context, obj) -> None:
     """Preview ``obj`` from now on (the first tick sends its first preview)."""
     global _state, _drawing
     stop()
-    _state = _State(obj.name, obj.session_uid, context.scene.neurok.preview_frames)
+    _state = _State(obj.name, obj.session_uid)
     for handlers, handler in _HANDLERS:
         if handler not in handlers:
             handlers.append(handler)
@@ -259,13 +258,7 @@ def tick(context) -> None:
     if obj is None:
         stop()
         return
-    if state.engine is not None:
-        state.engine.poll()
-        if state.engine.gone:  # crashed, or its idle exit: a fresh one takes the next change
-            if state.engine.failure:
-                state.error = state.engine.failure
-            state.engine.stop()
-            state.engine = state.request = None
+    _check_engine(state)
     sig = signature(context, obj, state.edits)
     if sig != state.signature:
         state.signature = sig
@@ -273,11 +266,23 @@ def tick(context) -> None:
     _pick_shown(state)
     _forget_old_runs(state)
     if state.shown is not None:
-        _redraw(context)
+        tag_redraw(context)
+
+
+def _check_engine(state: _State) -> None:
+    """Take the engine's answers; one that ended (a crash, its failure shown; or its idle exit)
+    is stopped once, and a fresh one takes the next change (never one per tick)."""
+    if state.engine is None:
+        return
+    state.engine.poll()
+    if state.engine.gone:
+        if state.engine.failure:
+            state.error = state.engine.failure
+        state.engine.stop()
+        state.engine = state.request = None
 
 
 def _send(context, obj, state: _State) -> None:
-    state.changed_at = time.monotonic()
     settings = engine_settings(context)
     try:
         gathered = gather(context, obj, settings)
@@ -288,10 +293,7 @@ def _send(context, obj, state: _State) -> None:
     if _same(state.request, gathered.request):
         return
     if state.engine is not None and not state.engine.alive:
-        state.engine.poll()  # its runs end with its failure
-        state.error = state.engine.failure
-        state.engine.stop()
-        state.engine = None
+        _check_engine(state)  # ended since this tick's look: its runs end with its failure
     try:
         if state.engine is None:
             command = engine_command(settings.python, deps_root())
@@ -300,8 +302,7 @@ def _send(context, obj, state: _State) -> None:
         state.error = f"the preview engine cannot start: {exc}"
         return
     request = gathered.request
-    state.frames = context.scene.neurok.preview_frames
-    run = state.engine.submit(request, state.frames)
+    run = state.engine.submit(request, context.scene.neurok.preview_frames)
     state.request = request
     state.error = run.error
     state.runs.append((run, np.asarray(request.faces), request.conditions.fps))
@@ -340,11 +341,3 @@ def _forget_old_runs(state: _State) -> None:
             continue
         run.cleanup()
         state.runs.remove(item)
-
-
-def _redraw(context) -> None:
-    wm = context.window_manager
-    for window in wm.windows if wm is not None else ():
-        for area in window.screen.areas:
-            if area.type == "VIEW_3D":
-                area.tag_redraw()

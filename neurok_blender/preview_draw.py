@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import time
 
-import bpy
-
 from . import live_preview
+from .viewport import ViewportDrawing
 
 COLOR = (0.25, 0.65, 1.0)
 ALPHA, GHOST_ALPHA = 0.45, 0.12
@@ -18,22 +17,17 @@ GHOSTS = 3  # frames drawn faintly besides the one playing
 
 BATCHES = GHOSTS + 6  # GPU batches kept (the ghosts and the last frames played)
 
-_handle = None
 _batches: dict = {}  # frame index -> GPU batch of the preview ``_shown``, oldest use first
 _shown = None
 
 
 def show() -> None:
-    global _handle
-    if _handle is None:
-        _handle = bpy.types.SpaceView3D.draw_handler_add(_draw, (), "WINDOW", "POST_VIEW")
+    _drawing.add()
 
 
 def hide() -> None:
-    global _handle, _shown
-    if _handle is not None:
-        bpy.types.SpaceView3D.draw_handler_remove(_handle, "WINDOW")
-        _handle = None
+    global _shown
+    _drawing.remove()
     _batches.clear()
     _shown = None
 
@@ -88,3 +82,6 @@ def _draw() -> None:
     gpu.state.depth_mask_set(True)
     gpu.state.depth_test_set("NONE")
     gpu.state.blend_set("NONE")
+
+
+_drawing = ViewportDrawing(_draw)

@@ -65,8 +65,7 @@ class SimulationRequest:
 
     def write(self, folder: str | Path) -> Path:
         """Write ``mesh.npz`` and ``request.json`` into ``folder``; returns the request path."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = _folder(folder)
         write_mesh(folder / "mesh.npz", self.vertices, self.faces)
         payload = {
             "protocol": PROTOCOL,
@@ -88,9 +87,7 @@ class SimulationRequest:
         if self.preview_frames is not None:
             payload["task"] = "preview"
             payload["preview"] = {"frames": int(self.preview_frames)}
-        path = folder / "request.json"
-        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
-        return path
+        return write_request(folder, payload)
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,8 +103,7 @@ class SceneRequest:
     objects: tuple[tuple[str, SimulationRequest], ...]
 
     def write(self, folder: str | Path) -> Path:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = _folder(folder)
         items = []
         for i, (name, request) in enumerate(self.objects):
             write_mesh(folder / f"mesh_{i}.npz", request.vertices, request.faces)
@@ -130,9 +126,7 @@ class SceneRequest:
             "objects": items,
             "device": first.device,
         }
-        path = folder / "request.json"
-        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
-        return path
+        return write_request(folder, payload)
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,8 +142,7 @@ class StructureRequest:
     pins: tuple[int, ...] = ()
 
     def write(self, folder: str | Path) -> Path:
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = _folder(folder)
         write_mesh(folder / "mesh.npz", self.vertices, self.faces)
         payload = {
             "protocol": PROTOCOL,
@@ -158,9 +151,7 @@ class StructureRequest:
             "pins": [int(i) for i in self.pins],
             "output": {"structure": "structure.json"},
         }
-        path = folder / "request.json"
-        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
-        return path
+        return write_request(folder, payload)
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,8 +174,7 @@ class FitRequest:
 
     def write(self, folder: str | Path) -> Path:
         """Write ``mesh.npz``, ``target.npz`` and ``request.json``; returns the request path."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = _folder(folder)
         write_mesh(folder / "mesh.npz", self.vertices, self.faces)
         write_mesh(folder / "target.npz", self.target_vertices, self.target_faces)
         payload = {
@@ -197,9 +187,21 @@ class FitRequest:
             "cache_dir": self.cache_dir,
             "output": {"frames": "fit.npy", "rig": "rig.npz" if self.want_rig else None},
         }
-        path = folder / "request.json"
-        path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
-        return path
+        return write_request(folder, payload)
+
+
+def _folder(folder: str | Path) -> Path:
+    """The request's folder, made if needed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def write_request(folder: Path, payload: dict) -> Path:
+    """``<folder>/request.json`` (compact JSON: a preview writes one at every change)."""
+    path = folder / "request.json"
+    path.write_text(json.dumps(payload, separators=(",", ":")), encoding="utf-8")
+    return path
 
 
 def write_mesh(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:

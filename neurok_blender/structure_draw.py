@@ -12,6 +12,7 @@ from mathutils import Vector
 
 from .properties.structure import AXIS_TYPES
 from .structure_data import has_structure
+from .viewport import ViewportDrawing
 
 COLORS = {
     "hinge": (1.0, 0.55, 0.1, 1.0),
@@ -34,7 +35,6 @@ PALETTE = (
 )
 POINT_SIZE = 4.0
 
-_handle = None
 _parts_batch: tuple | None = None  # (key, batch) of the vertices coloured by part
 
 
@@ -119,15 +119,14 @@ def _draw() -> None:
     gpu.state.depth_test_set("NONE")
 
 
+_drawing = ViewportDrawing(_draw)
+
+
 def register() -> None:
-    global _handle
-    if _handle is None:
-        _handle = bpy.types.SpaceView3D.draw_handler_add(_draw, (), "WINDOW", "POST_VIEW")
+    _drawing.add()
 
 
 def unregister() -> None:
-    global _handle, _parts_batch
-    if _handle is not None:
-        bpy.types.SpaceView3D.draw_handler_remove(_handle, "WINDOW")
-        _handle = None
+    global _parts_batch
+    _drawing.remove()
     _parts_batch = None

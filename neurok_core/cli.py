@@ -197,7 +197,7 @@ def material_fields(name: str | None, vertices: np.ndarray, faces: np.ndarray) -
     )
 
 
-def build_conditions(args, vertices: np.ndarray, faces: np.ndarray | None = None):
+def build_conditions(args, vertices: np.ndarray, faces: np.ndarray):
     """SimulationConditions from the command line (or a JSON file, with flags on top); a
     ``--material`` preset's fields under the flags given (``material_fields``)."""
     from .dynamics import SimulationConditions
@@ -213,10 +213,7 @@ def build_conditions(args, vertices: np.ndarray, faces: np.ndarray | None = None
         + tuple(parse_velocity(v) for v in args.velocity),
         pins=tuple(sorted(pins)),
     )
-    if faces is not None:
-        fields.update(material_fields(args.material, vertices, faces))
-    elif args.material is not None:
-        fields["material"] = args.material
+    fields.update(material_fields(args.material, vertices, faces))
     for name in ("mass", "stiffness"):  # else the preset's, the file's or the default
         value = getattr(args, name)
         if isinstance(value, list):  # --mass and --stiffness may be repeated (several meshes)

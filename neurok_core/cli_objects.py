@@ -105,18 +105,18 @@ def _objects(args, meshes: dict):
     out = []
     for stem, (vertices, faces) in meshes.items():
         c = own[stem]
+        # the preset's fields, under the object's own --mass and --stiffness
+        fields = {"mass": 1.0, "stiffness": 0.0}
+        fields.update(material_fields(args.material, vertices, faces))
+        fields.update(
+            {k: v[stem] for k, v in (("mass", masses), ("stiffness", stiffness)) if stem in v}
+        )
         conditions = SimulationConditions(
             forces=tuple(c["forces"]),
             drags=tuple(c["drags"]),
             velocities=tuple(c["velocities"]),
             pins=tuple(sorted(c["pins"])),
-            **{
-                "mass": 1.0,
-                "stiffness": 0.0,
-                **material_fields(args.material, vertices, faces),
-                **({"mass": masses[stem]} if stem in masses else {}),
-                **({"stiffness": stiffness[stem]} if stem in stiffness else {}),
-            },
+            **fields,
         )
         out.append(SceneObject(stem, vertices, faces, conditions, static=stem in static))
     return out

@@ -434,7 +434,7 @@ class Warm:
         from .rigspace.shelf import SpaceShelf
 
         self.engines: dict[tuple, Any] = {}
-        self.spaces: dict[tuple, Any] = {}  # insertion order = age
+        self.spaces = SpaceShelf(self.SPACES)  # the learned space's, by model and mesh
         self.rig_spaces = SpaceShelf(self.RIG_SPACES)  # the rig space's, by mesh and settings
         # whether a newer request is waiting (``serve``): a running preview then stops
         self.newer = newer or (lambda: False)
@@ -453,13 +453,7 @@ class Warm:
         from .space import SpaceSettings, space_cache_key
 
         key = space_cache_key(vertices, faces, engine.fingerprint, SpaceSettings())
-        space = self.spaces.pop(key, None)
-        if space is None:
-            space = build()
-        self.spaces[key] = space
-        while len(self.spaces) > self.SPACES:
-            self.spaces.pop(next(iter(self.spaces)))
-        return space
+        return self.spaces.get(key, build)
 
 
 def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, Any]:

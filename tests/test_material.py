@@ -4,60 +4,29 @@ lowest vibration frequency, for a bending solid, a rope and a jointed lid alike.
 import numpy as np
 import pytest
 
-from neurok_core.dynamics import SimulationConditions
 from neurok_core.dynamics.conditions import Force, InitialVelocity
-from neurok_core.rigspace import simulate_rig
 from neurok_core.rigspace.material import rigid_mode_count
 from neurok_core.rigspace.space import build_rig_space
+from training.eval.materials import ring, sag
 from training.eval.scene_meshes import jelly_beam, laptop, rope
-
-FPS = 120.0
-
-
-def _peak(signal: np.ndarray) -> float:
-    """The strongest frequency (Hz) of a motion sampled at FPS (its mean removed)."""
-    z = signal - signal.mean()
-    spec = np.abs(np.fft.rfft(z * np.hanning(len(z)), n=8 * len(z)))
-    return float(np.fft.rfftfreq(8 * len(z), 1 / FPS)[np.argmax(spec[1:]) + 1])
-
-
-def _ring(mesh, hz: float, mark: str, axis: int, **loads) -> float:
-    """The frequency at which ``mesh`` (its pins held, no gravity, undamped) rings at its
-    landmark ``mark`` along ``axis`` after a tap."""
-    seconds = max(3.0, 6.0 / hz)
-    c = SimulationConditions(
-        frames=int(seconds * FPS),
-        fps=FPS,
-        stiffness=hz,
-        gravity=(0.0, 0.0, 0.0),
-        pins=tuple(int(i) for i in mesh.pins),
-        **loads,
-    )
-    r = simulate_rig(mesh.vertices, mesh.faces, c)
-    return _peak(r.positions[5:, mesh.landmarks[mark], axis])
 
 
 @pytest.mark.parametrize("hz", [1.0, 2.0, 4.0])
 def test_a_cantilever_rings_at_its_stiffness(hz):
     """The jelly beam (a bending solid, one end held), tapped at its tip: its first mode
-    within 15% of the stiffness (before, 6.5 Hz whatever it was set to)."""
+    within 15% of the stiffness (``training.eval.materials``' measure)."""
     m = jelly_beam()
     tap = Force((0.0, 0.0, 1.0), 2.0, vertex=m.landmarks["tip"], end_frame=2)
-    assert _ring(m, hz, "tip", 2, forces=(tap,)) == pytest.approx(hz, rel=0.15)
+    assert ring(m, hz, "tip", 2, forces=(tap,)) == pytest.approx(hz, rel=0.15)
 
 
 def test_a_cantilever_sags_as_its_frequency_says():
     """Under gravity a cantilever's tip sags about 1.55 g / omega^2 (Euler-Bernoulli): a 2 Hz
     beam about 96 mm, a 4 Hz one a quarter of that (before: 11 mm for both)."""
     m = jelly_beam()
-    tip = m.landmarks["tip"]
     sags = []
     for hz in (2.0, 4.0):
-        c = SimulationConditions(
-            frames=96, fps=24.0, stiffness=hz, damping=3.0, pins=tuple(int(i) for i in m.pins)
-        )
-        r = simulate_rig(m.vertices, m.faces, c)
-        sags.append(float(m.vertices[tip, 2] - r.positions[-1, tip, 2]))
+        sags.append(sag(m, hz))
         expected = 1.55 * 9.81 / (2 * np.pi * hz) ** 2
         assert sags[-1] == pytest.approx(expected, rel=0.3)
     assert sags[0] / sags[1] == pytest.approx(4.0, rel=0.2)
@@ -68,7 +37,7 @@ def test_a_lid_turns_on_its_hinge_at_its_stiffness():
     m = laptop(edge=0.04)
     tap = Force((0.0, 1.0, 0.0), 0.5, vertex=m.landmarks["lid_edge"], end_frame=2)
     for hz in (1.0, 4.0):
-        assert _ring(m, hz, "lid_edge", 1, forces=(tap,)) == pytest.approx(hz, rel=0.15)
+        assert ring(m, hz, "lid_edge", 1, forces=(tap,)) == pytest.approx(hz, rel=0.15)
 
 
 def test_a_rope_swings_at_its_stiffness():
@@ -77,7 +46,7 @@ def test_a_rope_swings_at_its_stiffness():
     m = rope()
     tap = InitialVelocity((0.05, 0.0, 0.0), vertex=m.landmarks["end"])
     for hz in (2.0, 4.0):
-        assert _ring(m, hz, "end", 0, velocities=(tap,)) == pytest.approx(hz, rel=0.15)
+        assert ring(m, hz, "end", 0, velocities=(tap,)) == pytest.approx(hz, rel=0.15)
 
 
 def test_rigid_motions_are_counted_per_free_group_of_parts():

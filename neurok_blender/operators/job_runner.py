@@ -15,6 +15,7 @@ import bpy
 from ..engine import registry
 from ..engine.job import Job
 from ..paths import engine_dir
+from ..viewport import tag_redraw
 
 TIMER_SECONDS = 0.1
 
@@ -187,10 +188,4 @@ class JobOperator(JobFlow):
 
 def _redraw(context) -> None:
     """Redraw the sidebars and preferences that show a job's progress."""
-    wm = context.window_manager
-    if wm is None:
-        return
-    for window in wm.windows:
-        for area in window.screen.areas:
-            if area.type in {"VIEW_3D", "PREFERENCES"}:
-                area.tag_redraw()
+    tag_redraw(context, {"VIEW_3D", "PREFERENCES"})

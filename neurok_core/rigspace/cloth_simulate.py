@@ -36,7 +36,6 @@ from .cloth import (
 )
 from .plausibility import _Collider, sample_faces
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
-from .shelf import mesh_key
 from .space import RigSettings
 
 REFERENCE_G = 9.81  # m/s^2: the weight a cloth's bending length is measured under
@@ -52,14 +51,13 @@ class _Run:
     """What a cloth run builds once: nodes, masses, energies, contact, the step, the loads."""
 
     def __init__(
-        self, vertices, faces, conditions, settings: RigSettings, material, welding, shelf=None
+        self, vertices, faces, conditions, settings: RigSettings, material, welding, kept=None
     ):
         self.vertices, self.faces, self.cond = vertices, faces, conditions
-        if shelf is None:
+        if kept is None:
             self.mesh = sim_mesh(vertices, faces, welding=welding)
         else:  # a serving worker's next run of the mesh (a preview after a change)
-            key = mesh_key(vertices, faces, "cloth mesh")
-            self.mesh = shelf.get(key, lambda: sim_mesh(vertices, faces, welding=welding))
+            self.mesh = kept.get("cloth mesh", lambda: sim_mesh(vertices, faces, welding=welding))
         nodes, f = self.mesh.nodes, self.mesh.faces
         self.size = float(np.ptp(vertices, 0).max()) or 1.0
         area = float(np.linalg.norm(face_cross(nodes, f), axis=1).sum()) / 2.0
@@ -318,20 +316,20 @@ def simulate_cloth(
     time_limit: float | None = None,
     want_rig: bool = True,
     welding=None,
-    shelf=None,
+    kept=None,
 ) -> SimulationResult:
     """Simulate ``conditions`` on a cloth mesh (``neurok_core.sheets.is_cloth``); the arguments
     as :func:`~neurok_core.rigspace.simulate.simulate_rig`'s, and ``material`` (None: the
     conditions' preset). The result carries a rig of a bone per node (:func:`node_rig`) when
     ``want_rig``; ``welding``: :func:`~neurok_core.sheets.cloth_welding`'s answer where it is
-    known already; ``shelf``: a :class:`~neurok_core.rigspace.shelf.SpaceShelf` that keeps the
-    simulation mesh for the next run of the same mesh."""
+    known already; ``kept``: a :class:`~neurok_core.rigspace.shelf.MeshShelf` of this mesh that
+    keeps the simulation mesh for its next run."""
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     material = material or cloth_material(conditions.material)
-    run = _Run(vertices, faces, conditions, settings, material, welding, shelf)
+    run = _Run(vertices, faces, conditions, settings, material, welding, kept)
     built = time.perf_counter() - started
     # two steps a frame at least where a cloth may rest on something (at one, a cloth on a
     # box crept 0.56% of its size over its last ten frames)

@@ -36,6 +36,17 @@ class Quadratic:
         self.matrix = (self.rows * self.k[:, None]).T @ self.rows  # (4B, 4B)
         self.hessian = flat_kron(self.matrix)
 
+    def scaled(self, factor: float) -> Quadratic:
+        """The same energy ``factor`` times as stiff (its modes sqrt(factor) x faster)."""
+        return Quadratic(
+            self.rows,
+            self.k * factor,
+            self.targets,
+            stiff=self.stiff,
+            omega=self.omega * math.sqrt(factor),
+            name=self.name,
+        )
+
     def __call__(self, q: np.ndarray, hessian: bool = True):
         nb = q.shape[0]
         d = self.rows @ q.reshape(4 * nb, 3) - self.targets  # (J, 3)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import LinAlgError, eigh
 
+from .energies import flat_kron
+
 ITERATIONS = 8  # fixed-point steps s <- s (omega_target / omega(s))^2
 TOLERANCE = 0.01  # relative frequency error at which the scale is kept
 SCALE_RANGE = (1e-6, 1e6)
@@ -41,15 +43,6 @@ def rest_hessian(terms, q: np.ndarray) -> np.ndarray:
         if h is not None:
             total += _dense(h)
     return total
-
-
-def free_coordinates(space) -> np.ndarray:
-    """(12B, K) the coordinates that move (``ProjectedNewton``'s: every moving bone's centre and
-    its F along its seen directions)."""
-    full = space.coordinates()
-    if full is None:
-        full = np.eye(12 * space.num_bones)[:, np.repeat(~space.fixed, 12)]
-    return full
 
 
 def rigid_mode_count(space) -> int:
@@ -100,15 +93,14 @@ def soft_scale(space, stiff_terms, soft_terms, omega: float) -> tuple[float, flo
     stiffness) that puts the lowest non-rigid mode of the object at ``omega`` rad/s, the
     ``stiff_terms`` as they are. s = 1 where the soft energies have no curvature."""
     q = space.rest()
-    basis = free_coordinates(space)
+    basis = space.moving_basis()
     if basis.shape[1] == 0 or not soft_terms:
         return 1.0, float("inf")
     k_stiff = basis.T @ rest_hessian(stiff_terms, q) @ basis
     k_soft = basis.T @ rest_hessian(soft_terms, q) @ basis
     if not np.abs(k_soft).max(initial=0.0) > 0:
         return 1.0, float("inf")
-    mass = np.kron(space.moments, np.eye(3))
-    m = basis.T @ mass @ basis
+    m = basis.T @ flat_kron(space.moments) @ basis
     skip = rigid_mode_count(space)
     s, low = 1.0, lowest_omega(k_stiff + k_soft, m, skip)
     for _ in range(ITERATIONS):

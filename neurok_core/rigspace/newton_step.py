@@ -98,9 +98,7 @@ class ProjectedNewton(Integrator):
         self.rigid_bones = np.flatnonzero(rigid)  # (L,)
         # the affine bones' constant columns: their seen entries (or all twelve)
         affine = (~space.fixed) & ~rigid
-        full = space.coordinates()
-        if full is None:
-            full = np.eye(12 * nb)[:, np.repeat(~space.fixed, 12)]
+        full = space.moving_basis()
         owner = np.argmax(np.abs(full) > 0, axis=0) // 12  # (K0,) each column's bone
         self.affine_cols = full[:, affine[owner]]  # (12B, Ka)
         self.affine_weight = np.tile(np.array([1.0] * 9 + [1.0 / space.object_size] * 3), nb)

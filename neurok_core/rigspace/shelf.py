@@ -7,8 +7,9 @@ force's strength changed, or a second Simulate of the object after a change of i
 (the extension's preview runs on its own worker, so it warms only the next preview). A space
 depends on the rest mesh, the mass, the pins, whether the object is elastic and the settings;
 the loads (forces, drags, velocities, winds), gravity, damping and the frame range do not
-enter it. What depends on the mesh alone (whether it is a cloth, a cloth's simulation mesh) is
-kept by ``mesh_key``.
+enter it. A run hashes its mesh once (``SpaceShelf.of_mesh``): each value kept of it is then
+named by what it is (``space_key`` for a space; "welding", "cloth mesh" for the mesh alone)
+and that hash.
 """
 
 from __future__ import annotations
@@ -25,40 +26,30 @@ from ..dynamics.conditions import SimulationConditions
 from .space import RigSettings, RigSpace
 
 
-def mesh_key(vertices: np.ndarray, faces: np.ndarray, what: str) -> str:
-    """A content hash of the rest mesh, for ``what`` is kept of it alone."""
-    h = hashlib.sha256(what.encode())
-    h.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
+def mesh_digest(vertices: np.ndarray, faces: np.ndarray) -> str:
+    """A content hash of the rest mesh."""
+    h = hashlib.sha256(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
     h.update(np.ascontiguousarray(faces, dtype=np.int64).tobytes())
     return h.hexdigest()[:32]
 
 
-def space_key(
-    vertices: np.ndarray,
-    faces: np.ndarray,
-    conditions: SimulationConditions,
-    settings: RigSettings,
-) -> str:
-    """A content hash of what :func:`~neurok_core.rigspace.space.build_rig_space` reads."""
-    h = hashlib.sha256()
-    h.update(np.ascontiguousarray(vertices, dtype=np.float64).tobytes())
-    h.update(np.ascontiguousarray(faces, dtype=np.int64).tobytes())
+def space_key(conditions: SimulationConditions, settings: RigSettings) -> str:
+    """What :func:`~neurok_core.rigspace.space.build_rig_space` reads besides the mesh."""
     what = {
         "mass": conditions.mass,
         "pins": sorted(int(i) for i in conditions.pins),
         "elastic": conditions.stiffness > 0,
         "settings": asdict(settings),
     }
-    h.update(json.dumps(what, sort_keys=True).encode())
-    return h.hexdigest()[:32]
+    return "space " + hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:32]
 
 
 _MISSING = object()
 
 
 class SpaceShelf:
-    """At most ``size`` spaces (or other values built of a mesh: ``mesh_key``), the least
-    recently used given up first."""
+    """At most ``size`` spaces (or other values built of a mesh), the least recently used
+    given up first."""
 
     def __init__(self, size: int = 4):
         self.size = int(size)
@@ -77,5 +68,23 @@ class SpaceShelf:
             self._spaces.popitem(last=False)
         return space
 
+    def of_mesh(self, vertices: np.ndarray, faces: np.ndarray) -> MeshShelf:
+        """This shelf's values of one mesh (hashed once, here)."""
+        return MeshShelf(self, mesh_digest(vertices, faces))
+
+    def clear(self) -> None:
+        self._spaces.clear()
+
     def __len__(self) -> int:
         return len(self._spaces)
+
+
+class MeshShelf:
+    """A :class:`SpaceShelf`'s values of the mesh whose hash is ``digest``."""
+
+    def __init__(self, shelf: SpaceShelf, digest: str):
+        self.shelf, self.digest = shelf, digest
+
+    def get(self, what: str, build: Callable[[], object]) -> object:
+        """The mesh's value named ``what``, or ``build()``'s."""
+        return self.shelf.get(f"{what} {self.digest}", build)

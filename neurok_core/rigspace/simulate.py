@@ -34,13 +34,13 @@ from .contact import (
     RollingResistance,
     WorldObstacle,
 )
-from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs
+from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs, flat_kron
 from .integrator import Integrator, OutOfTime
-from .material import soft_scale
+from .material import rest_hessian, soft_scale
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
-from .shelf import mesh_key, space_key
+from .shelf import space_key
 from .space import RigSettings, RigSpace, _sparse_rows, build_rig_space, homogeneous_rows
 
 SPREAD_POOL = 8  # contact points are spread over at most this many times their count
@@ -229,6 +229,10 @@ class _Coupling:
         self.matrix = matrix
         self.hessian = np.kron(matrix, np.eye(3))
         self.stiff, self.omega, self.name = False, omega, "bending"
+
+    def scaled(self, factor: float) -> _Coupling:
+        """The same coupling ``factor`` times as stiff."""
+        return _Coupling(self.matrix * factor, self.omega * float(np.sqrt(factor)))
 
     def __call__(self, q: np.ndarray, hessian: bool = True):
         nb = q.shape[0]
@@ -543,15 +547,9 @@ def soft_basis(space: RigSpace, q: np.ndarray, stiff) -> np.ndarray:
     the hinge; a flag: its bending; a free body: its six rigid motions)."""
     from scipy.linalg import eigh
 
-    coords = space.coordinates()
-    if coords is None:
-        coords = np.eye(12 * space.num_bones)[:, np.repeat(~space.fixed, 12)]
-    mass = coords.T @ np.kron(space.moments, np.eye(3)) @ coords
-    k = np.zeros_like(mass)
-    for energy in stiff:
-        h = energy(q, True)[2]
-        if h is not None:
-            k += coords.T @ h @ coords
+    coords = space.moving_basis()
+    mass = coords.T @ flat_kron(space.moments) @ coords
+    k = coords.T @ rest_hessian(stiff, q) @ coords
     mass += 1e-9 * np.trace(mass) / len(mass) * np.eye(len(mass))
     lam, vec = eigh(k, mass)
     keep = lam < (TWO_PI * SOFT_HZ) ** 2
@@ -703,11 +701,11 @@ def simulate_rig(
     # an object that starts inside the ground is refused before any work, as the latent
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
-    if shelf is None:
+    kept = None if shelf is None else shelf.of_mesh(vertices, faces)
+    if kept is None:
         welding = cloth_welding(vertices, faces)
     else:
-        key = mesh_key(vertices, faces, "welding")
-        welding = shelf.get(key, lambda: cloth_welding(vertices, faces))
+        welding = kept.get("welding", lambda: cloth_welding(vertices, faces))
     if welding is not None and structure is not None:
         raise ConditionError("a cloth has no joints: simulate it without a structure")
     if welding is not None:  # every part a sheet: simulated at its own resolution
@@ -722,7 +720,7 @@ def simulate_rig(
             want_vertices=want_vertices,
             time_limit=time_limit,
             want_rig=want_rig,
-            shelf=shelf,
+            kept=kept,
         )
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
@@ -738,10 +736,10 @@ def simulate_rig(
             structure=structure,
         )
 
-    if shelf is None or structure is not None:
+    if kept is None or structure is not None:
         space = build()
     else:
-        space = shelf.get(space_key(vertices, faces, conditions, settings), build)
+        space = kept.get(space_key(conditions, settings), build)
     return simulate_space(
         space,
         conditions,
@@ -804,7 +802,7 @@ def simulate_space(
     bending = _bending(space, TWO_PI * np.asarray(hz, dtype=np.float64))
     if calibrate:
         scale = _material_scale(space, stiff, bending, elastic, TWO_PI * conditions.stiffness)
-        bending = _bending(space, TWO_PI * conditions.stiffness * np.sqrt(scale))
+        bending = [e.scaled(scale) for e in bending]
         if elastic is not None:
             elastic = elastic.scaled(scale)
     energies += [e for e in (glue, slider, stretch, elastic, *bending) if e is not None]

@@ -190,6 +190,14 @@ class RigSpace:
                 cols.append(col.reshape(-1))
         return np.stack(cols, 1)
 
+    def moving_basis(self) -> np.ndarray:
+        """(12B, K) :meth:`coordinates`, or where that is None every entry of the moving
+        bones (identity columns)."""
+        full = self.coordinates()
+        if full is None:
+            full = np.eye(12 * self.num_bones)[:, np.repeat(~self.fixed, 12)]
+        return full
+
     def vertex_rows(self, index: np.ndarray) -> np.ndarray:
         """Dense skinning rows (R, 4B) of vertices ``index``."""
         return np.asarray(self.rows[np.asarray(index)].todense())

@@ -49,6 +49,20 @@ def _laptop():
     return obj, nb
 
 
+def _push_lid(obj, nb: int):
+    """(arrow, vertex): a 2 N force arrow on the laptop's lid inner face (towards the base),
+    pushing for the first 8 frames."""
+    local = np.array([v.co for v in obj.data.vertices])
+    target = np.array([0.0, BASE[1] / 2, BASE[2] + 0.75 * LID[1]])
+    lid = np.arange(nb, len(local))
+    pushed = int(lid[np.argmin(np.linalg.norm(local[lid] - target, axis=1))])
+    activate(obj)
+    arrow = _force_at_vertex(obj, pushed, 2.0)
+    arrow.neurok.condition.use_frame_range = True
+    arrow.neurok.condition.frame_start, arrow.neurok.condition.frame_end = 1, 9
+    return arrow, pushed
+
+
 def _bake(mode: str, out: dict, tag: str) -> np.ndarray:
     """Simulate the laptop baked as ``mode``; its playback in world space, (T, N, 3)."""
     obj = bpy.data.objects["Laptop"]  # undo steps replace the Python objects
@@ -80,15 +94,8 @@ def rig_space_laptop(params) -> dict:
     physics = obj.neurok.physics
     physics.pin_group = "Base"
     bpy.context.view_layer.update()
-    # the arrow on the lid's inner face (towards the base), pushing for the first 8 frames
     local = np.array([v.co for v in obj.data.vertices])
-    target = np.array([0.0, BASE[1] / 2, BASE[2] + 0.75 * LID[1]])
-    lid = np.arange(nb, len(local))
-    pushed = int(lid[np.argmin(np.linalg.norm(local[lid] - target, axis=1))])
-    activate(obj)
-    arrow = _force_at_vertex(obj, pushed, 2.0)
-    arrow.neurok.condition.use_frame_range = True
-    arrow.neurok.condition.frame_start, arrow.neurok.condition.frame_end = 1, 9
+    arrow, pushed = _push_lid(obj, nb)
     bpy.context.view_layer.update()
     out = {"nb": nb, "pushed": pushed}
     out["arrow_local_z"] = list(

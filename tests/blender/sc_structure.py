@@ -11,8 +11,7 @@ import bpy
 import numpy as np
 from bl_helpers import activate, addon, call, empty_scene, prefs, scenario
 from sc_rig import _frames
-from sc_rig_space import BASE, LID, _laptop
-from sc_simulate import _force_at_vertex
+from sc_rig_space import _laptop, _push_lid
 
 
 def _lid_travel(obj, nb: int) -> float:
@@ -41,14 +40,7 @@ def structure_panel(params) -> dict:
     obj.neurok.physics.use_gravity = False
     obj.neurok.output.bake_mode = "SHAPE_KEYS"
     bpy.context.view_layer.update()
-    local = np.array([v.co for v in obj.data.vertices])
-    target = np.array([0.0, BASE[1] / 2, BASE[2] + 0.75 * LID[1]])
-    lid = np.arange(nb, len(local))
-    pushed = int(lid[np.argmin(np.linalg.norm(local[lid] - target, axis=1))])
-    activate(obj)
-    arrow = _force_at_vertex(obj, pushed, 2.0)
-    arrow.neurok.condition.use_frame_range = True
-    arrow.neurok.condition.frame_start, arrow.neurok.condition.frame_end = 1, 9
+    _push_lid(obj, nb)
     activate(obj)
     out = {"nb": nb}
     out["find"] = call(bpy.ops.neurok.find_structure, undo=True)

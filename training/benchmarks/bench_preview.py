@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-PACKAGE = "bl_ext.user_default.neurok"
+from training.benchmarks.bench_blender import PACKAGE, install_extension
 
 
 def _mesh_object(name: str, vertices, faces):
@@ -130,13 +130,7 @@ def run_case(args) -> dict:
     """One case in this process (a fresh Blender)."""
     import bpy
 
-    result = bpy.ops.extensions.package_install_files(
-        filepath=args.zip, repo="user_default", enable_on_install=True
-    )
-    if result != {"FINISHED"} or PACKAGE not in bpy.context.preferences.addons:
-        raise RuntimeError(f"Blender did not install {args.zip}")
-    prefs = bpy.context.preferences.addons[PACKAGE].preferences
-    prefs.python_path = sys.executable
+    prefs = install_extension(args.zip)
     prefs.device = "CPU"
     import importlib
 
@@ -210,6 +204,10 @@ def run_case(args) -> dict:
         "tick_max_ms": round(1000 * max(ticks), 1),
         "tick_median_ms": round(1000 * statistics.median(ticks), 2),
         "engine_s": shown.run.info.get("seconds"),
+        "engine_steps": shown.run.info.get("substeps"),
+        "engine_iterations": shown.run.info.get(
+            "newton_iterations", shown.run.info.get("iterations")
+        ),
         "latencies_s": [round(x, 3) for x in latencies],
         "drag_changes": k,
         "after_drag_s": round(after_drag, 3),

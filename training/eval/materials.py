@@ -27,7 +27,8 @@ FPS = 120.0
 
 
 def ring(mesh, hz: float, mark: str, axis: int, **loads) -> float:
-    """The strongest frequency (Hz) at which ``mesh`` rings at its landmark ``mark``."""
+    """The strongest frequency (Hz) at which ``mesh``, set to ``hz`` (its pins held, no
+    gravity, undamped), rings at its landmark ``mark`` along ``axis`` after ``loads``."""
     seconds = max(3.0, 6.0 / hz)
     c = SimulationConditions(
         frames=int(seconds * FPS),

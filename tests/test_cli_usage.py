@@ -55,16 +55,21 @@ def test_the_readme_names_every_option(command, least):
     assert not missing, f"docs/cli.md does not name {missing}"
 
 
+TETRAHEDRON = np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]])  # four vertices' faces
+
+
 def test_a_conditions_file_keeps_its_frames_unless_a_flag_says_otherwise(tmp_path):
     (tmp_path / "c.json").write_text('{"frames": 7, "fps": 30.0, "mass": 2.0}')
     vertices = np.zeros((4, 3))
     common = ["simulate", "m.obj", "--out", "a.npz", "--conditions", str(tmp_path / "c.json")]
     parser = make_parser()
-    from_file = build_conditions(parser.parse_args(common), vertices)
+    from_file = build_conditions(parser.parse_args(common), vertices, TETRAHEDRON)
     assert (from_file.frames, from_file.fps, from_file.mass) == (7, 30.0, 2.0)
-    flagged = build_conditions(parser.parse_args([*common, "--frames", "9"]), vertices)
+    flagged = build_conditions(parser.parse_args([*common, "--frames", "9"]), vertices, TETRAHEDRON)
     assert (flagged.frames, flagged.fps) == (9, 30.0)
-    bare = build_conditions(parser.parse_args(["simulate", "m.obj", "--out", "a.npz"]), vertices)
+    bare = build_conditions(
+        parser.parse_args(["simulate", "m.obj", "--out", "a.npz"]), vertices, TETRAHEDRON
+    )
     assert (bare.frames, bare.fps, bare.mass, bare.friction, bare.bounciness) == (
         120,
         24.0,
@@ -76,5 +81,5 @@ def test_a_conditions_file_keeps_its_frames_unless_a_flag_says_otherwise(tmp_pat
 
 def test_the_contact_flags_reach_the_conditions():
     args = ["simulate", "m.obj", "--out", "a.npz", "--bounciness", "0.7", "--friction", "0.2"]
-    made = build_conditions(make_parser().parse_args(args), np.zeros((4, 3)))
+    made = build_conditions(make_parser().parse_args(args), np.zeros((4, 3)), TETRAHEDRON)
     assert (made.bounciness, made.friction) == (0.7, 0.2)

@@ -364,12 +364,12 @@ def face_cross(vertices: Any, faces: Any) -> np.ndarray:
 
 
 def cross3(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cross products of (M, 3) arrays: ``np.cross``'s values, without its generic
+    """Row-wise cross products of (..., 3) arrays: ``np.cross``'s values, without its generic
     axis handling (about 14x faster on a million rows)."""
     out = np.empty(np.broadcast_shapes(a.shape, b.shape))
-    out[:, 0] = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
-    out[:, 1] = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
-    out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
     return out
 
 

@@ -61,3 +61,16 @@ def parse_values(defaults: dict, items: list[str], option: str) -> dict:
         else:
             out[name] = type(default)(value)
     return out
+
+
+def add_cloth_step_option(parser) -> None:
+    """``--cloth-step``: which step a cloth is simulated with (``RigSettings.cloth_step``)."""
+    from neurok_core.rigspace.cloth_simulate import CLOTH_STEPS
+    from neurok_core.rigspace.space import RigSettings
+
+    parser.add_argument(
+        "--cloth-step",
+        choices=sorted(CLOTH_STEPS),
+        default=RigSettings.cloth_step,
+        help="a cloth's step (default: %(default)s)",
+    )

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import sparse
@@ -141,20 +142,42 @@ class SimMesh:
         """Whether every vertex is a node of its own (no weld, no embedding)."""
         return bool((self.node == np.arange(len(self.node))).all())
 
+    @cached_property
+    def blend(self) -> sparse.csr_matrix:
+        """(N, n) each vertex's weights on the nodes: 1 on its own, its barycentric
+        coordinates on its triangle's corners."""
+        own = self.node >= 0
+        cols = np.where(own[:, None], self.node[:, None], self.faces[self.tri])  # (N, 3)
+        vals = np.where(own[:, None], np.array([1.0, 0.0, 0.0]), self.bary)
+        rows = np.repeat(np.arange(len(self.node)), 3)
+        return sparse.csr_matrix(
+            (vals.ravel(), (rows, cols.ravel())), shape=(len(self.node), len(self.nodes))
+        )
+
+    @cached_property
+    def offset(self) -> np.ndarray:
+        """(K,) the embedded vertices with an offset off their triangle (a rim outside the
+        coarser mesh, a vertex off its plane)."""
+        return np.flatnonzero((self.node < 0) & (np.abs(self.local) > 0).any(1))
+
     def embed(self, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """The sheet's vertices (N, 3) when the nodes are at ``x`` (n, 3); with ``rows`` (M,)
-        only those vertices (M, 3)."""
-        node = self.node if rows is None else self.node[rows]
-        out = np.empty((len(node), 3))
-        own = node >= 0
-        out[own] = x[node[own]]
-        if not own.all():
-            held = ~own if rows is None else rows[~own]
-            corners = x[self.faces[self.tri[held]]]  # (M, 3, 3)
-            frame = _frames(corners)  # (M, 3, 3): rows e1, e2, n
-            out[~own] = np.einsum("mk,mkd->md", self.bary[held], corners) + np.einsum(
-                "mk,mkd->md", self.local[held], frame
-            )
+        """The sheet's vertices (..., N, 3) when the nodes are at ``x`` (..., n, 3) (one
+        frame, or many at once); with ``rows`` (M,) only those vertices (..., M, 3): the
+        barycentric blend (one sparse product), and each offset turned with its triangle."""
+        blend = self.blend if rows is None else self.blend[rows]
+        lead, n = x.shape[:-2], x.shape[-2]
+        flat = np.moveaxis(x, -2, 0).reshape(n, -1)  # (n, 3 T)
+        out = np.moveaxis((blend @ flat).reshape(blend.shape[0], *lead, 3), 0, -2)
+        held = self.offset
+        if rows is not None:
+            where = np.full(len(self.node), -1)
+            where[rows] = np.arange(len(rows))
+            held = held[where[held] >= 0]
+        if len(held):
+            corners = x[..., self.faces[self.tri[held]], :]  # (..., K, 3, 3)
+            frame = _frames(corners)  # (..., K, 3, 3): rows e1, e2, n
+            at = held if rows is None else where[held]
+            out[..., at, :] += np.einsum("mk,...mkd->...md", self.local[held], frame)
         return out
 
     def weights(self, vertex: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,13 +188,13 @@ class SimMesh:
 
 
 def _frames(corners: np.ndarray) -> np.ndarray:
-    """(M, 3, 3) each triangle's orthonormal frame (rows: its first edge, the normal x that
-    edge, the unit normal) from its corners (M, 3, 3)."""
-    e1 = corners[:, 1] - corners[:, 0]
-    n = cross3(e1, corners[:, 2] - corners[:, 0])
-    n /= np.maximum(np.linalg.norm(n, axis=1, keepdims=True), 1e-300)
-    e1 /= np.maximum(np.linalg.norm(e1, axis=1, keepdims=True), 1e-300)
-    return np.stack([e1, cross3(n, e1), n], 1)
+    """(..., 3, 3) each triangle's orthonormal frame (rows: its first edge, the normal x that
+    edge, the unit normal) from its corners (..., 3, 3)."""
+    e1 = corners[..., 1, :] - corners[..., 0, :]
+    n = cross3(e1, corners[..., 2, :] - corners[..., 0, :])
+    n /= np.maximum(np.linalg.norm(n, axis=-1, keepdims=True), 1e-300)
+    e1 /= np.maximum(np.linalg.norm(e1, axis=-1, keepdims=True), 1e-300)
+    return np.stack([e1, cross3(n, e1), n], -2)
 
 
 def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
@@ -443,6 +466,16 @@ class ClothEnergy:
             ),
             shape=(e, n),
         )  # (E, n): d_e = x_j - x_i
+        self.gt = self.g.T.tocsr()  # (n, E)
+
+    def value(self, x: np.ndarray) -> float:
+        """The energy (J) at ``x`` (n, 3), without its gradient."""
+        d = self.g @ x  # (E, 3)
+        stretch = np.sqrt(np.einsum("ij,ij->i", d, d)) - self.lengths
+        k = np.where(stretch > 0, self.k, self.k * self.compression)
+        return 0.5 * float(k @ (stretch * stretch)) + 0.5 * float(
+            np.einsum("ij,ij->", x, self.bending @ x)
+        )
 
     def __call__(self, x: np.ndarray, d: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """(value J, gradient (n, 3)); ``d`` (E, 3): the edges' vectors at ``x``, when known."""
@@ -452,7 +485,7 @@ class ClothEnergy:
         k = np.where(stretch > 0, self.k, self.k * self.compression)
         value = 0.5 * float((k * stretch * stretch).sum())
         coeff = k * stretch / np.maximum(length, 1e-300)  # (E,) force along d per length
-        grad = self.g.T @ (coeff[:, None] * d)
+        grad = self.gt @ (coeff[:, None] * d)
         bx = self.bending @ x
         value += 0.5 * float((x * bx).sum())
         return value, grad + bx
@@ -525,6 +558,13 @@ class ClothContact:
         normal = np.concatenate([normal, later_normal[new]])
         stick = np.concatenate([self.mu * press / self.slip, np.zeros(int(new.sum()))])
         return rows, normal, stick
+
+    def near(self, x: np.ndarray, ahead: np.ndarray) -> bool:
+        """Whether a node is near an obstacle (within twice the margin) at ``x`` or at
+        ``ahead``: the nodes :meth:`begin` would give springs."""
+        return bool(
+            len(self._entries(x, self.reach)[0]) or len(self._entries(ahead, self.reach)[0])
+        )
 
     def push_out(self, x: np.ndarray, v: np.ndarray) -> int:
         """Move the nodes that a step left inside an obstacle onto its surface and take
@@ -658,6 +698,18 @@ class ClothStep:
         self._system.factor(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
         self.report.factorisations += 1
 
+    def _prepare(self, x, inertia: float, h: float, touch, drags) -> None:
+        """Factorise the step's initial Hessian where the kept one does not serve: another
+        step length or drags, after KEEP_STEPS steps or a hard step, and near an obstacle a
+        fresh one every step (a kept factorisation ended a resting contact's iterations
+        looser: its cloth crept)."""
+        key = (h, tuple((nodes.tobytes(), k) for nodes, _, k, _ in drags))
+        if key != self._key or self._age >= KEEP_STEPS or self._hard or touch is not None:
+            self._matrix(x, inertia, h, touch, drags)
+            self._key, self._age = key, 0
+        else:
+            self._age += 1
+
     # -- the incremental potential ---------------------------------------------------------
     def _potential(self, x, z, inertia, h, start_d, forces, drags):
         """Phi(x) = inertia |x - z|_M^2 + E(x) + the viscous stretching and bending - f . x +
@@ -674,7 +726,7 @@ class ClothStep:
             rate = length - start_d
             kk = self.energy.k * self.beta / h
             value += 0.5 * float((kk * rate * rate).sum())
-            grad += self.energy.g.T @ ((kk * rate / np.maximum(length, 1e-300))[:, None] * d)
+            grad += self.energy.gt @ ((kk * rate / np.maximum(length, 1e-300))[:, None] * d)
         if self.tau > 0 and self.x0 is not None:  # tau / (2 h) |x - x_n|_{B Q}^2
             dx0 = x - self.x0
             bq = (self.tau / h) * (self.energy.bending @ dx0)
@@ -711,14 +763,7 @@ class ClothStep:
         winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v)."""
         z, inertia, hat = self._target(x, v, h)
         touch = None if self.contact is None else self.contact.begin(x, hat)
-        key = (h, tuple((nodes.tobytes(), k) for nodes, _, k, _ in drags))
-        # near an obstacle a fresh one every step: a kept factorisation ended a resting
-        # contact's iterations looser (its cloth crept)
-        if key != self._key or self._age >= KEEP_STEPS or self._hard or touch is not None:
-            self._matrix(x, inertia, h, touch, drags)
-            self._key, self._age = key, 0
-        else:
-            self._age += 1
+        self._prepare(x, inertia, h, touch, drags)
         iterations = self.report.iterations
         d0 = self.energy.g @ x
         start_d = np.sqrt((d0 * d0).sum(1))
@@ -801,6 +846,5 @@ class ClothStep:
 
     def mechanical_energy(self, x: np.ndarray, v: np.ndarray, gravity: np.ndarray) -> float:
         """Kinetic + internal + gravity's potential energy (J)."""
-        kinetic = 0.5 * float((self.m[:, None] * v * v).sum())
-        internal = self.energy(x)[0]
-        return kinetic + internal - float((self.m[:, None] * gravity[None] * x).sum())
+        kinetic = 0.5 * float(self.m @ np.einsum("ij,ij->i", v, v))
+        return kinetic + self.energy.value(x) - float(self.m @ (x @ gravity))

@@ -15,16 +15,16 @@ import math
 import time
 
 import numpy as np
-from scipy import sparse
 from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import SimulationConditions
 from ..dynamics.obstacles import MeshDistance, Obstacles
-from ..geometry import face_cross, unique_edges
+from ..geometry import cross3, face_cross, unique_edges
 from ..metrics import edge_strain
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
 from .cloth import (
+    CHUNK,
     ClothContact,
     ClothEnergy,
     ClothMaterial,
@@ -34,6 +34,7 @@ from .cloth import (
     node_masses,
     sim_mesh,
 )
+from .cloth_projective import ProjectiveClothStep
 from .plausibility import _Collider, sample_faces
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings
@@ -44,6 +45,7 @@ TRAVEL = 0.02  # object sizes a node may travel in a step near obstacles
 THICKNESS = 0.25  # the collision thickness, in edges of the simulation mesh (at least)
 MAX_SUBSTEPS = 8  # steps a frame, at most
 FIGURE_FACES = 2000  # faces whose vertices the figures (strain, depth) follow in every frame
+CLOTH_STEPS = {"projective": ProjectiveClothStep, "quasi-newton": ClothStep}
 MAX_RESTORE = 2.0  # an undamped step's velocity is scaled by at most this to keep its energy
 
 
@@ -102,7 +104,12 @@ class _Run:
             )
         self.damping = conditions.damping + material.air_damping  # 1/s
         zeta = material_damping(material.stretch_damping, self.damping)
-        self.step = ClothStep(
+        kind = CLOTH_STEPS.get(settings.cloth_step)
+        if kind is None:
+            raise ValueError(
+                f"cloth_step must be one of {sorted(CLOTH_STEPS)}, not {settings.cloth_step!r}"
+            )
+        self.step = kind(
             self.m,
             self.free,
             energy,
@@ -235,28 +242,35 @@ def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
     """A rig that replays a cloth's motion: a bone at every node of its simulation mesh
     (``mesh``: :class:`~neurok_core.rigspace.cloth.SimMesh`; ``nodes`` (T, n, 3) their
     positions), each vertex weighted by its node (exact) or by its embedding, each bone's head
-    on its node and its turn the one-ring's rigid fit (Kabsch), the ``fixed`` nodes' (n,)
-    bones unturned (a pinned vertex embedded among them stays at rest), blended linearly as
-    the rig space's rigs are."""
+    on its node and its turn that of the node's frame (the normal of a triangle it is a corner
+    of, and its first neighbour's direction across it: a vertex embedded off a node turns with
+    the cloth's surface there; no per-node rigid fit), the ``fixed`` nodes' (n,) bones unturned (a
+    pinned vertex embedded among them stays at rest), blended linearly as the rig space's rigs
+    are."""
     rest = mesh.nodes
     n = len(rest)
-    edges = unique_edges(mesh.faces) if len(mesh.faces) else np.zeros((0, 2), dtype=np.int64)
+    faces = mesh.faces
+    edges = unique_edges(faces) if len(faces) else np.zeros((0, 2), dtype=np.int64)
     ends = np.concatenate([edges, edges[:, ::-1]])  # both directions: (node, neighbour)
-    arm = rest[ends[:, 1]] - rest[ends[:, 0]]  # (2E, 3)
-    moved = nodes[:, ends[:, 1]] - nodes[:, ends[:, 0]]  # (T, 2E, 3)
-    # each node's covariance of its arms, rest against moved: one sparse sum over its arms
-    owner = sparse.csr_matrix(
-        (np.ones(len(ends)), (ends[:, 0], np.arange(len(ends)))), shape=(n, len(ends))
-    )  # (n, 2E)
-    outer = arm[:, None, :, None] * moved.transpose(1, 0, 2)[:, :, None, :]  # (2E, T, 3, 3)
-    cov = (owner @ outer.reshape(len(ends), -1)).reshape(n, len(nodes), 3, 3).transpose(1, 0, 2, 3)
-    u, _, vt = np.linalg.svd(cov)  # (T, n, 3, 3)
-    v_ = np.swapaxes(vt, -1, -2)
-    d = np.sign(np.linalg.det(v_ @ np.swapaxes(u, -1, -2)))
-    d[d == 0] = 1.0
-    v_[..., 2] *= d[..., None]
-    turn = v_ @ np.swapaxes(u, -1, -2)  # (T, n, 3, 3): rest arms onto moved ones
-    lone = np.bincount(ends[:, 0], minlength=n) == 0
+    # each node's first neighbour and a triangle it is a corner of (one triangle: the
+    # simulation mesh's triangles need not be oriented alike, so their normals' sum may vanish)
+    first = np.full(n, -1)
+    first[ends[::-1, 0]] = ends[::-1, 1]
+    face = np.zeros(n, dtype=np.int64)
+    face[faces[::-1].ravel()] = np.repeat(np.arange(len(faces))[::-1], 3)
+    corners = faces[face]  # (n, 3)
+
+    def frames(x):  # (T, n, 3) -> (T, n, 3, 3): rows tangent, normal x tangent, normal
+        a = x[:, corners[:, 0]]
+        normal = cross3(x[:, corners[:, 1]] - a, x[:, corners[:, 2]] - a)  # (T, n, 3)
+        normal /= np.maximum(np.linalg.norm(normal, axis=-1, keepdims=True), 1e-300)
+        arm = x[:, np.maximum(first, 0)] - x
+        arm -= np.einsum("tni,tni->tn", arm, normal)[..., None] * normal
+        arm /= np.maximum(np.linalg.norm(arm, axis=-1, keepdims=True), 1e-300)
+        return np.stack([arm, cross3(normal, arm), normal], -2)
+
+    turn = np.einsum("tnki,nkj->tnij", frames(nodes), frames(rest[None])[0])  # (T, n, 3, 3)
+    lone = first < 0
     turn[:, lone | fixed] = np.eye(3)
     quats = quats_from_matrices(turn)
     translations = nodes - np.einsum("tnij,nj->tni", turn, rest)
@@ -379,23 +393,31 @@ def simulate_cloth(
             raise SimulationError(
                 f"the cloth's motion could not be integrated at frame {frame}: lower the forces"
             )
-        verts = run.mesh.embed(x, None if want_vertices else watch)
-        frames.append(verts)
         node_frames.append(x.copy())
         energies.append(energy)
+        out = None
+        if want_vertices:
+            frames.append(run.mesh.embed(x))
+            out = frames[-1].astype(np.float32)
         if on_progress is not None:
             on_progress("simulate", (frame + 1) / conditions.frames)
-        if on_frame is not None:
-            out = verts.astype(np.float32) if want_vertices else None
-            if on_frame(frame, out, energy) is False:
-                cancelled = True
-                break
-    positions = np.stack(frames)  # (T, M, 3) float64: the vertices ``watch``
+        if on_frame is not None and on_frame(frame, out, energy) is False:
+            cancelled = True
+            break
+    node_frames = np.stack(node_frames)  # (T, n, 3)
+    if want_vertices:
+        positions = np.stack(frames)  # (T, N, 3) float64
+    else:  # the figures' vertices, embedded a few frames at a time (small temporaries)
+        chunk = max(1, CHUNK // max(len(watch), 1))
+        frames[1:] = [
+            run.mesh.embed(node_frames[t : t + chunk], watch)
+            for t in range(1, len(node_frames), chunk)
+        ]
+        positions = np.concatenate([frames[0][None], *frames[1:]])
     if conditions.pins:
         pinned = np.zeros(len(vertices), dtype=bool)
         pinned[np.asarray(conditions.pins)] = True
         positions[:, pinned[watch]] = vertices[watch[pinned[watch]]]
-    node_frames = np.stack(node_frames)  # (T, n, 3)
     rig = node_rig(run.mesh, node_frames, ~run.free) if want_rig else None
     report = step.report
     info = {

@@ -24,6 +24,8 @@ import time
 
 import numpy as np
 
+from training.options import add_cloth_step_option
+
 FRAMES = 49  # frame 0 (rest) and 48 frames: 2 s at 24 fps
 
 
@@ -86,7 +88,7 @@ def blender_cloth(v, quads, pins, preset: str) -> tuple[np.ndarray, float]:
     return np.stack(out), seconds
 
 
-def neurok_cloth(v, quads, pins, material: str) -> tuple[np.ndarray, float, dict]:
+def neurok_cloth(v, quads, pins, material: str, step: str) -> tuple[np.ndarray, float, dict]:
     from neurok_core.dynamics import SimulationConditions
     from neurok_core.rigspace.cloth_simulate import simulate_cloth
     from neurok_core.rigspace.space import RigSettings
@@ -97,7 +99,7 @@ def neurok_cloth(v, quads, pins, material: str) -> tuple[np.ndarray, float, dict
         pins=tuple(pins.tolist()), mass=0.15 * area, frames=FRAMES, material=material
     )
     start = time.perf_counter()
-    result = simulate_cloth(v, tris, cond, settings=RigSettings(), want_rig=False)
+    result = simulate_cloth(v, tris, cond, settings=RigSettings(cloth_step=step), want_rig=False)
     return result.positions.astype(np.float64), time.perf_counter() - start, result.info
 
 
@@ -118,12 +120,13 @@ def main(argv=None) -> int:
     parser.add_argument("--nx", type=int, default=30)
     parser.add_argument("--nz", type=int, default=20)
     parser.add_argument("--json", default=None)
+    add_cloth_step_option(parser)
     args = parser.parse_args(argv)
     cases = [(p, "flat") for p in ("Cotton", "Denim", "Leather", "Rubber", "Silk")]
     rows = []
     for preset, pose in [*cases, ("Cotton", "upright")]:
         v, quads, pins, far = flag(args.nx, args.nz, pose == "flat")
-        ours, ours_s, info = neurok_cloth(v, quads, pins, preset.lower())
+        ours, ours_s, info = neurok_cloth(v, quads, pins, preset.lower(), args.cloth_step)
         theirs, theirs_s = blender_cloth(v, quads, pins, preset)
         rows.append(
             {

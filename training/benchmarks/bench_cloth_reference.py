@@ -32,6 +32,8 @@ import time
 import numpy as np
 from scipy.spatial import cKDTree
 
+from training.options import add_cloth_step_option
+
 FRAMES = 50
 DENSITY = 0.15  # kg/m^2
 MEMBRANE = 1000.0  # N/m
@@ -91,7 +93,9 @@ def mujoco_run(sheet, pins, colliders: str) -> tuple[np.ndarray, float]:
     return np.asarray(seq.vertices, dtype=np.float64), time.perf_counter() - start
 
 
-def neurok_run(sheet, pins, colliders, damping: float) -> tuple[np.ndarray, float, dict]:
+def neurok_run(
+    sheet, pins, colliders, damping: float, step: str = "projective"
+) -> tuple[np.ndarray, float, dict]:
     from neurok_core.dynamics import SimulationConditions
     from neurok_core.rigspace.cloth import ClothMaterial
     from neurok_core.rigspace.cloth_simulate import simulate_cloth
@@ -117,7 +121,7 @@ def neurok_run(sheet, pins, colliders, damping: float) -> tuple[np.ndarray, floa
         sheet.points(),
         sheet.triangles(),
         cond,
-        settings=RigSettings(),
+        settings=RigSettings(cloth_step=step),
         material=material,
         want_rig=False,
     )
@@ -156,11 +160,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--damping", type=float, default=0.1, help="NeuROK's air damping (1/s)")
     parser.add_argument("--json", default=None)
+    add_cloth_step_option(parser)
     args = parser.parse_args(argv)
     rows = []
     for name, (sheet, pins, mjcf, colliders) in scenes().items():
         ref, ref_s = mujoco_run(sheet, pins, mjcf)
-        ours, ours_s, info = neurok_run(sheet, pins, colliders, args.damping)
+        ours, ours_s, info = neurok_run(sheet, pins, colliders, args.damping, args.cloth_step)
         diag = float(np.linalg.norm(np.ptp(ref[0], axis=0)))
         rows.append(
             {

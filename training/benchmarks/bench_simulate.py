@@ -3,6 +3,7 @@
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
         [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
         [--repeat R] [--random --preset NAME] [--rig] [--dynamics rig|latent]
+        [--cloth-step projective|quasi-newton]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else (or with
 ``--random``) a network of ``--preset`` (default "default") with random weights (its decoder head
@@ -35,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from training.options import add_setting_option, parse_settings
+from training.options import add_cloth_step_option, add_setting_option, parse_settings
 
 
 def mesh_with(vertices: int):
@@ -112,6 +113,7 @@ def run_one_rig(args) -> dict:
 
     from neurok_core.errors import NeuROKError
     from neurok_core.rigspace import simulate_rig
+    from neurok_core.rigspace.space import RigSettings
 
     t0 = time.perf_counter()
     vertices, faces = mesh_with(args.size)
@@ -120,7 +122,13 @@ def run_one_rig(args) -> dict:
     )
     out = {"vertices": len(vertices), "dynamics": "rig", "ground_below_m": args.ground}
     try:
-        result = simulate_rig(vertices, faces, conditions, want_vertices=not args.rig)
+        result = simulate_rig(
+            vertices,
+            faces,
+            conditions,
+            want_vertices=not args.rig,
+            settings=RigSettings(cloth_step=args.cloth_step),
+        )
     except NeuROKError as exc:
         out.update(error=str(exc), total_s=None, simulate_s=None)
         return out
@@ -263,6 +271,7 @@ def main(argv=None) -> int:
     parser.add_argument("--force", type=float, default=20.0, help="N on the far corner, 0.5 s")
     parser.add_argument("--damping", type=float, default=0.0, help="1/s")
     add_setting_option(parser)
+    add_cloth_step_option(parser)
     parser.add_argument(
         "--exact",
         action="store_true",
@@ -344,6 +353,7 @@ def main(argv=None) -> int:
         for item in args.setting:
             cmd += ["--setting", item]
         cmd += ["--force", str(args.force), "--damping", str(args.damping)]
+        cmd += ["--cloth-step", args.cloth_step]
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             print(f"{n} vertices: failed\n{out.stderr[-2000:]}")

@@ -1,0 +1,130 @@
+"""The cloth's projective-dynamics step (neurok_core.rigspace.cloth_projective): its fixed point
+is the quasi-Newton step's minimiser, the steps it hands over, and the pieces it is built of
+(the isotropic band solve, the embedding of many frames at once, the rig's node frames)."""
+
+import numpy as np
+import pytest
+
+from neurok_core.dynamics import SimulationConditions
+from neurok_core.geometry import unique_edges
+from neurok_core.rigspace import cloth, cloth_projective
+from neurok_core.rigspace.cloth import ClothEnergy, ClothStep, bending_matrix, node_masses
+from neurok_core.rigspace.cloth_projective import ProjectiveClothStep
+from neurok_core.rigspace.cloth_simulate import simulate_cloth
+from neurok_core.rigspace.space import RigSettings
+from tests.test_cloth import _sheet
+
+
+def _steps(damping: float):
+    """A quasi-Newton and a projective step on one small sheet: springs shortened at 0.3 of
+    their stiffness, viscous stretching and bending, pins along one edge."""
+    v, f, pins, _ = _sheet(7, 5)
+    m = node_masses(v, f, 0.5)
+    e = unique_edges(f)
+    lengths = np.linalg.norm(v[e[:, 1]] - v[e[:, 0]], axis=1)
+    energy = ClothEnergy(e, lengths, np.full(len(e), 400.0), 0.3, bending_matrix(v, f) * 0.02)
+    free = np.ones(len(v), bool)
+    free[pins] = False
+    kwargs = dict(
+        damping=damping, stretch_zeta=0.5, omega=60.0, size=1.0, bending_damping=0.05
+    )
+    return v, (
+        ClothStep(m, free, energy, None, iterations=400, **kwargs),
+        ProjectiveClothStep(m, free, energy, None, iterations=4000, **kwargs),
+    )
+
+
+def test_the_projective_steps_fixed_point_is_the_quasi_newton_steps_minimiser(monkeypatch):
+    """Run to convergence, both steps reach the same x_{n+1} from the same state under
+    gravity, a force and a drag: the projections' generalised form (a shortened spring, the
+    viscous stretching) is exact at the fixed point."""
+    monkeypatch.setattr(cloth, "CONVERGED", 1e-12)
+    monkeypatch.setattr(cloth, "SETTLED", 0.0)
+    monkeypatch.setattr(cloth_projective, "CONVERGED", 1e-12)
+    rng = np.random.default_rng(4)
+    v, (exact, projective) = _steps(damping=0.3)
+    x = v + rng.normal(0, 0.01, v.shape)
+    x[~exact.free] = v[~exact.free]
+    vel = rng.normal(0, 0.3, v.shape)
+    vel[~exact.free] = 0.0
+    forces = exact.m[:, None] * np.array([0.0, 0.0, -9.81]) + rng.normal(0, 0.05, v.shape)
+    drags = [(np.array([20, 21, 26]), np.array([0.2, 0.3, 0.5]), 30.0, np.array([0.8, 0.3, 0.9]))]
+    want, want_v = exact.advance(x.copy(), vel.copy(), 1 / 48, forces, drags)
+    got, got_v = projective.advance(x.copy(), vel.copy(), 1 / 48, forces, drags)
+    assert projective.report.factorisations == 1  # its own matrix: it took the step
+    assert np.abs(got - want).max() < 1e-6
+    assert np.abs(got_v - want_v).max() < 1e-4
+    assert np.abs(got - x).max() > 1e-3  # the step moved it
+
+
+def test_the_projective_step_hands_undamped_steps_to_the_quasi_newton_step():
+    v, (_, projective) = _steps(damping=0.0)
+    x, vel = v.copy(), np.zeros_like(v)
+    forces = projective.m[:, None] * np.array([0.0, 0.0, -9.81])
+    projective.advance(x, vel, 1 / 24, forces, [])
+    # the exact step's matrix, not projective dynamics' (none factorised)
+    assert projective._key is None and projective.report.steps == 1
+
+
+def test_a_damped_cloth_falls_alike_with_either_step():
+    """A sheet pinned along an edge, damped, falling under gravity: the far edge's height
+    follows one path with either step (within 7 cm of a 1 m fall; the fold's vertices differ more: a
+    falling sheet's buckling is sensitive, the quasi-Newton step's own tolerance moves them
+    5 cm), and the strain is alike."""
+    v, f, pins, far = _sheet(15, 9)
+    cond = SimulationConditions(pins=tuple(pins.tolist()), damping=0.5, frames=25)
+    runs = {
+        kind: simulate_cloth(v, f, cond, settings=RigSettings(cloth_step=kind), want_rig=False)
+        for kind in ("quasi-newton", "projective")
+    }
+    a, b = (runs[k].positions for k in ("quasi-newton", "projective"))
+    assert a[-1, far, 2].mean() < v[far, 2].mean() - 0.3  # it fell
+    path = [p[:, far, 2].mean(1) for p in (a, b)]
+    assert np.abs(path[0] - path[1]).max() < 0.07
+    strain = [runs[k].info["edge_strain_max"] for k in ("quasi-newton", "projective")]
+    assert strain[1] < 1.5 * strain[0] + 1e-3
+
+
+def test_the_isotropic_band_solve_is_the_matrixs_solve():
+    from scipy import sparse
+
+    from neurok_core.rigspace import band
+
+    rng = np.random.default_rng(5)
+    v, f, pins, _ = _sheet(20, 12)
+    e = unique_edges(f)
+    n = len(v)
+    free = np.ones(n, bool)
+    free[pins] = False
+    lap = sparse.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    lap = lap + lap.T
+    spd = sparse.diags(np.asarray(lap.sum(1)).ravel() + 0.3) - lap + bending_matrix(v, f)
+    coo = spd.tocoo()
+    idx = np.flatnonzero(free)
+    dense = spd.toarray()[np.ix_(idx, idx)]
+    rhs = rng.normal(size=(len(idx), 3))
+    system = band.NodeSystem(free, np.stack([coo.row, coo.col], 1), dims=1)
+    system.factor(coo.row, coo.col, coo.data)
+    assert system._band is not None
+    want = np.linalg.solve(dense, rhs)
+    np.testing.assert_allclose(system.solve(rhs), want, rtol=1e-9, atol=1e-12)
+    order = idx[system.order]  # the node of each row
+    local = np.searchsorted(idx, order)
+    np.testing.assert_allclose(system.solve_ordered(rhs[local]), want[local], atol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [None, "some"])
+def test_many_frames_embed_as_each_frame_alone(rows):
+    """A curved sheet on a coarser simulation mesh (rim vertices off its triangles): the
+    vertices of a stack of frames are each frame's own."""
+    v, f, _, _ = _sheet(60, 40)
+    v[:, 2] += 0.05 * np.sin(5 * v[:, 0])
+    mesh = cloth.sim_mesh(v, f)
+    assert len(mesh.offset) > 0 and not mesh.identity
+    rng = np.random.default_rng(6)
+    frames = mesh.nodes[None] + rng.normal(scale=0.02, size=(4, *mesh.nodes.shape))
+    pick = None if rows is None else np.sort(rng.choice(len(v), 300, replace=False))
+    many = mesh.embed(frames, pick)
+    for t in range(4):
+        np.testing.assert_allclose(many[t], mesh.embed(frames[t], pick), atol=1e-12)
+    np.testing.assert_allclose(mesh.embed(mesh.nodes), v, atol=0.5 * np.sqrt(0.6 / 600))

@@ -25,9 +25,7 @@ def _steps(damping: float):
     energy = ClothEnergy(e, lengths, np.full(len(e), 400.0), 0.3, bending_matrix(v, f) * 0.02)
     free = np.ones(len(v), bool)
     free[pins] = False
-    kwargs = dict(
-        damping=damping, stretch_zeta=0.5, omega=60.0, size=1.0, bending_damping=0.05
-    )
+    kwargs = dict(damping=damping, stretch_zeta=0.5, omega=60.0, size=1.0, bending_damping=0.05)
     return v, (
         ClothStep(m, free, energy, None, iterations=400, **kwargs),
         ProjectiveClothStep(m, free, energy, None, iterations=4000, **kwargs),

@@ -15,8 +15,9 @@ and, unless ``--no-undamped``, once more undamped for 10 s of animation at ``--u
 ``contact_sheet.png`` (:mod:`training.eval.scene_sheet`) into ``--out``. A run that fails is
 reported with its error; one that times out is scored on the frames it made and fails its
 targets.
-``--setting`` / ``--space`` override fields of the latent engine's ``DynamicsSettings`` /
-``SpaceSettings`` (e.g. ``--setting shape_keeping_hz=0``), recorded in the JSON.
+``--setting`` / ``--space`` override fields of the latent engine's ``DynamicsSettings`` (the
+rig space's ``RigSettings`` with ``--dynamics rig``, e.g. ``--setting cloth_step=quasi-newton``)
+/ ``SpaceSettings`` (e.g. ``--setting shape_keeping_hz=0``), recorded in the JSON.
 One torch thread by default: the model's matrices are small, and it leaves the other cores free.
 """
 
@@ -439,8 +440,10 @@ def main(argv=None) -> int:
         dynamics = None
         if args.dynamics == "latent":
             dynamics = DEFAULT_SETTINGS.with_overrides(**parse_settings(args.setting))
-        elif args.setting:
-            raise ValueError("--setting applies to the latent dynamics only")
+        elif args.setting:  # the rig space's RigSettings (e.g. cloth_step=quasi-newton)
+            from neurok_core.rigspace.space import RigSettings
+
+            dynamics = RigSettings(**parse_fields(RigSettings, args.setting, "--setting"))
         space_settings = SpaceSettings(**parse_fields(SpaceSettings, args.space, "--space"))
         report = run_scenes(
             args.checkpoint,

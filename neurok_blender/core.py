@@ -36,7 +36,13 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
     )
     from ..neurok_core.errors import ConditionError
     from ..neurok_core.pc2 import write_pc2
-    from ..neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
+    from ..neurok_core.rig import (
+        BoneRig,
+        quat_from_matrix,
+        quat_mul,
+        quat_to_matrix,
+        quats_from_matrices,
+    )
     from ..neurok_core.sheets import is_cloth
     from ..neurok_core.solids import SOLID_MATERIALS, is_closed, solid_fields
 except ImportError:  # a development checkout, where neurok_core is top level
@@ -59,7 +65,13 @@ except ImportError:  # a development checkout, where neurok_core is top level
     )
     from neurok_core.errors import ConditionError
     from neurok_core.pc2 import write_pc2
-    from neurok_core.rig import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
+    from neurok_core.rig import (
+        BoneRig,
+        quat_from_matrix,
+        quat_mul,
+        quat_to_matrix,
+        quats_from_matrices,
+    )
     from neurok_core.sheets import is_cloth
     from neurok_core.solids import SOLID_MATERIALS, is_closed, solid_fields
 
@@ -76,6 +88,7 @@ __all__ = [
     "InitialVelocity",
     "SimulationConditions",
     "quat_from_matrix",
+    "quats_from_matrices",
     "quat_mul",
     "quat_to_matrix",
     "edge_strain",

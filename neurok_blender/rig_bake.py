@@ -31,7 +31,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from .core import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix
+from .core import BoneRig, quat_from_matrix, quat_mul, quat_to_matrix, quats_from_matrices
 
 RIG_MODIFIER = "NeuROK Rig"
 BONE_PREFIX = "NeuROK"
@@ -183,9 +183,12 @@ def _bone_length(heads: np.ndarray) -> float:
     extent = float(np.ptp(heads, axis=0).max()) if len(heads) > 1 else 1.0
     if len(heads) < 2:
         return 0.1 * max(extent, 1e-3)
-    d = np.linalg.norm(heads[:, None] - heads[None], axis=-1)
-    np.fill_diagonal(d, np.inf)
-    return max(0.5 * float(np.median(d.min(1))), 1e-3 * max(extent, 1e-9))
+    c = heads - heads.mean(0)
+    sq = (c * c).sum(1)
+    d2 = sq[:, None] + sq[None] - 2.0 * (c @ c.T)  # (B, B) squared distances
+    np.fill_diagonal(d2, np.inf)
+    nearest = np.sqrt(np.maximum(d2.min(1), 0.0))
+    return max(0.5 * float(np.median(nearest)), 1e-3 * max(extent, 1e-9))
 
 
 def _armature(obj, names: list[str], heads: np.ndarray, matrix_world: np.ndarray):
@@ -245,7 +248,7 @@ def _pose_channels(rig, rw, tw, scale, rest):
     t_local = np.einsum("ij,tbj->tbi", rw.T, np.einsum("tbij,j->tbi", r_world, tw) + t - tw) / scale
     rb = rest[:, :3, :3]  # (B, 3, 3)
     h = rest[:, :3, 3]  # (B, 3)
-    qb = np.stack([quat_from_matrix(m) for m in rb])  # (B, 4)
+    qb = quats_from_matrices(rb)  # (B, 4)
     quats = quat_mul(quat_mul(qb * conj, q_local), qb)  # Rb^T R_L Rb
     r_local = quat_to_matrix(q_local)  # (T, B, 3, 3)
     moved = np.einsum("tbij,bj->tbi", r_local, h) + t_local - h  # (T, B, 3)
@@ -262,17 +265,22 @@ def _keyframes(arm, names, quats, locations, frame_start: int) -> None:
     anim.action = action
     linear = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
     frames = frame_start + np.arange(len(quats), dtype=np.float64)
+    co = np.empty((len(frames), 2))
+    co[:, 0] = frames
+    interpolation = np.full(len(frames), linear, dtype=np.int32)
     for b, name in enumerate(names):
         bone = arm.pose.bones[name]
         for path, values in (("location", locations[:, b]), ("rotation_quaternion", quats[:, b])):
+            data_path = f'pose.bones["{name}"].{path}'
             for i in range(values.shape[1]):
                 fcurve = action.fcurve_ensure_for_datablock(
-                    arm, bone.path_from_id(path), index=i, group_name=name
+                    arm, data_path, index=i, group_name=name
                 )
-                fcurve.keyframe_points.add(len(frames))
-                co = np.stack([frames, values[:, i]], 1).ravel()
-                fcurve.keyframe_points.foreach_set("co", co)
-                fcurve.keyframe_points.foreach_set("interpolation", [linear] * len(frames))
+                points = fcurve.keyframe_points
+                points.add(len(frames))
+                co[:, 1] = values[:, i]
+                points.foreach_set("co", co.ravel())
+                points.foreach_set("interpolation", interpolation)
                 fcurve.update()
         bone.location = tuple(locations[0, b])
         bone.rotation_quaternion = tuple(quats[0, b])

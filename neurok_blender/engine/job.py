@@ -98,7 +98,7 @@ class Job:
         self._end()
         return True
 
-    def wait(self, interval: float = 0.05, timeout: float | None = None) -> None:
+    def wait(self, interval: float = 0.01, timeout: float | None = None) -> None:
         """Poll until the job is over (background mode and scripts); timeout (s) cancels, and
         ``timed_out`` then holds it."""
         start = time.monotonic()

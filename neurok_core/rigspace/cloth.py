@@ -47,7 +47,7 @@ from scipy import sparse
 from scipy.spatial import cKDTree
 
 from ..geometry import cross3, face_cross
-from ..sheets import welded
+from ..sheets import row_keys, welded
 from .band import NodeSystem
 
 MAX_NODES = 600  # a sheet with more vertices is simulated on a coarser mesh of about this many
@@ -204,7 +204,7 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
     each occupied cell a node at its vertices' mean, each face whose corners fall in three
     different cells a face; (nodes, faces)."""
     key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
-    _, cluster = np.unique(_row_keys(key), return_inverse=True)
+    _, cluster = np.unique(row_keys(key), return_inverse=True)
     cluster = cluster.ravel()
     count = int(cluster.max()) + 1
     size = np.bincount(cluster, minlength=count)
@@ -215,18 +215,9 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
     return nodes, _unique_rows(np.sort(f[keep], 1))[0]
 
 
-def _row_keys(rows: np.ndarray) -> np.ndarray:
-    """(M,) int64 keys equal exactly where the non-negative int rows (M, 3) are equal (one
-    number per row where their range allows, else the rows as bytes)."""
-    span = rows.max(0, initial=0) + 1
-    if float(np.prod(span.astype(np.float64))) < 2.0**62:
-        return (rows[:, 0] * span[1] + rows[:, 1]) * span[2] + rows[:, 2]
-    return np.unique(rows, axis=0, return_inverse=True)[1].ravel()
-
-
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct int rows of ``rows`` (M, 3), sorted, the index of each's first)."""
-    _, first = np.unique(_row_keys(rows), return_index=True)
+    _, first = np.unique(row_keys(rows), return_index=True)
     return rows[first], first
 
 

@@ -643,6 +643,16 @@ class ClothStep:
         pairs = np.concatenate([energy.edges, np.stack([bending.row, bending.col], 1)])
         self._system = NodeSystem(self.free, pairs)
 
+    @property
+    def x0(self):
+        """The step's start (n, 3) (the viscous bending's reference), or None."""
+        return self._x0
+
+    @x0.setter
+    def x0(self, value) -> None:
+        self._x0 = value
+        self.bx0 = None if value is None else self.energy.bending @ value  # B Q x0
+
     # -- the step's matrix ----------------------------------------------------------------
     def _matrix(self, x: np.ndarray, inertia: float, h: float, touch, drags) -> None:
         """Factorise the potential's Hessian at ``x`` (springs PSD-projected, the contact's
@@ -706,35 +716,43 @@ class ClothStep:
     # -- the incremental potential ---------------------------------------------------------
     def _potential(self, x, z, inertia, h, start_d, forces, drags):
         """Phi(x) = inertia |x - z|_M^2 + E(x) + the viscous stretching and bending - f . x +
-        the drags' springs, and its gradient (zero at the pinned nodes)."""
+        the drags' springs, and its gradient (zero at the pinned nodes). The springs' and the
+        viscous stretching's forces share one product; the viscous bending uses the step's
+        start's B Q x_n (``self.bx0``)."""
+        e = self.energy
         dx = x - z
-        value = inertia * float((self.m[:, None] * dx * dx).sum())
-        grad = 2.0 * inertia * self.m[:, None] * dx
-        d = self.energy.g @ x  # (E, 3)
-        ve, ge = self.energy(x, d)
-        value += ve
-        grad += ge
+        value = inertia * float(self.m @ np.einsum("ij,ij->i", dx, dx))
+        grad = (2.0 * inertia) * (self.m[:, None] * dx)
+        d = e.g @ x  # (E, 3)
+        length = np.sqrt(np.einsum("ij,ij->i", d, d))
+        stretch = length - e.lengths
+        k = np.where(stretch > 0, e.k, e.k * e.compression)
+        value += 0.5 * float(k @ (stretch * stretch))
+        along = k * stretch  # (E,) the springs' tension
         if self.beta > 0:  # viscous stretching: beta / (2 h) k (|d| - |d_start|)^2
-            length = np.sqrt((d * d).sum(1))
             rate = length - start_d
-            kk = self.energy.k * self.beta / h
-            value += 0.5 * float((kk * rate * rate).sum())
-            grad += self.energy.gt @ ((kk * rate / np.maximum(length, 1e-300))[:, None] * d)
+            kk = e.k * (self.beta / h)
+            value += 0.5 * float(kk @ (rate * rate))
+            along += kk * rate
+        grad += e.gt @ ((along / np.maximum(length, 1e-300))[:, None] * d)
+        bx = e.bending @ x
+        value += 0.5 * float(np.einsum("ij,ij->", x, bx))
+        grad += bx
         if self.tau > 0 and self.x0 is not None:  # tau / (2 h) |x - x_n|_{B Q}^2
-            dx0 = x - self.x0
-            bq = (self.tau / h) * (self.energy.bending @ dx0)
-            value += 0.5 * float((dx0 * bq).sum())
-            grad += bq
+            c = self.tau / h
+            bq = bx - self.bx0
+            value += 0.5 * c * float(np.einsum("ij,ij->", x - self.x0, bq))
+            grad += c * bq
         if self.contact is not None:
             vc, gc = self.contact(x)
             value += vc
             grad += gc
-        value -= float((forces * x).sum())
+        value -= float(np.dot(forces.ravel(), x.ravel()))
         grad -= forces
-        for nodes, w, k, target in drags:
+        for nodes, w, kd, target in drags:
             off = w @ x[nodes] - target
-            value += 0.5 * k * float(off @ off)
-            grad[nodes] += k * w[:, None] * off[None]
+            value += 0.5 * kd * float(off @ off)
+            grad[nodes] += kd * w[:, None] * off[None]
         grad[~self.free] = 0.0
         return value, grad
 
@@ -769,26 +787,27 @@ class ClothStep:
         s_hist, y_hist = [], []
         tol = CONVERGED * self.size
         converged = False
+        rhos = []  # 1 / (y . s) of each pair
         for _ in range(self.iterations):
-            # L-BFGS two-loop recursion, its initial Hessian the one factorised above
-            q = g.copy()
+            # L-BFGS two-loop recursion, its initial Hessian the one factorised above (flat
+            # views and BLAS dot products: the recursion is a few dozen calls an iteration)
+            q = g.ravel().copy()
             alphas = []
-            for s, yv in reversed(list(zip(s_hist, y_hist, strict=True))):
-                rho = 1.0 / float((yv * s).sum())
-                a = rho * float((s * q).sum())
-                alphas.append((a, rho))
+            for s, yv, rho in zip(reversed(s_hist), reversed(y_hist), reversed(rhos), strict=True):
+                a = rho * np.dot(s, q)
+                alphas.append(a)
                 q -= a * yv
-            r = self._solve(q)
-            pairs = zip(zip(s_hist, y_hist, strict=True), reversed(alphas), strict=True)
-            for (s, yv), (a, rho) in pairs:
-                r += (a - rho * float((yv * r).sum())) * s
-            step = -r
-            slope = float((g * step).sum())
+            r = self._solve(q.reshape(g.shape)).ravel()
+            for s, yv, rho, a in zip(s_hist, y_hist, rhos, reversed(alphas), strict=True):
+                r += (a - rho * np.dot(yv, r)) * s
+            step = -r.reshape(g.shape)
+            slope = float(np.dot(g.ravel(), step.ravel()))
             if slope >= 0:  # not a descent direction: restart from the factorised Hessian
                 s_hist.clear()
                 y_hist.clear()
+                rhos.clear()
                 step = -self._solve(g)
-                slope = float((g * step).sum())
+                slope = float(np.dot(g.ravel(), step.ravel()))
             if slope >= -ROUNDING * (abs(value) + abs(start_value)):
                 converged = True  # no decrease left above the potential's rounding
                 break
@@ -810,14 +829,17 @@ class ClothStep:
                     self.report.failed_searches += 1
                     break
                 trial, v_new, g_new = best
-            s = trial - y
-            yv = g_new - g
-            if float((s * yv).sum()) > 1e-300:
+            s = (trial - y).ravel()
+            yv = (g_new - g).ravel()
+            sy = float(np.dot(s, yv))
+            if sy > 1e-300:
                 s_hist.append(s)
                 y_hist.append(yv)
+                rhos.append(1.0 / sy)
                 if len(s_hist) > HISTORY:
                     s_hist.pop(0)
                     y_hist.pop(0)
+                    rhos.pop(0)
             gain = value - v_new
             y, value, g = trial, v_new, g_new
             self.report.iterations += 1

@@ -25,17 +25,26 @@ def welded(vertices: np.ndarray, faces: np.ndarray, tolerance: float = WELD):
     v = np.asarray(vertices, dtype=np.float64)
     size = float(np.ptp(v, 0).max()) if len(v) else 0.0
     key = np.round((v - v.min(0)) / max(tolerance * size, 1e-300)).astype(np.int64)
-    _, first, node = np.unique(row_keys(key), return_index=True, return_inverse=True)
+    if _fits(key):  # one integer a vertex (a flat sheet's grid), else the rows themselves
+        _, first, node = np.unique(row_keys(key), return_index=True, return_inverse=True)
+    else:
+        _, first, node = np.unique(key, axis=0, return_index=True, return_inverse=True)
     node = node.ravel()
     return first, node[np.asarray(faces, dtype=np.int64).reshape(-1, 3)], node
+
+
+def _fits(rows: np.ndarray) -> bool:
+    """Whether the non-negative int rows (M, 3) fit one int64 key each."""
+    span = rows.max(0, initial=0) + 1
+    return float(np.prod(span.astype(np.float64))) < 2.0**62
 
 
 def row_keys(rows: np.ndarray) -> np.ndarray:
     """(M,) int64 keys equal exactly where the non-negative int rows (M, 3) are equal, ordered
     as the rows are lexicographically (one number per row where their range allows, else the
     rows' rank by ``np.unique``)."""
-    span = rows.max(0, initial=0) + 1
-    if float(np.prod(span.astype(np.float64))) < 2.0**62:
+    if _fits(rows):
+        span = rows.max(0, initial=0) + 1
         return (rows[:, 0] * span[1] + rows[:, 1]) * span[2] + rows[:, 2]
     return np.unique(rows, axis=0, return_inverse=True)[1].ravel()
 

@@ -136,6 +136,9 @@ from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
 TASKS = ("simulate", "ik", "scene", "preview", "structure")
+# a preview's cloth steps by projective dynamics where nothing touches (faster, approximate:
+# docs/experiments/rig_speed.md); Simulate's bake keeps the exact quasi-Newton step
+PREVIEW_RIG_SETTINGS = {"cloth_step": "projective"}
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
 
 
@@ -522,7 +525,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
         return not (preview and count < conditions.frames and index + 1 >= count)
 
     if rig_space:
-        from .rigspace import simulate_rig
+        from .rigspace import RigSettings, simulate_rig
 
         on_status("simulate", f"simulating {count} frames in the rig space")
         result = simulate_rig(
@@ -535,6 +538,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             shelf=warm.rig_spaces if warm is not None else None,
             want_rig=bool(rig_path) or bool(out["result"]),
             structure=structure,
+            settings=RigSettings(**PREVIEW_RIG_SETTINGS) if preview else None,
         )
     else:
         on_status("simulate", f"simulating {count} frames")

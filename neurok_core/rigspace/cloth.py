@@ -156,11 +156,11 @@ class SimMesh:
 
     @cached_property
     def offset(self) -> np.ndarray:
-        """(K,) the embedded vertices with an offset off their triangle (a rim outside the
-        coarser mesh, a vertex off its plane); an offset under a nanometre per metre of the
+        """(N,) bool: the embedded vertices with an offset off their triangle (a rim outside
+        the coarser mesh, a vertex off its plane); an offset under a nanometre per metre of the
         mesh is rounding (dropping it moves the vertex by no more)."""
         tiny = 1e-9 * max(float(np.ptp(self.nodes, 0).max(initial=0.0)), 1e-300)
-        return np.flatnonzero((self.node < 0) & (np.abs(self.local) > tiny).any(1))
+        return (self.node < 0) & (np.abs(self.local) > tiny).any(1)
 
     def embed(self, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """The sheet's vertices (..., N, 3) when the nodes are at ``x`` (..., n, 3) (one
@@ -170,15 +170,11 @@ class SimMesh:
         lead, n = x.shape[:-2], x.shape[-2]
         flat = np.moveaxis(x, -2, 0).reshape(n, -1)  # (n, 3 T)
         out = np.moveaxis((blend @ flat).reshape(blend.shape[0], *lead, 3), 0, -2)
-        held = self.offset
-        if rows is not None:
-            where = np.full(len(self.node), -1)
-            where[rows] = np.arange(len(rows))
-            held = held[where[held] >= 0]
-        if len(held):
+        at = np.flatnonzero(self.offset if rows is None else self.offset[rows])  # in out
+        if len(at):
+            held = at if rows is None else np.asarray(rows)[at]  # their vertices
             corners = x[..., self.faces[self.tri[held]], :]  # (..., K, 3, 3)
             frame = _frames(corners)  # (..., K, 3, 3): rows e1, e2, n
-            at = held if rows is None else where[held]
             out[..., at, :] += np.einsum("mk,...mkd->...md", self.local[held], frame)
         return out
 
@@ -494,6 +490,7 @@ class ClothReport:
     failed_searches: int = 0  # steps whose line search found nothing lower
     capped: int = 0  # steps that ran out of iterations
     pushed: int = 0  # nodes moved out of an obstacle after their step
+    handed: int = 0  # projective steps the quasi-Newton step finished (cloth_projective)
 
 
 class ClothContact:
@@ -651,7 +648,8 @@ class ClothStep:
     @x0.setter
     def x0(self, value) -> None:
         self._x0 = value
-        self.bx0 = None if value is None else self.energy.bending @ value  # B Q x0
+        keep = value is not None and self.tau > 0
+        self.bx0 = self.energy.bending @ value if keep else None  # B Q x0
 
     # -- the step's matrix ----------------------------------------------------------------
     def _matrix(self, x: np.ndarray, inertia: float, h: float, touch, drags) -> None:
@@ -706,7 +704,7 @@ class ClothStep:
         step length or drags, after KEEP_STEPS steps or a hard step, and near an obstacle a
         fresh one every step (a kept factorisation ended a resting contact's iterations
         looser: its cloth crept)."""
-        key = (h, tuple((nodes.tobytes(), k) for nodes, _, k, _ in drags))
+        key = (h, tuple((n.tobytes(), w.tobytes(), k) for n, w, k, _ in drags))
         if key != self._key or self._age >= KEEP_STEPS or self._hard or touch is not None:
             self._matrix(x, inertia, h, touch, drags)
             self._key, self._age = key, 0
@@ -769,9 +767,10 @@ class ClothStep:
         a, b = 1.0 / (2.0 * h * h), self.c / (2.0 * h)
         return (a * hat + b * x) / (a + b), a + b, hat
 
-    def advance(self, x, v, h: float, forces, drags) -> tuple:
+    def advance(self, x, v, h: float, forces, drags, start=None) -> tuple:
         """One step of length ``h`` from (x, v) (n, 3) under ``forces`` (n, 3) N (gravity and
-        winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v)."""
+        winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v).
+        ``start`` (n, 3): the iterations' first point (default: the prediction x + h v)."""
         z, inertia, hat = self._target(x, v, h)
         touch = None if self.contact is None else self.contact.begin(x, hat)
         self._prepare(x, inertia, h, touch, drags)
@@ -779,7 +778,7 @@ class ClothStep:
         d0 = self.energy.g @ x
         start_d = np.sqrt((d0 * d0).sum(1))
         self.x0 = x
-        y = hat.copy()
+        y = (hat if start is None else start).copy()
         y[~self.free] = x[~self.free]
         value, g = self._potential(y, z, inertia, h, start_d, forces, drags)
         start_value = value

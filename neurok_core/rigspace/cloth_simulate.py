@@ -22,7 +22,7 @@ from ..dynamics.obstacles import MeshDistance, Obstacles
 from ..geometry import cross3, face_cross, unique_edges
 from ..metrics import edge_strain
 from ..results import SimulationResult
-from ..rig import BoneRig, quats_from_matrices
+from ..rig import BoneRig, quat_to_matrix, quats_from_matrices
 from .cloth import (
     CHUNK,
     ClothContact,
@@ -250,30 +250,36 @@ def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
     rest = mesh.nodes
     n = len(rest)
     faces = mesh.faces
-    edges = unique_edges(faces) if len(faces) else np.zeros((0, 2), dtype=np.int64)
-    ends = np.concatenate([edges, edges[:, ::-1]])  # both directions: (node, neighbour)
-    # each node's first neighbour and a triangle it is a corner of (one triangle: the
-    # simulation mesh's triangles need not be oriented alike, so their normals' sum may vanish)
-    first = np.full(n, -1)
-    first[ends[::-1, 0]] = ends[::-1, 1]
-    face = np.zeros(n, dtype=np.int64)
+    # a triangle each node is a corner of, and that triangle's next corner after the node (an
+    # edge in the triangle's plane; one triangle: the simulation mesh's triangles need not be
+    # oriented alike, so their normals' sum may vanish)
+    face = np.full(n, -1, dtype=np.int64)
     face[faces[::-1].ravel()] = np.repeat(np.arange(len(faces))[::-1], 3)
-    corners = faces[face]  # (n, 3)
+    lone = face < 0
+    corners = faces[np.maximum(face, 0)]  # (n, 3)
+    at = np.argmax(corners == np.arange(n)[:, None], axis=1)  # the node's place in it
+    ring = corners[np.arange(n)[:, None], (at[:, None] + np.arange(3)) % 3]  # node first
 
-    def frames(x):  # (T, n, 3) -> (T, n, 3, 3): rows tangent, normal x tangent, normal
-        a = x[:, corners[:, 0]]
-        normal = cross3(x[:, corners[:, 1]] - a, x[:, corners[:, 2]] - a)  # (T, n, 3)
-        normal /= np.maximum(np.linalg.norm(normal, axis=-1, keepdims=True), 1e-300)
-        arm = x[:, np.maximum(first, 0)] - x
-        arm -= np.einsum("tni,tni->tn", arm, normal)[..., None] * normal
-        arm /= np.maximum(np.linalg.norm(arm, axis=-1, keepdims=True), 1e-300)
-        return np.stack([arm, cross3(normal, arm), normal], -2)
+    def frames(x):  # (T, n, 3) -> (T, n, 3, 3) rows tangent, normal x tangent, normal; (T, n)
+        arm = x[:, ring[:, 1]] - x[:, ring[:, 0]]
+        normal = cross3(arm, x[:, ring[:, 2]] - x[:, ring[:, 0]])  # (T, n, 3)
+        size = np.linalg.norm(normal, axis=-1)
+        length = np.linalg.norm(arm, axis=-1)
+        normal /= np.maximum(size, 1e-300)[..., None]
+        arm /= np.maximum(length, 1e-300)[..., None]
+        whole = size > 1e-12 * np.maximum(length, 1e-300) ** 2  # a triangle of some area
+        return np.stack([arm, cross3(normal, arm), normal], -2), whole
 
-    turn = np.einsum("tnki,nkj->tnij", frames(nodes), frames(rest[None])[0])  # (T, n, 3, 3)
-    lone = first < 0
-    turn[:, lone | fixed] = np.eye(3)
+    moved, whole = frames(nodes)
+    still, whole_rest = frames(rest[None])
+    turn = np.einsum("tnki,nkj->tnij", moved, still[0])  # (T, n, 3, 3)
+    # unturned: a node in no triangle, a fixed one, one whose triangle has collapsed
+    flat = (lone | fixed | ~whole_rest[0])[None] | ~whole
+    turn[flat] = np.eye(3)
     quats = quats_from_matrices(turn)
-    translations = nodes - np.einsum("tnij,nj->tni", turn, rest)
+    # the translations from the bones' own rotations (the quaternions), so a vertex on its
+    # node is replayed exactly whatever the turn's rounding
+    translations = nodes - np.einsum("tnij,nj->tni", quat_to_matrix(quats), rest)
     own = mesh.node >= 0
     bones = np.where(own[:, None], mesh.node[:, None], mesh.faces[mesh.tri])  # (N, 3)
     weights = np.where(own[:, None], np.array([1.0, 0.0, 0.0]), mesh.bary)
@@ -398,7 +404,7 @@ def simulate_cloth(
         out = None
         if want_vertices:
             frames.append(run.mesh.embed(x))
-            out = frames[-1].astype(np.float32)
+            out = frames[-1].astype(np.float32) if on_frame is not None else None
         if on_progress is not None:
             on_progress("simulate", (frame + 1) / conditions.frames)
         if on_frame is not None and on_frame(frame, out, energy) is False:
@@ -437,6 +443,7 @@ def simulate_cloth(
         "failed_searches": int(report.failed_searches),
         "capped_steps": int(report.capped),
         "pushed_out": int(report.pushed),
+        "handed_steps": int(report.handed),
         "halvings": 0,
         "pins": "exact" if conditions.pins else "none",
         "cancelled": bool(cancelled),

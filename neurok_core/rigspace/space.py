@@ -81,7 +81,7 @@ class RigSettings:
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
     rolling_resistance: float = 0.01  # a part's rolling torque at most this x its size x load
     step: str = "auto"  # "midpoint", "newton" (projected, rigid parts exact) or "auto"
-    cloth_step: str = "projective"  # a cloth's: "projective" or "quasi-newton" (``cloth``)
+    cloth_step: str = "quasi-newton"  # a cloth's: "quasi-newton" or "projective" (previews)
 
 
 @dataclass

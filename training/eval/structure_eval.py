@@ -1,7 +1,7 @@
 """How well :func:`~neurok_core.structure.find_structure` finds what moves how.
 
     python -m training.eval.structure_eval [--per-family 4] [--families laptop,door]
-        [--seed 44] [--robots kuka_iiwa,r2d2] [--out structure_eval.json]
+        [--seed 44] [--robots kuka_iiwa,r2d2] [--typing geometry|learned|both] [--out FILE]
 
 Objects with known joints, built directly through the data generator's API
 (``training.data.articulated.ARTICULATED``): every articulated family, ``--per-family``
@@ -99,16 +99,16 @@ def line_angle(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.degrees(np.arccos(min(c, 1.0))))
 
 
-def articulated_cases(families, per_family: int, seed: int):
+def articulated_cases(families, per_family: int, seed: int, stream: str = "val"):
     """:class:`Case` s of the articulated ``families`` (every one when empty), ``per_family``
-    each, at rest (module docstring)."""
+    each from the generator's ``stream`` of ``seed``, at rest (module docstring)."""
     from training.data.articulated import ARTICULATED
     from training.data.generate import sequence_rng
     from training.data.primitives import rotation
 
     for name in families or sorted(ARTICULATED):
         for i in range(per_family):
-            art = ARTICULATED[name](sequence_rng(seed, "val", i), 2)
+            art = ARTICULATED[name](sequence_rng(seed, stream, i), 2)
             transforms = art.tree.link_transforms(art.rest[None])[0]  # (L, 4, 4)
             yaw = rotation((0.0, 0.0, 1.0), art.yaw)
             joints = tuple(
@@ -169,10 +169,16 @@ def robot_cases(names):
             close(robot)
 
 
-def evaluate_case(case: Case) -> dict:
-    """The figures of one object (module docstring)."""
+def evaluate_case(case: Case, typing: str = "geometry", typer=None) -> dict:
+    """The figures of one object (module docstring); ``typing``: "geometry" alone
+    (``find_structure``'s default), or the joints re-typed by ``typer`` (default the bundled
+    joint typer) in ``retype``'s mode "learned" (``find_structure(learned=True)``) or "both"."""
+    from neurok_core.structure_learned import retype
+
     started = time.perf_counter()
-    structure = find_structure(case.vertices, case.faces)
+    structure = find_structure(case.vertices, case.faces, learned=False)
+    if typing != "geometry":
+        structure = retype(case.vertices, structure, typer, mode=typing)
     seconds = time.perf_counter() - started
     link_of = _part_links(structure, case.links)
     records = []
@@ -269,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=44)
     parser.add_argument("--robots", default="", help="comma-separated pybullet robot names")
     parser.add_argument("--out", default=None, help="records and totals (.json)")
+    parser.add_argument(
+        "--typing",
+        choices=("geometry", "learned", "both"),
+        default="geometry",
+        help="joint types: geometry alone (find_structure's default), the bundled typer's "
+        "(find_structure(learned=True)), or the typer's where it is surer than geometry (both)",
+    )
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     cases = list(articulated_cases(families, args.per_family, args.seed))
@@ -277,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         cases += list(robot_cases(robots))
     records = []
     for case in cases:
-        records.append(evaluate_case(case))
+        records.append(evaluate_case(case, typing=args.typing))
         r = records[-1]
         print(
             f"{r['name']}: {r['parts']} parts / {r['links']} links, "

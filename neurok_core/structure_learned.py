@@ -1,0 +1,180 @@
+"""The learned half of what moves how: a small network that types the joints geometry finds.
+
+:func:`~neurok_core.structure.find_structure` reads parts and joints off the rig space's
+geometric rules; those rules cannot tell a knuckle's overlap (a hinge) from a bolted overlap
+(fixed), or a drawer's runner (a slider) from a lid's edge (a hinge). The data generator knows
+every joint's type, so a classifier trained on its objects (``training/train_joint_typer.py``)
+re-types each joint between two parts from features of the pair and their interface:
+
+- the geometric type (one-hot over ``JOINT_TYPES``) and its confidence;
+- each part's sorted extents (in object sizes) and share of the vertices;
+- the interface (each part's vertices within ``REACH`` object sizes of the other's): the
+  shares of each part in it, its principal spreads (object sizes) and their ratios, its
+  centre's distance to each part's centre;
+- the geometric axis (if any) against the interface's principal directions, and each part's
+  principal directions against the interface's first;
+- the share of each part's vertices inside the other's bounding box (a pin sunk in a hole).
+
+The network (``JointTyper``: two hidden ReLU layers, a softmax over ``JOINT_TYPES``) is a
+numpy forward pass over weights stored with their feature means and spreads
+(``weights/structure/joint_typer.npz``). A joint re-typed to a hinge or a slider without a
+geometric axis takes the interface's: its first principal direction where the interface is a
+line (a lid's edge, a runner), else its normal (a disc: a knuckle's face, a wheel's hub).
+Joints to the world (pins) are the user's word and are kept.
+
+Shapes: vertices (N, 3) float64 metres; features (J, FEATURES) float64.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from .errors import CheckpointError
+
+JOINT_TYPES = ("fixed", "hinge", "slider", "ball", "contact")  # as structure.JOINT_TYPES
+FEATURES = 35
+REACH = 0.02  # object sizes: a part's vertices this near the other's are the interface
+LINE_RATIO = 0.5  # an interface whose second spread is under this share of its first: a line
+DEFAULT_TYPER = Path(__file__).resolve().parent / "weights" / "structure" / "joint_typer.npz"
+
+
+class _Part:
+    """A part's vertices, centre, principal directions and k-d tree, built once a part."""
+
+    def __init__(self, points: np.ndarray):
+        self.points = points
+        self.centre = points.mean(0)
+        spread = np.cov((points - self.centre).T) if len(points) > 1 else np.zeros((3, 3))
+        self.directions = np.linalg.eigh(spread)[1][:, ::-1]  # (3, 3) columns, largest first
+        self.tree = cKDTree(points)
+        self.lo, self.hi = points.min(0), points.max(0)
+
+
+def joint_features(a: _Part, b: _Part, kind: str, confidence: float, axis, count: int, size):
+    """(features (FEATURES,), interface directions (3, 3) columns largest first, or None) of
+    the joint of ``kind`` between parts ``a`` and ``b`` of an object of ``count`` vertices and
+    ``size`` metres (module docstring)."""
+    out = [float(kind == t) for t in JOINT_TYPES] + [float(confidence)]
+    for p in (a, b):
+        out += list(np.sort(p.hi - p.lo)[::-1] / size) + [len(p.points) / count]
+    reach = REACH * size
+    in_a = np.isfinite(b.tree.query(a.points, distance_upper_bound=reach)[0])
+    in_b = np.isfinite(a.tree.query(b.points, distance_upper_bound=reach)[0])
+    out += [float(in_a.mean()), float(in_b.mean())]
+    touch = np.concatenate([a.points[in_a], b.points[in_b]])
+    directions = None
+    if len(touch) >= 3:
+        centre = touch.mean(0)
+        w, directions = np.linalg.eigh(np.cov((touch - centre).T))
+        w, directions = np.sqrt(np.maximum(w[::-1], 0.0)) / size, directions[:, ::-1]
+        out += list(w) + [w[1] / max(w[0], 1e-12), w[2] / max(w[1], 1e-12)]
+        out += [np.linalg.norm(centre - a.centre) / size, np.linalg.norm(centre - b.centre) / size]
+        out += list(np.abs(directions.T @ np.asarray(axis))) if axis is not None else [0.0] * 3
+        for p in (a, b):
+            out += list(np.abs(p.directions.T @ directions[:, 0]))
+    else:
+        out += [0.0] * 16
+    out += [float(((a.points >= b.lo) & (a.points <= b.hi)).all(1).mean())]
+    out += [float(((b.points >= a.lo) & (b.points <= a.hi)).all(1).mean())]
+    out += [float(axis is not None)]
+    return np.asarray(out, dtype=np.float64), directions
+
+
+class JointTyper:
+    """A trained joint-type classifier: ``layers`` [(W (in, out), b (out,))], ReLU between
+    them, over features standardised by ``mean`` and ``scale`` (FEATURES,)."""
+
+    def __init__(self, layers, mean: np.ndarray, scale: np.ndarray):
+        self.layers = [(np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in layers]
+        self.mean, self.scale = np.asarray(mean, np.float64), np.asarray(scale, np.float64)
+
+    @classmethod
+    def load(cls, path=DEFAULT_TYPER) -> JointTyper:
+        """The typer saved at ``path`` (``save``'s .npz); a clear error when it is missing or
+        does not fit."""
+        try:
+            with np.load(path) as data:
+                count = int(data["layers"])
+                layers = [(data[f"w{i}"], data[f"b{i}"]) for i in range(count)]
+                typer = cls(layers, data["mean"], data["scale"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"the joint typer at {path} cannot be read: {exc}") from None
+        if typer.mean.shape != (FEATURES,) or typer.layers[-1][1].shape != (len(JOINT_TYPES),):
+            raise CheckpointError(f"the joint typer at {path} does not fit {FEATURES} features")
+        return typer
+
+    def save(self, path) -> None:
+        arrays = {"layers": np.array(len(self.layers)), "mean": self.mean, "scale": self.scale}
+        for i, (w, b) in enumerate(self.layers):
+            arrays[f"w{i}"], arrays[f"b{i}"] = w, b
+        np.savez(path, **arrays)
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        """(J, len(JOINT_TYPES)) each joint's probabilities of the types."""
+        x = (np.asarray(features, np.float64) - self.mean) / self.scale
+        for i, (w, b) in enumerate(self.layers):
+            x = x @ w + b
+            if i < len(self.layers) - 1:
+                x = np.maximum(x, 0.0)
+        x -= x.max(1, keepdims=True)
+        p = np.exp(x)
+        return p / p.sum(1, keepdims=True)
+
+
+def structure_features(vertices: np.ndarray, structure) -> tuple[list[int], np.ndarray, list]:
+    """(the joints' indices between two parts, their features (J, FEATURES), their interfaces'
+    directions) of a :class:`~neurok_core.structure.Structure` of ``vertices``."""
+    vertices = np.asarray(vertices, dtype=np.float64)
+    size = float(np.ptp(vertices, 0).max()) or 1.0
+    parts: dict[int, _Part] = {}
+
+    def part(p: int) -> _Part:
+        if p not in parts:
+            parts[p] = _Part(vertices[structure.labels == p])
+        return parts[p]
+
+    index, rows, directions = [], [], []
+    for k, j in enumerate(structure.joints):
+        if j.part_a < 0 or j.part_b < 0:
+            continue  # a pin: the user's word
+        f, d = joint_features(
+            part(j.part_a), part(j.part_b), j.type, j.confidence, j.axis, len(vertices), size
+        )
+        index.append(k)
+        rows.append(f)
+        directions.append(d)
+    return index, np.asarray(rows).reshape(-1, FEATURES), directions
+
+
+def retype(vertices: np.ndarray, structure, typer: JointTyper | None = None, mode="both"):
+    """``structure`` with each joint between two parts typed by ``typer`` (default: the
+    bundled one), its confidence the type's probability, an axis from its interface where the
+    new type needs one and geometry gave none (module docstring). ``mode`` "learned": every
+    such joint takes the typer's type; "both": only where the typer is surer of its type than
+    geometry's rules were of theirs (its probability over their confidence)."""
+    from dataclasses import replace
+
+    if mode not in ("learned", "both"):
+        raise ValueError(f"mode must be 'learned' or 'both', not {mode!r}")
+    typer = typer or JointTyper.load()
+    index, features, directions = structure_features(vertices, structure)
+    if not index:
+        return structure
+    probs = typer(features)
+    joints = list(structure.joints)
+    for k, p, d in zip(index, probs, directions, strict=True):
+        j = joints[k]
+        kind = JOINT_TYPES[int(p.argmax())]
+        if kind == j.type or (mode == "both" and p.max() <= j.confidence):
+            continue
+        axis = None
+        if kind in ("hinge", "slider"):
+            if d is None:  # no interface to read an axis off: keep geometry's type
+                continue
+            line = features[index.index(k), 19] < LINE_RATIO  # spread 2 / spread 1
+            axis = tuple(float(c) for c in (d[:, 0] if line or kind == "slider" else d[:, 2]))
+        joints[k] = replace(j, type=kind, axis=axis, limits=None, confidence=float(p.max()))
+    return replace(structure, joints=tuple(joints))

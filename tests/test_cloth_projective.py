@@ -176,3 +176,12 @@ def test_the_cloth_rig_replays_a_hemmed_sheet_at_rest_and_in_motion(edge):
     result = simulate_cloth(v, f, cond, settings=RigSettings())
     for t in (0, 5):
         np.testing.assert_allclose(result.rig.skin(v, t), result.positions[t], atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["quasi-newton", "projective"])
+def test_a_cloth_pinned_everywhere_stays_at_rest(kind):
+    v, f, _, _ = _sheet(7, 5)
+    cond = SimulationConditions(pins=tuple(range(len(v))), damping=0.5, frames=4)
+    result = simulate_cloth(v, f, cond, settings=RigSettings(cloth_step=kind))
+    np.testing.assert_allclose(result.positions, np.broadcast_to(v, result.positions.shape))
+    assert result.rig is not None and result.rig.num_frames == 4

@@ -40,7 +40,11 @@ class NodeSystem:
         keep = (a >= 0) & (b >= 0)
         m = len(idx)
         graph = sparse.coo_matrix((np.ones(int(keep.sum())), (a[keep], b[keep])), shape=(m, m))
-        order = reverse_cuthill_mckee((graph + graph.T).tocsr(), symmetric_mode=True)
+        order = (  # (every node pinned: no unknowns)
+            reverse_cuthill_mckee((graph + graph.T).tocsr(), symmetric_mode=True)
+            if m
+            else np.zeros(0, dtype=np.int64)
+        )
         rank = np.empty(m, dtype=np.int64)
         rank[order] = np.arange(m)
         # every node's unknown (dims n) -> its row in the banded system (-1: pinned)

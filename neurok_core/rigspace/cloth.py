@@ -771,6 +771,9 @@ class ClothStep:
         """One step of length ``h`` from (x, v) (n, 3) under ``forces`` (n, 3) N (gravity and
         winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v).
         ``start`` (n, 3): the iterations' first point (default: the prediction x + h v)."""
+        if not len(self.idx):  # every node pinned: nothing moves
+            self.report.steps += 1
+            return x.copy(), np.zeros_like(v)
         z, inertia, hat = self._target(x, v, h)
         touch = None if self.contact is None else self.contact.begin(x, hat)
         self._prepare(x, inertia, h, touch, drags)

@@ -137,7 +137,7 @@ class ProjectiveClothStep:
         a, b = 1.0 / (2.0 * h * h), self.c / (2.0 * h)
         inertia = a + b
         z = (a * hat + b * x) / inertia
-        if self.c == 0.0 or (self.contact is not None and self.contact.near(x, hat)):
+        if self.c == 0.0 or not len(self.idx) or (self.contact and self.contact.near(x, hat)):
             return self._exact.advance(x, v, h, forces, drags)
         key = (h, tuple((n.tobytes(), w.tobytes(), k) for n, w, k, _ in drags))
         if key != self._key:

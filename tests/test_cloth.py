@@ -237,20 +237,29 @@ def test_a_long_ribbon_and_a_big_sheet_at_rest_stay_whole_and_still():
     assert np.abs(pinned - v[pins]).max() < 1e-6  # the rig holds the pins too
 
 
-def test_the_banded_solve_is_the_matrixs_solve_and_a_wide_band_falls_back_to_lu():
+def pinned_sheet_laplacian(nx: int, ny: int):
+    """(vertices, faces, free (N,) bool: all but the pinned edge, the graph Laplacian of the
+    sheet's edges (N, N) sparse) of :func:`_sheet`."""
     from scipy import sparse
 
-    from neurok_core.rigspace import band
-
-    rng = np.random.default_rng(3)
-    v, f, pins, _ = _sheet(30, 20)
+    v, f, pins, _ = _sheet(nx, ny)
     e = unique_edges(f)
     n = len(v)
     free = np.ones(n, bool)
     free[pins] = False
     lap = sparse.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
     lap = lap + lap.T
-    lap = sparse.diags(np.asarray(lap.sum(1)).ravel()) - lap
+    return v, f, free, sparse.diags(np.asarray(lap.sum(1)).ravel()) - lap
+
+
+def test_the_banded_solve_is_the_matrixs_solve_and_a_wide_band_falls_back_to_lu():
+    from scipy import sparse
+
+    from neurok_core.rigspace import band
+
+    rng = np.random.default_rng(3)
+    v, f, free, lap = pinned_sheet_laplacian(30, 20)
+    e, n = unique_edges(f), len(v)
     spd = sparse.kron(lap, np.eye(3) + 0.2) + sparse.eye(3 * n) * 0.5
     spd = spd + sparse.kron(bending_matrix(v, f), np.eye(3))
     coo = spd.tocoo()

@@ -12,7 +12,7 @@ from neurok_core.rigspace.cloth import ClothEnergy, ClothStep, bending_matrix, n
 from neurok_core.rigspace.cloth_projective import ProjectiveClothStep
 from neurok_core.rigspace.cloth_simulate import simulate_cloth
 from neurok_core.rigspace.space import RigSettings
-from tests.test_cloth import _sheet
+from tests.test_cloth import _sheet, pinned_sheet_laplacian
 
 
 def _steps(damping: float):
@@ -28,7 +28,7 @@ def _steps(damping: float):
     kwargs = dict(damping=damping, stretch_zeta=0.5, omega=60.0, size=1.0, bending_damping=0.05)
     return v, (
         ClothStep(m, free, energy, None, iterations=400, **kwargs),
-        ProjectiveClothStep(m, free, energy, None, iterations=4000, **kwargs),
+        ProjectiveClothStep(m, free, energy, None, projective_iterations=4000, **kwargs),
     )
 
 
@@ -61,7 +61,7 @@ def test_the_projective_step_hands_undamped_steps_to_the_quasi_newton_step():
     forces = projective.m[:, None] * np.array([0.0, 0.0, -9.81])
     projective.advance(x, vel, 1 / 24, forces, [])
     # the exact step's matrix, not projective dynamics' (none factorised)
-    assert projective._key is None and projective.report.steps == 1
+    assert projective._pd_key is None and projective.report.steps == 1
 
 
 def test_a_damped_cloth_falls_alike_with_either_step():
@@ -89,14 +89,8 @@ def test_the_isotropic_band_solve_is_the_matrixs_solve():
     from neurok_core.rigspace import band
 
     rng = np.random.default_rng(5)
-    v, f, pins, _ = _sheet(20, 12)
-    e = unique_edges(f)
-    n = len(v)
-    free = np.ones(n, bool)
-    free[pins] = False
-    lap = sparse.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
-    lap = lap + lap.T
-    spd = sparse.diags(np.asarray(lap.sum(1)).ravel() + 0.3) - lap + bending_matrix(v, f)
+    v, f, free, lap = pinned_sheet_laplacian(20, 12)
+    spd = lap + sparse.eye(len(v)) * 0.3 + bending_matrix(v, f)
     coo = spd.tocoo()
     idx = np.flatnonzero(free)
     dense = spd.toarray()[np.ix_(idx, idx)]

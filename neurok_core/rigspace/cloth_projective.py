@@ -41,66 +41,34 @@ from __future__ import annotations
 import numpy as np
 
 from .band import NodeSystem
-from .cloth import ClothContact, ClothEnergy, ClothReport, ClothStep
+from .cloth import ClothStep
 
 ITERATIONS = 30  # local-global iterations a step, at most (then the quasi-Newton step ends it)
 CONVERGED = 1e-4  # an iteration that moves no node farther than this (object sizes) ends a step
 HISTORY = 5  # iterates Anderson acceleration combines
 
 
-class ProjectiveClothStep:
+class ProjectiveClothStep(ClothStep):
     """Approximate backward-Euler steps of a cloth by projective dynamics where the run is
-    damped and no node is near an obstacle, else by :class:`~.cloth.ClothStep` (module
-    docstring: for previews); the arguments as :class:`~.cloth.ClothStep`'s."""
+    damped and no node is near an obstacle, else by :class:`~.cloth.ClothStep`'s own step
+    (module docstring: for previews); the arguments as :class:`~.cloth.ClothStep`'s, and
+    ``projective_iterations`` (default ``ITERATIONS``) at most a projective step."""
 
-    def __init__(
-        self,
-        masses,
-        free,
-        energy: ClothEnergy,
-        contact: ClothContact | None,
-        *,
-        damping: float,
-        stretch_zeta: float,
-        omega: float,
-        size: float,
-        bending_damping: float = 0.0,
-        iterations: int | None = None,
-    ):
-        self.m = np.asarray(masses, dtype=np.float64)
-        self.free = np.asarray(free, dtype=bool)
-        self.idx = np.flatnonzero(self.free)
-        self.energy, self.contact = energy, contact
-        self.c = float(damping)
-        self.beta = 2.0 * stretch_zeta / omega if omega > 0 else 0.0
-        self.tau = float(bending_damping)
-        self.size = float(size)
-        self.iterations = int(ITERATIONS if iterations is None else iterations)
-        self.report = ClothReport()
+    def __init__(self, *args, projective_iterations: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        energy = self.energy
+        self.projective_iterations = int(
+            ITERATIONS if projective_iterations is None else projective_iterations
+        )
         bending = energy.bending.tocoo()
         self._bending = (bending.row, bending.col, bending.data)
         pairs = np.concatenate([energy.edges, np.stack([bending.row, bending.col], 1)])
-        self._system = NodeSystem(self.free, pairs, dims=1)
-        self._key = None  # what the factorised matrix was built for
+        self._pd_system = NodeSystem(self.free, pairs, dims=1)
+        self._pd_key = None  # what the factorised matrix was built for
         self._pinned_rhs = None  # (m, 3): S_fp x_p, the pinned nodes' share of the right side
         self._weights = None  # (E,) the springs' weights in S
         self._k_short = energy.k * energy.compression  # (E,) a shortened spring's stiffness
-        self._rows = self.idx[self._system.order]
-        # the steps projective dynamics does not take: near an obstacle (where the contact's
-        # stiff springs and friction want the line search: a thin pole's nodes went through it
-        # between two iterations) and undamped (where the step must be exact to keep the energy)
-        self._exact = ClothStep(
-            masses,
-            free,
-            energy,
-            contact,
-            damping=damping,
-            stretch_zeta=stretch_zeta,
-            omega=omega,
-            size=size,
-            bending_damping=bending_damping,
-        )
-        self._exact.report = self.report
+        self._rows = self.idx[self._pd_system.order]  # the node of each of the system's rows
 
     # -- the global step's matrix -----------------------------------------------------------
     def _factor(self, x, inertia: float, h: float, drags) -> None:
@@ -117,7 +85,7 @@ class ProjectiveClothStep:
             cols.append(np.tile(nodes, len(nodes)))
             vals.append(k * np.outer(weights, weights).ravel())
         rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
-        self._system.factor(rows, cols, vals)
+        self._pd_system.factor(rows, cols, vals)
         self.report.factorisations += 1
         self._weights = w
         # the pinned nodes' columns, moved to the right side (they stay where they are)
@@ -138,11 +106,11 @@ class ProjectiveClothStep:
         inertia = a + b
         z = (a * hat + b * x) / inertia
         if self.c == 0.0 or not len(self.idx) or (self.contact and self.contact.near(x, hat)):
-            return self._exact.advance(x, v, h, forces, drags)
+            return super().advance(x, v, h, forces, drags)
         key = (h, tuple((n.tobytes(), w.tobytes(), k) for n, w, k, _ in drags))
-        if key != self._key:
+        if key != self._pd_key:
             self._factor(x, inertia, h, drags)
-            self._key = key
+            self._pd_key = key
         e, w, rows = self.energy, self._weights, self._rows
         d0 = e.g @ x
         start_len = np.sqrt(np.einsum("ij,ij->i", d0, d0))
@@ -161,7 +129,7 @@ class ProjectiveClothStep:
         tol = CONVERGED * self.size
         converged = False
         mixing = _Anderson(HISTORY)
-        for _ in range(self.iterations):
+        for _ in range(self.projective_iterations):
             d = e.g @ y  # (E, 3)
             length = np.sqrt(np.einsum("ij,ij->i", d, d))
             stretch = length - e.lengths
@@ -171,7 +139,7 @@ class ProjectiveClothStep:
             scale = w - slope / np.maximum(length, 1e-300)  # w p = scale d
             rhs = e.gt @ (scale[:, None] * d)
             current = y[rows]
-            image = self._system.solve_ordered(base + rhs[rows])  # (m, 3)
+            image = self._pd_system.solve_ordered(base + rhs[rows])  # (m, 3)
             new = mixing(current, image)
             moved = float(np.abs(new - current).max())
             y[rows] = new
@@ -183,15 +151,13 @@ class ProjectiveClothStep:
         if not converged:  # the exact step finishes it, from here
             self.report.handed += 1
             self.report.steps -= 1
-            return self._exact.advance(x, v, h, forces, drags, start=y)
+            return super().advance(x, v, h, forces, drags, start=y)
         v_new = (y - x) / h
         if self.contact is not None:  # a node the step took past the obstacles' reach
             self.report.pushed += self.contact.push_out(y, v_new)
             y[~self.free] = x[~self.free]
         v_new[~self.free] = 0.0
         return y, v_new
-
-    mechanical_energy = ClothStep.mechanical_energy
 
 
 class _Anderson:

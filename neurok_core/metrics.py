@@ -224,7 +224,9 @@ def edge_strain(rest: Any, frames: Any, faces: Any) -> np.ndarray:
     if not keep.any():
         raise MeshError("every edge has zero rest length; edge strain is undefined")
     e, l0 = e[keep], l0[keep]
-    lengths = np.linalg.norm(x[:, e[:, 1]] - x[:, e[:, 0]], axis=-1)  # (T, E)
+    d = x.take(e[:, 1], axis=1)  # (T, E, 3); take, not x[:, e]: several times faster
+    d -= x.take(e[:, 0], axis=1)
+    lengths = np.sqrt(np.einsum("tei,tei->te", d, d))  # (T, E)
     return np.abs(lengths / l0 - 1.0).mean(axis=1)
 
 

@@ -36,6 +36,7 @@ BLOCK = 8  # cells per block side
 MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
 FINE_FACES = 4000  # a mesh of more faces fills its grid by a k-d tree of its triangles
+FINE_PAIRS = 32  # node-triangle pairs a node of a fine mesh's grid tries, about (chunking)
 FAR_BATCH = 64  # nodes farther than the band searched at once (their search is wider)
 _POINTS = 256  # points whose candidate triangles ``exact`` lists at once (memory bounded)
 # a grid node's 8 corners' offsets in a block's flat node index ((BLOCK + 1)^3 per block)
@@ -250,7 +251,12 @@ class MeshDistance:
         idx = np.array([key // (ny * nz), (key // nz) % ny, key % nz])
         lo = self.lo + idx * BLOCK * self.cell
         hi = lo + BLOCK * self.cell
-        near = ((self.tri_lo <= hi + self.band) & (self.tri_hi >= lo - self.band)).all(1)
+        if self._fine():  # its nodes search a k-d tree, not the block's list: no scan of all
+            near = np.zeros(0, dtype=np.int64)
+        else:
+            near = np.flatnonzero(
+                ((self.tri_lo <= hi + self.band) & (self.tri_hi >= lo - self.band)).all(1)
+            )
         slot = len(self._slots)
         if slot == len(self._store):
             self._store = np.concatenate([self._store, np.empty_like(self._store)])
@@ -258,8 +264,9 @@ class MeshDistance:
             self._counts = np.concatenate([self._counts, np.zeros_like(self._counts)])
         self._store[slot] = np.nan
         self._origins[slot] = lo
-        self._candidates.append(np.flatnonzero(near))
-        self._counts[slot] = len(self._candidates[-1])
+        self._candidates.append(near)
+        # the pairs a node of it tries (a fine mesh's: about its few nearest triangles)
+        self._counts[slot] = FINE_PAIRS if self._fine() else len(near)
         self._slots[key] = slot
         if self._slot_of is not None:
             self._slot_of[key] = slot

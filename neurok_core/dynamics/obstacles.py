@@ -36,6 +36,7 @@ BLOCK = 8  # cells per block side
 MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
 _PAIRS = 400_000  # point-triangle pairs per vectorised chunk
 FINE_FACES = 4000  # a mesh of more faces fills its grid by a k-d tree of its triangles
+FINE_NEAREST = 32  # centroids a node of a fine mesh's grid finds in one search
 FINE_PAIRS = 32  # node-triangle pairs a node of a fine mesh's grid tries, about (chunking)
 FAR_BATCH = 64  # nodes farther than the band searched at once (their search is wider)
 _POINTS = 256  # points whose candidate triangles ``exact`` lists at once (memory bounded)
@@ -345,6 +346,29 @@ class MeshDistance:
         tris = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if x] or [rows[:0]])
         return rows, tris
 
+    def _candidates_nearest(self, points: np.ndarray):
+        """(rows, triangles, d_near): ``_candidates_within`` at each point's radius
+        min(d_near, band) + r (d_near: its nearest centroid's distance, r: the largest
+        centroid-to-corner distance), from one search of each point's ``FINE_NEAREST``
+        nearest centroids (arrays, no Python lists); a point whose every one of them lies
+        within its radius may have more, and searches its ball."""
+        tree = self._centroids
+        k = min(FINE_NEAREST, tree.n)
+        dist, near = tree.query(points, k=k)  # (M, k) each, nearest first
+        dist, near = dist.reshape(len(points), k), near.reshape(len(points), k)
+        d_near = dist[:, 0]
+        radius = np.minimum(d_near, self.band) + self._reach  # (M,)
+        within = dist <= radius[:, None]  # (M, k)
+        more = within[:, -1] if k < tree.n else np.zeros(len(points), dtype=bool)
+        rows, cols = np.nonzero(within & ~more[:, None])
+        tris = near[rows, cols]
+        some = np.flatnonzero(more)
+        if len(some):
+            extra_rows, extra_tris = self._candidates_within(points[some], radius[some])
+            rows = np.concatenate([rows, some[extra_rows]])
+            tris = np.concatenate([tris, extra_tris])
+        return rows, tris.astype(np.int64), d_near
+
     def _fill_fine(self, points: np.ndarray) -> np.ndarray:
         """Signed distances (M,) of ``points`` clipped to +-band, for a mesh of many small
         triangles (``_fine``: a block's candidates are thousands): each point tries only the
@@ -353,8 +377,7 @@ class MeshDistance:
         that), capped at band + r (a triangle beyond cannot be within band); a point with none
         within band (only its sign counts) searches again uncapped, a few points at a time."""
         tree, reach = self._centroids, self._reach
-        d_near, _ = tree.query(points)
-        rows, tris = self._candidates_within(points, np.minimum(d_near, self.band) + reach)
+        rows, tris, d_near = self._candidates_nearest(points)
         d2, closest, tri, feat = self._nearest_pairs(points, rows, tris)
         far = np.flatnonzero(~(d2 <= self.band**2))
         for start in range(0, len(far), FAR_BATCH):  # the exact nearest, for its sign

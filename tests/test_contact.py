@@ -103,16 +103,20 @@ def test_the_grid_fills_its_nodes_in_bounded_chunks_with_the_same_values(monkeyp
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("fine", [False, True])
-def test_a_fine_mesh_fills_its_grid_by_its_triangles_tree_with_the_exact_values(monkeypatch, fine):
+@pytest.mark.parametrize("fine, nearest", [(False, 32), (True, 32), (True, 2)])
+def test_a_fine_mesh_fills_its_grid_by_its_triangles_tree_with_the_exact_values(
+    monkeypatch, fine, nearest
+):
     """Above ``FINE_FACES`` faces a node tries only the triangles near it (a k-d tree of their
     centroids) instead of its block's every candidate: the same exact distances, inside, near
     and beyond the band (a box's corners and edges, whose nearest triangle is not the nearest
-    centroid's)."""
+    centroid's), also where a node's ``FINE_NEAREST`` nearest centroids are too few (2: most
+    nodes search their ball)."""
     from neurok_core.dynamics import obstacles
 
     mesh = trimesh.creation.box((0.4, 0.3, 0.2)).subdivide().subdivide().subdivide()
     monkeypatch.setattr(obstacles, "FINE_FACES", 0 if fine else 10**9)
+    monkeypatch.setattr(obstacles, "FINE_NEAREST", nearest)
     md = MeshDistance(mesh.vertices, mesh.faces, cell=0.01, band=0.04)
     x = np.random.default_rng(5).uniform(-0.3, 0.3, (3000, 3))
     x = x[md.near(x)]

@@ -50,15 +50,24 @@ def test_bending_keeps_rigid_motions_free_and_measures_a_cylinders_curvature():
     assert energy == pytest.approx(0.5 / radius**2 * 1.16 * 0.76, rel=0.1)
 
 
-def test_the_steps_potential_has_the_gradient_it_reports():
-    rng = np.random.default_rng(0)
-    v, f, pins, _ = _sheet(6, 5)
-    m = node_masses(v, f, 1.0)
+def pinned_sheet_energy(nx: int, ny: int, mass: float, stiffness: float, bending: float):
+    """(vertices, node masses, free (N,) bool: all but the pinned edge, a ClothEnergy: springs
+    of ``stiffness`` shortened at 0.3 of it, the bending matrix times ``bending``) of
+    :func:`_sheet`."""
+    v, f, pins, _ = _sheet(nx, ny)
     e = unique_edges(f)
     lengths = np.linalg.norm(v[e[:, 1]] - v[e[:, 0]], axis=1)
-    energy = ClothEnergy(e, lengths, np.full(len(e), 100.0), 0.3, bending_matrix(v, f) * 0.01)
+    energy = ClothEnergy(
+        e, lengths, np.full(len(e), stiffness), 0.3, bending_matrix(v, f) * bending
+    )
     free = np.ones(len(v), bool)
     free[pins] = False
+    return v, node_masses(v, f, mass), free, energy
+
+
+def test_the_steps_potential_has_the_gradient_it_reports():
+    rng = np.random.default_rng(0)
+    v, m, free, energy = pinned_sheet_energy(6, 5, 1.0, 100.0, 0.01)
     step = ClothStep(
         m,
         free,

@@ -6,25 +6,18 @@ import numpy as np
 import pytest
 
 from neurok_core.dynamics import SimulationConditions
-from neurok_core.geometry import unique_edges
 from neurok_core.rigspace import cloth, cloth_projective
-from neurok_core.rigspace.cloth import ClothEnergy, ClothStep, bending_matrix, node_masses
+from neurok_core.rigspace.cloth import ClothStep, bending_matrix
 from neurok_core.rigspace.cloth_projective import ProjectiveClothStep
 from neurok_core.rigspace.cloth_simulate import simulate_cloth
 from neurok_core.rigspace.space import RigSettings
-from tests.test_cloth import _sheet, pinned_sheet_laplacian
+from tests.test_cloth import _sheet, pinned_sheet_energy, pinned_sheet_laplacian
 
 
 def _steps(damping: float):
     """A quasi-Newton and a projective step on one small sheet: springs shortened at 0.3 of
     their stiffness, viscous stretching and bending, pins along one edge."""
-    v, f, pins, _ = _sheet(7, 5)
-    m = node_masses(v, f, 0.5)
-    e = unique_edges(f)
-    lengths = np.linalg.norm(v[e[:, 1]] - v[e[:, 0]], axis=1)
-    energy = ClothEnergy(e, lengths, np.full(len(e), 400.0), 0.3, bending_matrix(v, f) * 0.02)
-    free = np.ones(len(v), bool)
-    free[pins] = False
+    v, m, free, energy = pinned_sheet_energy(7, 5, 0.5, 400.0, 0.02)
     kwargs = dict(damping=damping, stretch_zeta=0.5, omega=60.0, size=1.0, bending_damping=0.05)
     return v, (
         ClothStep(m, free, energy, None, iterations=400, **kwargs),

@@ -252,7 +252,8 @@ class MeshDistance:
         idx = np.array([key // (ny * nz), (key // nz) % ny, key % nz])
         lo = self.lo + idx * BLOCK * self.cell
         hi = lo + BLOCK * self.cell
-        if self._fine():  # its nodes search a k-d tree, not the block's list: no scan of all
+        fine = self._fine()
+        if fine:  # its nodes search a k-d tree, not the block's list: no scan of all
             near = np.zeros(0, dtype=np.int64)
         else:
             near = np.flatnonzero(
@@ -267,7 +268,7 @@ class MeshDistance:
         self._origins[slot] = lo
         self._candidates.append(near)
         # the pairs a node of it tries (a fine mesh's: about its few nearest triangles)
-        self._counts[slot] = FINE_PAIRS if self._fine() else len(near)
+        self._counts[slot] = FINE_PAIRS if fine else len(near)
         self._slots[key] = slot
         if self._slot_of is not None:
             self._slot_of[key] = slot
@@ -367,16 +368,16 @@ class MeshDistance:
             extra_rows, extra_tris = self._candidates_within(points[some], radius[some])
             rows = np.concatenate([rows, some[extra_rows]])
             tris = np.concatenate([tris, extra_tris])
-        return rows, tris.astype(np.int64), d_near
+        return rows, np.asarray(tris, dtype=np.int64), d_near
 
     def _fill_fine(self, points: np.ndarray) -> np.ndarray:
         """Signed distances (M,) of ``points`` clipped to +-band, for a mesh of many small
-        triangles (``_fine``: a block's candidates are thousands): each point tries only the
+        triangles (``_fine``: a block's candidates would be thousands): each point tries only the
         triangles whose centroids lie within d + r of it (d: its nearest centroid's distance,
         r: the largest centroid-to-corner distance; the nearest triangle's centroid is within
         that), capped at band + r (a triangle beyond cannot be within band); a point with none
         within band (only its sign counts) searches again uncapped, a few points at a time."""
-        tree, reach = self._centroids, self._reach
+        reach = self._reach
         rows, tris, d_near = self._candidates_nearest(points)
         d2, closest, tri, feat = self._nearest_pairs(points, rows, tris)
         far = np.flatnonzero(~(d2 <= self.band**2))

@@ -1,13 +1,15 @@
 """Several objects against one: the cost of simulating K objects together.
 
     python -m training.benchmarks.bench_objects [--vertices 20000] [--objects 3]
-        [--frames 120] [--repeat 2] [--threads 1]
+        [--frames 120] [--repeat 2] [--threads 1] [--friction 0.5] [--windows 0.125]
 
 One object is a closed rounded box (a cube's faces split to about ``--vertices`` vertices)
 dropped 10 cm onto the ground; the scene is ``--objects`` such boxes dropped one above the
 other (they land and stack). Both run in this process, one after the other, ``--repeat`` times
 each (the best time kept): ``ratio`` = the scene's seconds / the one object's (the target of
-several objects: <= K). Prints one JSON line.
+several objects: <= K). Prints one JSON line. ``--windows SECONDS``: also, for the scene's
+last run, its implicit solves, Newton iterations and failed solves (each a halving) in windows
+of that many seconds of simulated time (where the scene's iterations go).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def main(argv=None) -> int:
     parser.add_argument("--frames", type=int, default=120)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--friction", type=float, default=0.5, help="of the boxes and ground")
+    parser.add_argument("--windows", type=float, default=None, metavar="SECONDS")
     args = parser.parse_args(argv)
     import torch
 
@@ -42,11 +46,15 @@ def main(argv=None) -> int:
     from neurok_core.dynamics import SimulationConditions
     from neurok_core.rigspace.objects import SceneObject, simulate_objects
 
-    scene = SimulationConditions(frames=args.frames, fps=24.0, ground=0.0, damping=0.5)
+    scene = SimulationConditions(
+        frames=args.frames, fps=24.0, ground=0.0, damping=0.5, friction=args.friction
+    )
     objects = []
     for k in range(args.objects):
         v, f = box_of(args.vertices, (0.01 * k, 0.0, 0.2 + 0.3 * k))
-        objects.append(SceneObject(f"box{k}", v, f, SimulationConditions(mass=1.0)))
+        objects.append(
+            SceneObject(f"box{k}", v, f, SimulationConditions(mass=1.0, friction=args.friction))
+        )
 
     def best(run) -> tuple[float, dict]:
         times, out = [], None
@@ -57,8 +65,30 @@ def main(argv=None) -> int:
         return min(times), out
 
     alone, one = best(lambda: simulate_objects(objects[:1], scene, want_vertices=False))
-    together, many = best(lambda: simulate_objects(objects, scene, want_vertices=False))
+    solves = []  # (t, iterations, failed) of every solve of the scene's last run
+    if args.windows:
+        from neurok_core.rigspace.newton_step import ProjectedNewton
+
+        solve = ProjectedNewton._solve
+
+        def counted(self, q, v, t, h, history=None):
+            start = self.report.iterations
+            out = solve(self, q, v, t, h, history)
+            solves.append((t, self.report.iterations - start, out is None))
+            return out
+
+        ProjectedNewton._solve = counted
+
+    def scene_run():
+        solves.clear()
+        return simulate_objects(objects, scene, want_vertices=False)
+
+    together, many = best(scene_run)
     steps = [r.info["substeps"] for r in (one["box0"], many["box0"])]
+    windows = {}
+    for t, iterations, failed in solves:
+        w = windows.setdefault(round(args.windows * int(t / args.windows), 6), [0, 0, 0])
+        w[0], w[1], w[2] = w[0] + 1, w[1] + iterations, w[2] + int(failed)
     print(
         json.dumps(
             {
@@ -69,6 +99,7 @@ def main(argv=None) -> int:
                 "scene_s": round(together, 3),
                 "ratio": round(together / alone, 2),
                 "steps_one_scene": steps,
+                **({"windows_solves_iterations_failed": windows} if args.windows else {}),
             }
         )
     )

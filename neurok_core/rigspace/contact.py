@@ -18,8 +18,10 @@ Both give every active contact a row e (4B,) and a normal g (3,), and the same e
 from the signed distance, gradient e (x) k (t - d) (-g), Gauss-Newton Hessian
 k (e (x) g) (e (x) g)^T.
 Friction is lagged at the step's start (``set_step``): E_f = sum mu lambda f0(|P (e^T (Q -
-Q_start))|), the smoothed f0 of incremental potential contact (Li et al. 2020), lambda the
-normal force and P the tangent projection at the start.
+Q_start))|), the smoothed f0 of incremental potential contact (Li et al. 2020: f0' = f1(s) =
+2 s / eps - s^2 / eps^2 below the slip eps, 1 beyond, so that f0 is C2 and Newton's model of it
+holds where a face turns from sticking to sliding), lambda the normal force and P the tangent
+projection at the start.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dynamics.obstacles import MeshDistance, Obstacles
+
+RECENT = 3  # states whose contacts ``Contact._active`` keeps
+CLUSTER = 8  # points of a cluster of the broad phase (``PartCull``), at most
 
 
 @dataclass
@@ -208,12 +213,14 @@ class RollingResistance:
 
 class PartCull:
     """The broad phase of the points that meet a moving part (a :class:`PartObstacle`): the
-    points of each other part carried by one bone (a rigid part) form a group with its rest
-    centre and radius; at a state, a group whose sphere (moved by its bone, its radius scaled
-    by the bone's largest stretch, bounded by the Frobenius norm) stays farther than ``reach``
-    from the obstacle's own sphere is left out of the queries, so the work of a query grows
-    with the points near the part, not with every point of the scene. Points of parts that
-    bend (several bones) are always queried.
+    points of each other part carried by one bone (a rigid part) are split into small
+    clusters (``CLUSTER`` points at most, by halving along the longest side), each with its
+    rest centre and radius; at a state, a cluster is carried by its bone into the obstacle's
+    rest frame, and one whose sphere (its radius scaled by both bones' largest stretches)
+    stays farther than ``reach`` from the obstacle's grid box is left out of the queries. So
+    the work of a query grows with the points near the part's surface, not with every point
+    of the parts around it (a box resting on another queries its bottom face's points).
+    Points of parts that bend (several bones) are always queried.
 
     points: (P, 3) rest positions; rows: (P, 4B) their skinning rows; owners: (P,) part of
     each; bones: {part: its one bone} (a point whose row holds another bone is always queried)."""
@@ -227,29 +234,69 @@ class PartCull:
             other[:, 4 * bone : 4 * bone + 4] = 0.0
             carried[own[~other.any(axis=1)]] = True
         self.always = np.flatnonzero(~carried)
-        self.groups = []  # (point indices, bone, rest centre, rest radius)
+        members, centres, radii, self.spans = [], [], [], []
         for part, bone in bones.items():
             own = np.flatnonzero((owners == part) & carried)
-            if len(own):
-                centre = points[own].mean(0)
-                radius = float(np.linalg.norm(points[own] - centre, axis=1).max())
-                self.groups.append((own, bone, centre, radius))
+            first = len(members)
+            for group in _clusters(points, own):
+                centre = points[group].mean(0)
+                members.append(group)
+                centres.append(centre)
+                radii.append(float(np.linalg.norm(points[group] - centre, axis=1).max()))
+            if len(members) > first:
+                self.spans.append((bone, slice(first, len(members))))  # a bone's clusters
+        self.members = members  # each cluster's point indices
+        # each point's cluster, the always-queried ones a last, always-near one
+        self.cluster_of = np.full(len(points), len(members), dtype=np.int64)  # (P,)
+        for c, group in enumerate(members):
+            self.cluster_of[group] = c
+        self.centres = np.array(centres).reshape(-1, 3)  # (C, 3) rest centres
+        self.radii = np.array(radii)  # (C,)
         self.heads = obstacle.heads
 
     def kept(self, qs: np.ndarray, reach: float) -> np.ndarray:
         """Sorted indices of the points to query at any of the states ``qs`` (S, B, 4, 3)."""
+        if not len(self.members):
+            return self.always
         o = self.obstacle
         f = np.swapaxes(qs[:, o.bone, :3, :], 1, 2)  # (S, 3, 3)
-        centre = f @ (o.centre - self.heads[o.bone]) + qs[:, o.bone, 3, :]  # (S, 3)
-        radius = np.linalg.norm(f, axis=(1, 2)) * o.radius + o.mesh.band + reach  # (S,)
-        keep = [self.always]
-        for own, bone, rest, r in self.groups:
-            fg = np.swapaxes(qs[:, bone, :3, :], 1, 2)
-            at = fg @ (rest - self.heads[bone]) + qs[:, bone, 3, :]  # (S, 3)
-            gap = np.linalg.norm(at - centre, axis=1) - np.linalg.norm(fg, axis=(1, 2)) * r
-            if (gap < radius).any():
-                keep.append(own)
-        return np.sort(np.concatenate(keep))
+        try:
+            inv = np.linalg.inv(f)
+        except np.linalg.LinAlgError:  # a singular part: every point
+            return np.arange(len(self.cluster_of))
+        # the largest stretches bounded by Gershgorin on F^T F (exactly 1 for a rotation)
+        shrink = np.sqrt(np.abs(np.swapaxes(inv, 1, 2) @ inv).sum(2).max(1))  # (S,)
+        lo, hi, head = o.mesh.lo, o.mesh.hi, self.heads[o.bone]
+        near = np.ones(len(self.members) + 1, dtype=bool)  # the last: the always-queried
+        for bone, span in self.spans:
+            fb = np.swapaxes(qs[:, bone, :3, :], 1, 2)  # (S, 3, 3)
+            # a rest point X of the bone, in the obstacle's rest frame: m (X - h_b) + t
+            m = inv @ fb
+            t = head + np.einsum("sij,sj->si", inv, qs[:, bone, 3, :] - qs[:, o.bone, 3, :])
+            rest = np.einsum("sij,cj->sci", m, self.centres[span] - self.heads[bone])
+            rest += t[:, None, :]  # (S, C, 3)
+            stretch = np.sqrt(np.abs(np.swapaxes(fb, 1, 2) @ fb).sum(2).max(1))  # (S,)
+            gap = np.linalg.norm(np.maximum(np.maximum(lo - rest, rest - hi), 0.0), axis=2)
+            bound = (stretch[:, None] * self.radii[span] + reach) * shrink[:, None]
+            near[span] = (gap <= bound).any(0)
+        return np.flatnonzero(near[self.cluster_of])
+
+
+def _clusters(points: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
+    """``idx`` split into clusters of at most ``CLUSTER`` nearby points: halved at the median
+    along the longest side of each cluster's box until small enough."""
+    out, todo = [], [idx] if len(idx) else []
+    while todo:
+        part = todo.pop()
+        if len(part) <= CLUSTER:
+            out.append(part)
+            continue
+        p = points[part]
+        axis = int(np.argmax(p.max(0) - p.min(0)))
+        order = part[np.argsort(p[:, axis], kind="stable")]
+        half = len(order) // 2
+        todo += [order[:half], order[half:]]
+    return out
 
 
 class WorldObstacle:
@@ -304,7 +351,7 @@ class Contact:
         self.lagged = None  # (rows (L, 4B), unit normals (L, 3), normal forces (L,))
         self.start_active = np.zeros(0, int)  # the points touching at the step's start
         self.start = None  # (B, 4, 3) the state at the step's start
-        self._last_active = None  # (state, ``_active`` there)
+        self._recent = []  # (state, ``_active`` there) of the last ``RECENT`` states asked
         self.cull = None  # a PartCull: the points each query needs (a moving part's contact)
         self.rolling = None  # a RollingResistance, or None
         self.rolling_lag = None  # its lag of the step
@@ -314,34 +361,51 @@ class Contact:
 
     def _active(self, q: np.ndarray):
         """(index, depth t - d > 0, gradient g, row e) of the contacts that act at ``q``
-        (the last state's answer kept: a step asks for the same state several times, from
-        its potential, its viscous terms and its sweeps; callers do not change it)."""
-        last = self._last_active
-        if last is not None and last[0].shape == q.shape and np.array_equal(last[0], q):
-            return last[1]
-        rows, kept = self.points.rows, None
-        if self.cull is not None:
-            kept = self.cull.kept(q[None], self.reach)
-            if not len(kept):  # nothing near the part: no contact, no query
-                none = np.zeros(0, dtype=np.int64)
-                out = none, np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1]))
-                self._last_active = (q.copy(), out)
-                return out
-            rows = rows[kept]
-        x = rows @ q.reshape(-1, 3)
-        idx, d, g, e = self.obstacle.entries(q, x, rows, self.reach)
-        if kept is not None:
-            idx = kept[idx]
+        (the last few states' answers kept: a step asks for the same state several times,
+        from its potential, its viscous terms, its sweeps and the next step's start;
+        callers do not change them)."""
+        known = self._known(q)
+        if known is not None:
+            return known
+        idx, d, g, e = self.within(q, self.reach)
         depth = self.points.threshold[idx] - d
         keep = depth > 0
-        out = idx[keep], depth[keep], g[keep], e[keep]
-        self._last_active = (q.copy(), out)
+        return self._keep(q, (idx[keep], depth[keep], g[keep], e[keep]))
+
+    def within(self, q: np.ndarray, reach: float):
+        """(index (R,), d (R,), g (R, 3), e (R, 4B)) of the points closer than ``reach`` (m)
+        to the obstacle at ``q``: the obstacle's ``entries`` of the points its broad phase
+        keeps."""
+        rows, kept = self.points.rows, None
+        if self.cull is not None:
+            kept = self.cull.kept(q[None], reach)
+            if not len(kept):  # nothing near the part: no contact, no query
+                none = np.zeros(0, dtype=np.int64)
+                return none, np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1]))
+            rows = rows[kept]
+        idx, d, g, e = self.obstacle.entries(q, rows @ q.reshape(-1, 3), rows, reach)
+        return (idx, d, g, e) if kept is None else (kept[idx], d, g, e)
+
+    def _known(self, q: np.ndarray):
+        """``_active``'s answer at ``q`` where it is one of the recent states, else None."""
+        for state, out in self._recent:
+            if state.shape == q.shape and np.array_equal(state, q):
+                return out
+        return None
+
+    def _keep(self, q: np.ndarray, out):
+        self._recent = [(q.copy(), out), *self._recent[: RECENT - 1]]
         return out
 
     def entering(self, states: np.ndarray, known: np.ndarray) -> int | None:
         """The first of ``states`` (S, B, 4, 3) at which a point not among ``known`` (indices)
         is in contact (``_active``), None where none is: all the states' points in one query
-        of the obstacle (a step's sweep asks for many states, none of them again)."""
+        of the obstacle (a step's sweep asks for many states, none of them again; a sweep of
+        one state already asked for, a step's end, is answered from ``_active``)."""
+        if len(states) == 1:
+            at = self._known(states[0])
+            if at is not None:
+                return 0 if (~np.isin(at[0], known)).any() else None
         rows, kept = self.points.rows, None
         if self.cull is not None:
             kept = self.cull.kept(states, self.reach)
@@ -429,18 +493,19 @@ class Contact:
         eps = self.slip * self.h
         c = self.mu * lam
         inner = s < eps
-        # f0(s) = s^2 / (2 eps) inside, s - eps / 2 beyond (C1); gradient f1(s) t / s
-        value = float(np.where(inner, c * s**2 / (2 * eps), c * (s - eps / 2)).sum())
-        scale = np.where(inner, c / eps, c / np.maximum(s, 1e-300))  # (L,)
+        r = np.minimum(s / eps, 1.0)
+        # f1(s) = 2 s / eps - s^2 / eps^2 inside, 1 beyond (IPC's mollifier: f0 is C2)
+        # f0(s) = s^2 / eps - s^3 / (3 eps^2) inside, s - eps / 3 beyond
+        value = float(np.where(inner, c * eps * (r**2 - r**3 / 3.0), c * (s - eps / 3.0)).sum())
+        scale = np.where(inner, c * (2.0 - r) / eps, c / np.maximum(s, 1e-300))  # f1(s) / s
         grad = (e.T @ (scale[:, None] * tangential)).reshape(nb, 4, 3)
         if not hessian:
             return value, grad, None
         proj = np.eye(3)[None] - n[:, :, None] * n[:, None, :]  # (L, 3, 3)
-        # inside: c / eps P (the quadratic); beyond: c / s (P - t t^T), t the slip's direction
-        # (positive semi-definite: P - t t^T projects on the tangent across the slip)
+        # f1/s P + (f1' - f1/s) t t^T; f1' - f1/s = -s / eps^2 inside, -1/s beyond
         t = tangential / np.maximum(s, 1e-300)[:, None]
-        slide = np.where(inner, 0.0, 1.0)[:, None, None] * t[:, :, None] * t[:, None, :]
-        hk = scale[:, None, None] * (proj - slide)
+        across = np.where(inner, c * r / eps, scale)  # (L,) -(f1' - f1/s)
+        hk = scale[:, None, None] * proj - across[:, None, None] * t[:, :, None] * t[:, None, :]
         # sum_l (e_l e_l^T) (x) hk_l as one product: (4B, L) @ (L, 4B 9)
         wide = (e[:, :, None, None] * hk[:, None]).reshape(len(e), -1)  # (L, 4B 9)
         big = (e.T @ wide).reshape(4 * nb, 4 * nb, 3, 3).transpose(0, 2, 1, 3)

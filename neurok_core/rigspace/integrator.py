@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve, solve_triangular
 
 from ..errors import SimulationError
 from .energies import flat_kron
@@ -60,6 +60,7 @@ TOI_PASSES = 3  # interpolations of the moment an impact happens within a step
 SHORTEST_CUT = 1e-6  # a step's share shorter than this is not cut off (impacts, ``step``)
 MAX_IMPACTS = 8  # impacts a step is cut at
 IMPACT_DEPTH = 0.25  # in contact margins: how close a point that bounces is to its contact
+IMPULSE_PASSES = 4  # solves of an impact's impulse, each with the points it drove in
 
 
 class OutOfTime(Exception):
@@ -400,39 +401,52 @@ class Integrator:
         point within ``IMPACT_DEPTH`` margins of its contact (or in it) that V_r brings closer
         faster than ``rest_speed`` leaves at ``bounciness`` times that speed, by the least
         impulse in the metric M that gives all of them their normal speeds:
-        V += T (T^T M T)^-1 (J T)^T lambda (with bounciness 1 it keeps the energy of V_r)."""
-        entries = []
+        V += T (T^T M T)^-1 (J T)^T lambda (with bounciness 1 it keeps the energy of V_r).
+        The impulse travels on through the contacts it drives (a box landing on a stack
+        pushes the one below into the ground): a point that the impulse makes approach
+        faster than ``rest_speed`` joins, stopped (normal speed 0), and the impulse is solved
+        again with it, ``IMPULSE_PASSES`` times at most (shock propagation)."""
+        rows, normals = [], []
         for c in self.contacts:
             tol = IMPACT_DEPTH * c.reach
-            x = c.positions(q1)
-            idx, d, g, e = c.obstacle.entries(q1, x, c.points.rows, c.reach + tol)
+            idx, d, g, e = c.within(q1, c.reach + tol)
             near = d < c.points.threshold[idx] + tol
             if near.any():
-                n = g[near] / np.maximum(np.linalg.norm(g[near], axis=1), 1e-12)[:, None]
-                entries.append((e[near], n))
-        if not entries:
+                rows.append(e[near])
+                normals.append(
+                    g[near] / np.maximum(np.linalg.norm(g[near], axis=1), 1e-12)[:, None]
+                )
+        if not rows:
             return v1
         basis = self._joint_velocities(q1)  # (12B, K)
         if basis.shape[1] == 0:
             return v1
+        # every near point's normal velocity as a row on the joints' velocities: (R, K)
+        e, n = np.concatenate(rows), np.concatenate(normals)
+        jac = (e[:, :, None] * n[:, None, :]).reshape(len(e), -1) @ basis
         mr = basis.T @ self.mass @ basis
         mr += 1e-12 * np.trace(mr) / len(mr) * np.eye(len(mr))
-        factor = cho_factor(mr)
-        moving = basis @ cho_solve(factor, basis.T @ (self.mass @ v1.reshape(-1)))  # V_r
-        flat = moving.reshape(-1, 3)
-        rows, need = [], []
-        for e, n in entries:
-            speed = ((e @ flat) * n).sum(1)  # (R,) normal speeds (< 0: approaching)
-            hit = speed < -self.rest_speed
-            if hit.any():
-                rows.append((e[hit][:, :, None] * n[hit][:, None, :]).reshape(int(hit.sum()), -1))
-                need.append(-(1.0 + self.bounciness) * speed[hit])
-        if not rows:
+        lower = np.linalg.cholesky(mr)  # T^T M T = L L^T
+        xi = cho_solve((lower, True), basis.T @ (self.mass @ v1.reshape(-1)))  # V_r = T xi
+        speed = jac @ xi  # (R,) normal speeds (< 0: approaching)
+        hit = speed < -self.rest_speed
+        if not hit.any():
             return v1
-        jac = np.concatenate(rows) @ basis  # (R, K)
-        minv_jt = cho_solve(factor, jac.T)  # (K, R)
-        lam = np.linalg.lstsq(jac @ minv_jt, np.concatenate(need), rcond=1e-10)[0]
-        return (v1.reshape(-1) + basis @ (minv_jt @ lam)).reshape(v1.shape)
+        need = np.where(hit, -self.bounciness * speed, 0.0)  # the speeds they leave at
+        # the least change of xi in the metric (|L^T dxi|) that gives them: dxi = L^-T y,
+        # y the least-squares (least-norm) solution of (J L^-T) y = need - speed, (R, K)
+        scaled = solve_triangular(lower, jac.T, lower=True).T
+        change = np.zeros_like(xi)
+        # an elastic impulse is not passed on (stopping what it drives would take energy)
+        for _ in range(IMPULSE_PASSES if self.bounciness < 1.0 else 1):
+            sel = np.flatnonzero(hit)
+            y = np.linalg.lstsq(scaled[sel], need[sel] - speed[sel], rcond=1e-10)[0]
+            change = solve_triangular(lower.T, y, lower=False)
+            pushed = (speed + jac @ change < -self.rest_speed) & ~hit
+            if not pushed.any():
+                break
+            hit |= pushed
+        return (v1.reshape(-1) + basis @ change).reshape(v1.shape)
 
     def _joint_velocities(self, q: np.ndarray) -> np.ndarray:
         """(12B, K) a basis of the rigid bone velocities (``_rigid_velocities``) that the

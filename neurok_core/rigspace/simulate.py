@@ -486,7 +486,7 @@ class _Loads:
 
     def __init__(self, space: RigSpace, conditions: SimulationConditions, omega_drag: float):
         fps = conditions.fps
-        last = (conditions.frames - 1) / fps
+        last = self.last = (conditions.frames - 1) / fps
         self.forces = [
             (
                 c.start_frame / fps,
@@ -523,6 +523,13 @@ class _Loads:
             )
         self.state = None
 
+    def steady_from(self) -> float:
+        """The time (s) after which no force, wind or drag starts, ends or moves."""
+        changes = [a for a, _, _ in self.forces]
+        changes += [b for _, b, _ in self.forces if b < self.last]
+        changes += [d["end"] for d in self.drags]
+        return max(changes, default=0.0)
+
     def __call__(self, t: float):
         out = [f for a, b, f in self.forces if a <= t <= b]
         for d in self.drags:
@@ -534,6 +541,50 @@ class _Loads:
             d["spring"].targets = (d["from"] + s * (d["target"] - d["from"]))[None]
             out.append(d["spring"])
         return out
+
+
+class _Sleep:
+    """Whether a scene has come to rest (``RigSettings.sleep_distance``): no vertex farther
+    than ``sleep_distance`` object sizes from where it was over ``sleep_time`` seconds, all
+    after the loads last changed (``_Loads.steady_from``). A scene at rest stays as it is for
+    the rest of the run (no step is taken, as rigid body engines deactivate what has come to
+    rest), so a stack that settles in a second does not cost its remaining seconds. A
+    vertex's move is bounded by its bones': |dF| R_b + |dc| for the bones that carry it (R_b:
+    the farthest of their vertices from the head)."""
+
+    def __init__(self, space: RigSpace, settings: RigSettings, steady: float, fps: float):
+        bones, weights = space.vertex_bones, space.vertex_weights  # (N, K)
+        far = np.linalg.norm(space.vertices[:, None, :] - space.heads[bones], axis=2)
+        self.reach = np.zeros(space.num_bones)  # (B,) R_b
+        np.maximum.at(self.reach, bones.ravel(), np.where(weights > 0, far, 0.0).ravel())
+        self.limit = settings.sleep_distance * space.object_size  # m
+        self.frames = max(int(np.ceil(settings.sleep_time * fps)), 1)
+        self.time = settings.sleep_time
+        self.first = int(np.ceil(steady * fps))  # the first frame the loads are steady
+        self.since = None  # (frame, state) where the calm began
+        self.asleep_at = None  # the frame from which the scene is at rest
+
+    def _bound(self, d: np.ndarray) -> float:
+        """The largest a vertex moves (m) when its bones change by ``d`` (B, 4, 3)."""
+        moved = np.linalg.norm(d[:, :3], axis=(1, 2)) * self.reach
+        return float((moved + np.linalg.norm(d[:, 3], axis=1)).max(initial=0.0))
+
+    def rests(self, frame: int, q: np.ndarray, v: np.ndarray) -> bool:
+        """After ``frame`` at bone state ``q`` (B, 4, 3), velocities ``v``: whether the scene
+        is now at rest (and stays so). Its vertices must also be slower than ``limit`` over
+        ``sleep_time`` (a small, fast vibration is not rest: its energy would be lost)."""
+        if self.limit <= 0 or frame < self.first:
+            return False
+        if self._bound(v) * self.time > self.limit:
+            self.since = None
+            return False
+        if self.since is not None and self._bound(q - self.since[1]) > self.limit:
+            self.since = None
+        if self.since is None:
+            self.since = (frame, q.copy())
+        elif frame - self.since[0] >= self.frames:
+            self.asleep_at = frame
+        return self.asleep_at is not None
 
 
 # -- initial velocities ------------------------------------------------------------------------
@@ -836,15 +887,19 @@ def simulate_space(
     if on_frame is not None and on_frame(0, vertices.astype(np.float32), energies_out[0]) is False:
         cancelled = True
     on_progress("simulate", 1 / count)
+    sleep = _Sleep(space, settings, loads.steady_from(), conditions.fps)
     for frame in range(1, count if not cancelled else 1):
-        try:
-            for s in range(substeps):
-                loads.state = q
-                t = (frame - 1) / conditions.fps + s * h
-                q, v = integ.advance(q, v, t, h)
-        except OutOfTime:
-            cancelled = timed_out = True
-            break
+        if sleep.asleep_at is None:
+            try:
+                for s in range(substeps):
+                    loads.state = q
+                    t = (frame - 1) / conditions.fps + s * h
+                    q, v = integ.advance(q, v, t, h)
+            except OutOfTime:
+                cancelled = timed_out = True
+                break
+            if sleep.rests(frame, q, v):
+                v = np.zeros_like(v)
         qs.append(q.copy())
         energies_out.append(integ.energy(q, v, frame / conditions.fps))
         on_progress("simulate", (frame + 1) / count)
@@ -876,6 +931,7 @@ def simulate_space(
         blend="lbs",
     )
     t_out = np.arange(len(states)) / conditions.fps
+    awake = len(states) if sleep.asleep_at is None else sleep.asleep_at + 1
     affine = float(
         max(
             np.abs(completed(np.swapaxes(s[:, :3], 1, 2), space) - r).max()
@@ -891,16 +947,18 @@ def simulate_space(
         "jacobians": int(integ.report.jacobians),
         "backward_euler_steps": int(integ.report.backward_euler),
         "halvings": int(integ.report.halvings),
+        "asleep_frame": sleep.asleep_at,
         "rigidity_residual": affine,
         "pins": "exact" if conditions.pins else "none",
         "cancelled": bool(cancelled),
         "timed_out": bool(timed_out),
         # the strain, the depth into obstacles, whether the steps held: Simulate's warning
+        # frames after the scene came to rest are its last moving frame again
         **plausibility(
             space,
             conditions,
-            rot,
-            trans,
+            rot[:awake],
+            trans[:awake],
             halvings=integ.report.halvings,
             cancelled=cancelled,
         ),

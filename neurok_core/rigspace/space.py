@@ -80,6 +80,10 @@ class RigSettings:
     stretch_edges: int = 1500
     friction_slip: float = 0.002  # object sizes per second below which friction sticks
     rolling_resistance: float = 0.01  # a part's rolling torque at most this x its size x load
+    # a scene none of whose points moves farther than sleep_distance (object sizes) from where
+    # it was for sleep_time seconds, its loads steady, is at rest: it stops moving (0: never)
+    sleep_distance: float = 5e-4
+    sleep_time: float = 0.5
     step: str = "auto"  # "midpoint", "newton" (projected, rigid parts exact) or "auto"
     cloth_step: str = "quasi-newton"  # a cloth's: "quasi-newton" or "projective" (previews)
 

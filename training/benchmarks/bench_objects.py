@@ -7,9 +7,11 @@ One object is a closed rounded box (a cube's faces split to about ``--vertices``
 dropped 10 cm onto the ground; the scene is ``--objects`` such boxes dropped one above the
 other (they land and stack). Both run in this process, one after the other, ``--repeat`` times
 each (the best time kept): ``ratio`` = the scene's seconds / the one object's (the target of
-several objects: <= K). Prints one JSON line. ``--windows SECONDS``: also, for the scene's
-last run, its implicit solves, Newton iterations and failed solves (each a halving) in windows
-of that many seconds of simulated time (where the scene's iterations go).
+several objects: <= K). Both once as shipped (a scene that has come to rest stops stepping:
+``RigSettings.sleep_distance``) and once awake to the end (``*_awake``: every frame stepped,
+what a scene that keeps moving costs). Prints one JSON line. ``--windows SECONDS``: also, for
+the scene's last awake run, its implicit solves, Newton iterations and failed solves (each a
+halving) in windows of that many seconds of simulated time (where the scene's iterations go).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     from neurok_core.dynamics import SimulationConditions
+    from neurok_core.rigspace import RigSettings
     from neurok_core.rigspace.objects import SceneObject, simulate_objects
 
     scene = SimulationConditions(
@@ -64,8 +67,15 @@ def main(argv=None) -> int:
             times.append(time.perf_counter() - start)
         return min(times), out
 
-    alone, one = best(lambda: simulate_objects(objects[:1], scene, want_vertices=False))
-    solves = []  # (t, iterations, failed) of every solve of the scene's last run
+    shipped, awake = RigSettings(), RigSettings(sleep_distance=0.0)
+
+    def run(some, settings):
+        return simulate_objects(some, scene, settings=settings, want_vertices=False)
+
+    alone, one = best(lambda: run(objects[:1], shipped))
+    together, many = best(lambda: run(objects, shipped))
+    alone_awake, _ = best(lambda: run(objects[:1], awake))
+    solves = []  # (t, iterations, failed) of every solve of the scene's last awake run
     if args.windows:
         from neurok_core.rigspace.newton_step import ProjectedNewton
 
@@ -79,12 +89,12 @@ def main(argv=None) -> int:
 
         ProjectedNewton._solve = counted
 
-    def scene_run():
+    def scene_awake():
         solves.clear()
-        return simulate_objects(objects, scene, want_vertices=False)
+        return run(objects, awake)
 
-    together, many = best(scene_run)
-    steps = [r.info["substeps"] for r in (one["box0"], many["box0"])]
+    together_awake, many_awake = best(scene_awake)
+    steps = [r.info["substeps"] for r in (one["box0"], many["box0"], many_awake["box0"])]
     windows = {}
     for t, iterations, failed in solves:
         w = windows.setdefault(round(args.windows * int(t / args.windows), 6), [0, 0, 0])
@@ -98,7 +108,11 @@ def main(argv=None) -> int:
                 "one_s": round(alone, 3),
                 "scene_s": round(together, 3),
                 "ratio": round(together / alone, 2),
-                "steps_one_scene": steps,
+                "asleep_frame_one_scene": [r["box0"].info["asleep_frame"] for r in (one, many)],
+                "one_awake_s": round(alone_awake, 3),
+                "scene_awake_s": round(together_awake, 3),
+                "ratio_awake": round(together_awake / alone_awake, 2),
+                "steps_one_scene_scene_awake": steps,
                 **({"windows_solves_iterations_failed": windows} if args.windows else {}),
             }
         )

@@ -137,8 +137,10 @@ from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 PROTOCOL = 1
 TASKS = ("simulate", "ik", "scene", "preview", "structure")
 # a preview's cloth steps by projective dynamics where nothing touches (faster, approximate:
-# docs/experiments/rig_speed.md); Simulate's bake keeps the exact quasi-Newton step
-PREVIEW_RIG_SETTINGS = {"cloth_step": "projective"}
+# docs/experiments/rig_speed.md), its rigid parts one step a frame at least (not two) with 300
+# contact points a part (not 1,000): a laptop's lid follows Simulate's path to 2% of its size
+# (docs/experiments/preview.md); Simulate's bake keeps the exact steps
+PREVIEW_RIG_SETTINGS = {"cloth_step": "projective", "substeps": 1, "contact_samples": 300}
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
 
 
@@ -539,6 +541,7 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
             want_rig=bool(rig_path) or bool(out["result"]),
             structure=structure,
             settings=RigSettings(**PREVIEW_RIG_SETTINGS) if preview else None,
+            want_figures=not preview,
         )
     else:
         on_status("simulate", f"simulating {count} frames")

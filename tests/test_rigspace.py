@@ -560,3 +560,15 @@ def test_the_skinning_rows_and_the_edges_against_plain_loops():
         }
     )
     np.testing.assert_array_equal(unique_edges(faces), np.asarray(edges))
+
+
+def test_a_run_without_its_figures_moves_the_same():
+    """A preview spares itself the strain and depth figures (``want_figures=False``): the same
+    motion, its info without them."""
+    v, f = box_mesh((0.2, 0.2, 0.2), np.array([0.0, 0.0, 0.15]), subdivisions=1)
+    cond = SimulationConditions(frames=8, fps=24.0, ground=0.0, damping=0.5)
+    full = simulate_rig(v, f, cond)
+    bare = simulate_rig(v, f, cond, want_figures=False)
+    np.testing.assert_array_equal(full.positions, bare.positions)
+    assert "edge_strain_max" in full.info and "penetration_max" in full.info
+    assert "edge_strain_max" not in bare.info and "penetration_max" not in bare.info

@@ -72,6 +72,20 @@ def _index(value: Any, what: str) -> int:
     return value
 
 
+def _pin_indices(pins) -> tuple[int, ...]:
+    """Sorted unique vertex indices of ``pins``: integers (or an integer array's) at once (a
+    live preview sends 10,000 pins at every change), anything else index by index (refusing
+    bools, fractions and negatives as ``_index`` does). No numpy here: Blender's side
+    imports this module without it."""
+    values = pins.tolist() if hasattr(pins, "tolist") else pins
+    if isinstance(values, (list, tuple)) and all(type(p) is int for p in values):
+        unique = sorted(set(values))
+        if unique and unique[0] < 0:
+            raise ConditionError(f"pinned vertex must be >= 0, got {unique[0]}")
+        return tuple(unique)
+    return tuple(sorted({_index(p, "pinned vertex") for p in values}))
+
+
 def _number(value: Any, what: str, *, low: float, low_open: bool, high: float = math.inf) -> float:
     """A finite float in (low, high] or [low, high]."""
     if isinstance(value, bool):
@@ -369,7 +383,7 @@ class SimulationConditions:
         s(self, "gravity", _vec3(self.gravity, "gravity"))
         if isinstance(self.pins, (str, bytes)) or not hasattr(self.pins, "__iter__"):
             raise ConditionError(f"pins must be a list of vertex indices, got {self.pins!r}")
-        s(self, "pins", tuple(sorted({_index(p, "pinned vertex") for p in self.pins})))
+        s(self, "pins", _pin_indices(self.pins))
         s(self, "mass", _number(self.mass, "mass (kg)", low=0, low_open=True))
         s(
             self,

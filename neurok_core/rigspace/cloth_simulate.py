@@ -335,6 +335,7 @@ def simulate_cloth(
     want_vertices: bool = True,
     time_limit: float | None = None,
     want_rig: bool = True,
+    want_figures: bool = True,
     welding=None,
     kept=None,
 ) -> SimulationResult:
@@ -448,7 +449,11 @@ def simulate_cloth(
         "pins": "exact" if conditions.pins else "none",
         "cancelled": bool(cancelled),
         "timed_out": bool(timed_out),
-        **_plausibility(run, watch, positions, node_frames, cancelled, report.unconverged),
+        **(
+            _plausibility(run, watch, positions, node_frames, cancelled, report.unconverged)
+            if want_figures
+            else {}
+        ),
         "seconds": round(time.perf_counter() - started, 3),
     }
     return SimulationResult(

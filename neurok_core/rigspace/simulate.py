@@ -728,6 +728,7 @@ def simulate_rig(
     structure=None,
     shelf=None,
     want_rig: bool = True,
+    want_figures: bool = True,
 ) -> SimulationResult:
     """Simulate ``conditions`` on the mesh in its rig space; the result carries the rig.
     ``structure``: a :class:`~neurok_core.structure.Structure` whose joints the step holds
@@ -737,7 +738,8 @@ def simulate_rig(
     simulated node. ``shelf``: a :class:`~neurok_core.rigspace.shelf.SpaceShelf` that keeps
     the space (and its contact's geometry), or the cloth's simulation mesh, for the next run
     of the same object. ``want_rig``: False spares a cloth its rig (a bone per node; the rig
-    space's costs nothing).
+    space's costs nothing). ``want_figures``: False spares a preview the strain and depth
+    figures over its frames (Simulate's warning; its info then lacks them).
 
     on_frame(index, positions (N, 3) float32 or None, energy) for every frame in order;
     return False to stop. ``time_limit`` (seconds from the call): checked before every
@@ -771,6 +773,7 @@ def simulate_rig(
             want_vertices=want_vertices,
             time_limit=time_limit,
             want_rig=want_rig,
+            want_figures=want_figures,
             kept=kept,
         )
     started = time.perf_counter()
@@ -800,6 +803,7 @@ def simulate_rig(
         want_vertices=want_vertices,
         deadline=deadline,
         started=started,
+        want_figures=want_figures,
     )
 
 
@@ -815,6 +819,7 @@ def simulate_space(
     started: float | None = None,
     stiffness: np.ndarray | None = None,
     uniform_velocity: np.ndarray | None = None,
+    want_figures: bool = True,
 ) -> SimulationResult:
     """:func:`simulate_rig`'s run in a built ``space`` (its conditions checked): ``deadline``
     a ``time.monotonic()`` time or None, ``started`` the ``time.perf_counter()`` of the call
@@ -954,13 +959,17 @@ def simulate_space(
         "timed_out": bool(timed_out),
         # the strain, the depth into obstacles, whether the steps held: Simulate's warning
         # frames after the scene came to rest are its last moving frame again
-        **plausibility(
-            space,
-            conditions,
-            rot[:awake],
-            trans[:awake],
-            halvings=integ.report.halvings,
-            cancelled=cancelled,
+        **(
+            plausibility(
+                space,
+                conditions,
+                rot[:awake],
+                trans[:awake],
+                halvings=integ.report.halvings,
+                cancelled=cancelled,
+            )
+            if want_figures
+            else {}
         ),
         "seconds": round(time.perf_counter() - started, 3),
     }

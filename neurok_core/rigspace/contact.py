@@ -351,7 +351,8 @@ class Contact:
         self.lagged = None  # (rows (L, 4B), unit normals (L, 3), normal forces (L,))
         self.start_active = np.zeros(0, int)  # the points touching at the step's start
         self.start = None  # (B, 4, 3) the state at the step's start
-        self._recent = []  # (state, ``_active`` there) of the last ``RECENT`` states asked
+        self._recent = []  # (state, its points within ``wide``, ``_active`` there), newest first
+        self.wide = self.reach  # the reach of its queries (an integrator widens it: impacts)
         self.cull = None  # a PartCull: the points each query needs (a moving part's contact)
         self.rolling = None  # a RollingResistance, or None
         self.rolling_lag = None  # its lag of the step
@@ -362,20 +363,21 @@ class Contact:
     def _active(self, q: np.ndarray):
         """(index, depth t - d > 0, gradient g, row e) of the contacts that act at ``q``
         (the last few states' answers kept: a step asks for the same state several times,
-        from its potential, its viscous terms, its sweeps and the next step's start;
-        callers do not change them)."""
-        known = self._known(q)
-        if known is not None:
-            return known
-        idx, d, g, e = self.within(q, self.reach)
-        depth = self.points.threshold[idx] - d
-        keep = depth > 0
-        return self._keep(q, (idx[keep], depth[keep], g[keep], e[keep]))
+        from its potential, its viscous terms, its sweeps, its impacts and the next step's
+        start; callers do not change them)."""
+        return self._at(q)[1]
 
     def within(self, q: np.ndarray, reach: float):
         """(index (R,), d (R,), g (R, 3), e (R, 4B)) of the points closer than ``reach`` (m)
         to the obstacle at ``q``: the obstacle's ``entries`` of the points its broad phase
-        keeps."""
+        keeps (from the recent states' queries where ``reach`` is within ``wide``)."""
+        if reach > self.wide:
+            return self._query(q, reach)
+        idx, d, g, e = self._at(q)[0]
+        keep = d < reach
+        return idx[keep], d[keep], g[keep], e[keep]
+
+    def _query(self, q: np.ndarray, reach: float):
         rows, kept = self.points.rows, None
         if self.cull is not None:
             kept = self.cull.kept(q[None], reach)
@@ -386,26 +388,28 @@ class Contact:
         idx, d, g, e = self.obstacle.entries(q, rows @ q.reshape(-1, 3), rows, reach)
         return (idx, d, g, e) if kept is None else (kept[idx], d, g, e)
 
-    def _known(self, q: np.ndarray):
-        """``_active``'s answer at ``q`` where it is one of the recent states, else None."""
-        for state, out in self._recent:
+    def _at(self, q: np.ndarray):
+        """(the points within ``wide`` at ``q``, ``_active``'s answer there), queried once
+        for each of the last ``RECENT`` states."""
+        for state, near, active in self._recent:
             if state.shape == q.shape and np.array_equal(state, q):
-                return out
-        return None
-
-    def _keep(self, q: np.ndarray, out):
-        self._recent = [(q.copy(), out), *self._recent[: RECENT - 1]]
-        return out
+                return near, active
+        near = self._query(q, self.wide)
+        idx, d, g, e = near
+        depth = self.points.threshold[idx] - d
+        keep = depth > 0
+        active = idx[keep], depth[keep], g[keep], e[keep]
+        self._recent = [(q.copy(), near, active), *self._recent[: RECENT - 1]]
+        return near, active
 
     def entering(self, states: np.ndarray, known: np.ndarray) -> int | None:
         """The first of ``states`` (S, B, 4, 3) at which a point not among ``known`` (indices)
         is in contact (``_active``), None where none is: all the states' points in one query
         of the obstacle (a step's sweep asks for many states, none of them again; a sweep of
         one state already asked for, a step's end, is answered from ``_active``)."""
-        if len(states) == 1:
-            at = self._known(states[0])
-            if at is not None:
-                return 0 if (~np.isin(at[0], known)).any() else None
+        if len(states) == 1 and any(np.array_equal(s, states[0]) for s, _, _ in self._recent):
+            idx = self._active(states[0])[0]
+            return 0 if (~np.isin(idx, known)).any() else None
         rows, kept = self.points.rows, None
         if self.cull is not None:
             kept = self.cull.kept(states, self.reach)

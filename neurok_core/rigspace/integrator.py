@@ -101,6 +101,8 @@ class Integrator:
         self.energies = list(energies)
         self.loads = loads
         self.contacts = list(contacts)
+        for c in self.contacts:  # its queries also serve the impacts' (``_restitution``)
+            c.wide = max(c.wide, c.reach * (1.0 + IMPACT_DEPTH))
         self.damping = damping
         self.zeta = zeta
         self.bounciness = bounciness
@@ -409,7 +411,7 @@ class Integrator:
         rows, normals = [], []
         for c in self.contacts:
             tol = IMPACT_DEPTH * c.reach
-            idx, d, g, e = c.within(q1, c.reach + tol)
+            idx, d, g, e = c.within(q1, c.reach * (1.0 + IMPACT_DEPTH))  # (the step's query)
             near = d < c.points.threshold[idx] + tol
             if near.any():
                 rows.append(e[near])

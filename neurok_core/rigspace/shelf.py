@@ -37,7 +37,7 @@ def space_key(conditions: SimulationConditions, settings: RigSettings) -> str:
     """What :func:`~neurok_core.rigspace.space.build_rig_space` reads besides the mesh."""
     what = {
         "mass": conditions.mass,
-        "pins": sorted(int(i) for i in conditions.pins),
+        "pins": list(conditions.pins),  # sorted and unique (``SimulationConditions``)
         "elastic": conditions.stiffness > 0,
         "settings": asdict(settings),
     }

@@ -553,10 +553,12 @@ class _Sleep:
     the farthest of their vertices from the head)."""
 
     def __init__(self, space: RigSpace, settings: RigSettings, steady: float, fps: float):
-        bones, weights = space.vertex_bones, space.vertex_weights  # (N, K)
-        far = np.linalg.norm(space.vertices[:, None, :] - space.heads[bones], axis=2)
-        self.reach = np.zeros(space.num_bones)  # (B,) R_b
-        np.maximum.at(self.reach, bones.ravel(), np.where(weights > 0, far, 0.0).ravel())
+        self.reach = space.memo.get("bone_reach")  # (B,) R_b, once a space
+        if self.reach is None:
+            bones, weights = space.vertex_bones, space.vertex_weights  # (N, K)
+            far = np.linalg.norm(space.vertices[:, None, :] - space.heads[bones], axis=2)
+            self.reach = space.memo["bone_reach"] = np.zeros(space.num_bones)
+            np.maximum.at(self.reach, bones.ravel(), np.where(weights > 0, far, 0.0).ravel())
         self.limit = settings.sleep_distance * space.object_size  # m
         self.frames = max(int(np.ceil(settings.sleep_time * fps)), 1)
         self.time = settings.sleep_time

@@ -448,10 +448,22 @@ class Warm:
     def validate_mesh(self, vertices, faces) -> None:
         """``geometry.validate_mesh`` once per mesh (a preview sends the same mesh at every
         change: 12 ms of a 20k-vertex laptop's 0.3 s)."""
-        from .geometry import validate_mesh
-        from .rigspace.shelf import mesh_digest
+        import hashlib
 
-        digest = mesh_digest(vertices, faces)
+        import numpy as np
+
+        from .geometry import validate_mesh
+
+        try:  # the arrays as they came: their shapes, types and bytes (no cast hides any)
+            h = hashlib.sha256()
+            for a in (vertices, faces):
+                a = np.asarray(a)
+                h.update(repr((a.shape, a.dtype.str)).encode())
+                h.update(np.ascontiguousarray(a).tobytes())
+            digest = h.hexdigest()
+        except Exception:  # not plain arrays: the check says what is wrong with them
+            validate_mesh(vertices, faces)
+            return
         if digest not in self.valid_meshes:
             validate_mesh(vertices, faces)
             if len(self.valid_meshes) >= 4 * self.RIG_SPACES:

@@ -203,3 +203,28 @@ def test_an_undamped_swing_never_falls_asleep():
     assert result.info["asleep_frame"] is None
     off = simulate_rig(v, f, cond, settings=RigSettings(sleep_distance=0.0))
     assert off.info["asleep_frame"] is None
+
+
+def test_an_impulse_passed_on_stops_the_stack_and_never_adds_energy():
+    """``impulse`` on two bodies in a column (rows: the top one's normal speed against the
+    lower, the lower's against the ground; unit masses): a landing is passed on to the
+    ground, so nothing is left approaching; and a bouncy hit on a lower body already moving
+    away does not gain kinetic energy by the passing on (its single solve holds)."""
+    from neurok_core.rigspace.integrator import impulse
+
+    jac = np.array([[1.0, -1.0], [0.0, 1.0]])  # (A - B) . n, B . n: A above B above the ground
+    lower = np.eye(2)
+    # A lands at 1 m/s on B resting on the ground: inelastic, both stop
+    xi = np.array([-1.0, 0.0])
+    out = xi + impulse(jac, lower, xi, 0.0, 0.01)
+    assert (jac @ out >= -0.01 - 1e-12).all()
+    np.testing.assert_allclose(out, [0.0, 0.0], atol=1e-12)
+    # a single solve leaves B driven into the ground at half the speed
+    once = xi + impulse(jac, lower, xi, 0.0, 0.01, passes=1)
+    assert (jac @ once)[1] < -0.4
+    for e in (0.5, 0.9, 0.99):
+        for u in (0.0, 0.5, 1.0):  # B rising from the ground at u
+            xi = np.array([-1.0, u])
+            out = xi + impulse(jac, lower, xi, e, 0.01)
+            assert out @ out <= xi @ xi * (1.0 + 1e-12)
+    assert impulse(jac, lower, np.array([0.0, 0.0]), 0.5, 0.01) is None  # nothing approaches

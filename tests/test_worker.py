@@ -396,3 +396,25 @@ def test_a_scene_request_simulates_its_objects_together(tmp_path):
     )
     code, lines, _ = run(["--request", str(request)])
     assert code == 2 and "'hit': 'output' names no" in lines[-1]["message"]
+
+
+def test_a_serving_worker_checks_each_mesh_it_has_not_seen():
+    """A warm worker checks a mesh once, by its arrays as they came: the same numbers in
+    another shape or type, or not numbers at all, are checked (and refused) again."""
+    from neurok_core.errors import MeshError
+    from neurok_core.worker import Warm
+
+    warm = Warm()
+    v = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    f = np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]])
+    warm.validate_mesh(v, f)
+    warm.validate_mesh(v, f)  # seen: not checked again
+    assert len(warm.valid_meshes) == 1
+    for bad_v, bad_f in (
+        (v.reshape(3, 4), f),
+        (v, f.reshape(6, 2)),
+        (v, f + 0.4),
+        (np.array([["a", "b", "c"]] * 4), f),
+    ):
+        with pytest.raises(MeshError):
+            warm.validate_mesh(bad_v, bad_f)

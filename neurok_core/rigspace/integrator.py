@@ -63,6 +63,44 @@ IMPACT_DEPTH = 0.25  # in contact margins: how close a point that bounces is to 
 IMPULSE_PASSES = 4  # solves of an impact's impulse, each with the points it drove in
 
 
+def impulse(jac, lower, xi, bounciness: float, rest_speed: float, passes: int = IMPULSE_PASSES):
+    """The change of the joints' velocities xi (K,) at an impact (``Integrator._restitution``),
+    or None where no point approaches faster than ``rest_speed``. ``jac`` (R, K): the near
+    points' normal speeds on xi; ``lower``: the Cholesky factor L of the metric T^T M T.
+    Every point approaching faster than ``rest_speed`` leaves at ``bounciness`` times its
+    approach speed, by the least change in the metric (|L^T dxi|): dxi = L^-T y, y the
+    least-squares (least-norm) solution of (J L^-T) y = need - speed. The impulse is passed
+    on (``passes`` solves at most; one for bounciness 1, whose energy stopping the driven
+    points would take): a point it makes approach faster than ``rest_speed`` joins it,
+    stopped (normal speed 0), unless that would leave more kinetic energy than the last solve
+    (a bouncy hit on a body moving away: its target speed was taken against that motion)."""
+    speed = jac @ xi  # (R,) normal speeds (< 0: approaching)
+    hit = speed < -rest_speed
+    if not hit.any():
+        return None
+    need = np.where(hit, -bounciness * speed, 0.0)  # the speeds they leave at
+    scaled = solve_triangular(lower, jac.T, lower=True).T  # (R, K) J L^-T
+    change = None
+    for _ in range(passes if bounciness < 1.0 else 1):
+        sel = np.flatnonzero(hit)
+        y = np.linalg.lstsq(scaled[sel], need[sel] - speed[sel], rcond=1e-10)[0]
+        passed = solve_triangular(lower.T, y, lower=False)
+        if change is not None and _norm(lower, xi + passed) > _norm(lower, xi + change):
+            break
+        change = passed
+        pushed = (speed + jac @ change < -rest_speed) & ~hit
+        if not pushed.any():
+            break
+        hit |= pushed
+    return change
+
+
+def _norm(lower: np.ndarray, xi: np.ndarray) -> float:
+    """|L^T xi|: the kinetic energy's square root (x sqrt 2) of the joints' velocities xi
+    (T^T M T = L L^T)."""
+    return float(np.linalg.norm(lower.T @ xi))
+
+
 class OutOfTime(Exception):
     """The run's deadline passed before an implicit step (caught by the simulation, which
     stops there with the frames so far)."""
@@ -102,7 +140,9 @@ class Integrator:
         self.loads = loads
         self.contacts = list(contacts)
         for c in self.contacts:  # its queries also serve the impacts' (``_restitution``)
-            c.wide = max(c.wide, c.reach * (1.0 + IMPACT_DEPTH))
+            wide = max(c.wide, c.reach * (1.0 + IMPACT_DEPTH))
+            if wide != c.wide:
+                c.wide, c._recent = wide, []  # answers kept at the narrower reach go
         self.damping = damping
         self.zeta = zeta
         self.bounciness = bounciness
@@ -430,24 +470,9 @@ class Integrator:
         mr += 1e-12 * np.trace(mr) / len(mr) * np.eye(len(mr))
         lower = np.linalg.cholesky(mr)  # T^T M T = L L^T
         xi = cho_solve((lower, True), basis.T @ (self.mass @ v1.reshape(-1)))  # V_r = T xi
-        speed = jac @ xi  # (R,) normal speeds (< 0: approaching)
-        hit = speed < -self.rest_speed
-        if not hit.any():
+        change = impulse(jac, lower, xi, self.bounciness, self.rest_speed)
+        if change is None:
             return v1
-        need = np.where(hit, -self.bounciness * speed, 0.0)  # the speeds they leave at
-        # the least change of xi in the metric (|L^T dxi|) that gives them: dxi = L^-T y,
-        # y the least-squares (least-norm) solution of (J L^-T) y = need - speed, (R, K)
-        scaled = solve_triangular(lower, jac.T, lower=True).T
-        change = np.zeros_like(xi)
-        # an elastic impulse is not passed on (stopping what it drives would take energy)
-        for _ in range(IMPULSE_PASSES if self.bounciness < 1.0 else 1):
-            sel = np.flatnonzero(hit)
-            y = np.linalg.lstsq(scaled[sel], need[sel] - speed[sel], rcond=1e-10)[0]
-            change = solve_triangular(lower.T, y, lower=False)
-            pushed = (speed + jac @ change < -self.rest_speed) & ~hit
-            if not pushed.any():
-                break
-            hit |= pushed
         return (v1.reshape(-1) + basis @ change).reshape(v1.shape)
 
     def _joint_velocities(self, q: np.ndarray) -> np.ndarray:

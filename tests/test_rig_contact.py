@@ -203,6 +203,7 @@ def test_an_undamped_swing_never_falls_asleep():
     assert result.info["asleep_frame"] is None
     off = simulate_rig(v, f, cond, settings=RigSettings(sleep_distance=0.0))
     assert off.info["asleep_frame"] is None
+    np.testing.assert_array_equal(off.positions, result.positions)  # sleep changed nothing
 
 
 def test_an_impulse_passed_on_stops_the_stack_and_never_adds_energy():

@@ -391,9 +391,9 @@ class Contact:
     def _at(self, q: np.ndarray):
         """(the points within ``wide`` at ``q``, ``_active``'s answer there), queried once
         for each of the last ``RECENT`` states."""
-        for state, near, active in self._recent:
-            if state.shape == q.shape and np.array_equal(state, q):
-                return near, active
+        kept = self._kept(q)
+        if kept is not None:
+            return kept
         near = self._query(q, self.wide)
         idx, d, g, e = near
         depth = self.points.threshold[idx] - d
@@ -402,14 +402,21 @@ class Contact:
         self._recent = [(q.copy(), near, active), *self._recent[: RECENT - 1]]
         return near, active
 
+    def _kept(self, q: np.ndarray):
+        """``_at``'s answer at ``q`` where it is one of the recent states, else None."""
+        for state, near, active in self._recent:
+            if state.shape == q.shape and np.array_equal(state, q):
+                return near, active
+        return None
+
     def entering(self, states: np.ndarray, known: np.ndarray) -> int | None:
         """The first of ``states`` (S, B, 4, 3) at which a point not among ``known`` (indices)
         is in contact (``_active``), None where none is: all the states' points in one query
         of the obstacle (a step's sweep asks for many states, none of them again; a sweep of
         one state already asked for, a step's end, is answered from ``_active``)."""
-        if len(states) == 1 and any(np.array_equal(s, states[0]) for s, _, _ in self._recent):
-            idx = self._active(states[0])[0]
-            return 0 if (~np.isin(idx, known)).any() else None
+        kept = self._kept(states[0]) if len(states) == 1 else None
+        if kept is not None:
+            return 0 if (~np.isin(kept[1][0], known)).any() else None
         rows, kept = self.points.rows, None
         if self.cull is not None:
             kept = self.cull.kept(states, self.reach)

@@ -228,17 +228,31 @@ def transform(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
     return points @ matrix[:3, :3].T + matrix[:3, 3]
 
 
-def pinned_vertices(obj, group_name: str) -> tuple[int, ...]:
-    """Vertices of ``group_name`` with weight >= 0.5 (none when the name is empty)."""
+# the pins read last, by the object, its mesh, the group and its caller's count of the mesh's
+# edits (``gather``'s ``edits``): a live preview gathers at every change, and Blender reads a
+# vertex group one vertex at a time (14 ms of a 20k-vertex laptop's 20 ms gathering)
+_PINS: dict = {}
+
+
+def pinned_vertices(obj, group_name: str, edits: int | None = None) -> tuple[int, ...]:
+    """Vertices of ``group_name`` with weight >= 0.5 (none when the name is empty). With
+    ``edits`` (a count of the geometry updates of the object's mesh seen so far, which a
+    weight's change is), the answer read at the same count is reused."""
     if not group_name:
         return ()
     group = obj.vertex_groups.get(group_name)
     if group is None:
         raise GatherError(f"pin group '{group_name}' does not exist on '{obj.name}'")
     index = group.index
+    key = (obj.session_uid, obj.data.session_uid, group_name, index, len(obj.data.vertices))
+    if edits is not None and _PINS.get(key, (None,))[0] == edits:
+        return _PINS[key][1]
     pins = tuple(
         v.index for v in obj.data.vertices for g in v.groups if g.group == index and g.weight >= 0.5
     )
+    if edits is not None:
+        _PINS.clear()  # one object's at a time: the previewed one
+        _PINS[key] = (edits, pins)
     if len(pins) >= len(obj.data.vertices):
         raise GatherError(f"every vertex is in pin group '{group_name}', so nothing can move")
     return pins
@@ -326,9 +340,11 @@ class _ConditionReader:
         return InitialVelocity(velocity=velocity, vertex=vertex, point=point)
 
 
-def gather(context, obj, settings: EngineSettings, moving=()) -> Gathered:
+def gather(context, obj, settings: EngineSettings, moving=(), edits: int | None = None) -> Gathered:
     """Everything the engine needs for ``obj`` in ``context.scene``; raises GatherError.
-    ``moving``: the other objects simulated with it (never its colliders)."""
+    ``moving``: the other objects simulated with it (never its colliders); ``edits``: the
+    caller's count of the geometry updates seen (a live preview's), with which what is read
+    of the mesh alone is reused while it stays the same (``pinned_vertices``)."""
     check_object(obj, settings.max_vertices)
     scene = context.scene
     first, last = frame_range(scene)
@@ -373,7 +389,7 @@ def gather(context, obj, settings: EngineSettings, moving=()) -> Gathered:
             drags=tuple(drags),
             velocities=tuple(velocities),
             gravity=gravity,
-            pins=pinned_vertices(obj, physics.pin_group),
+            pins=pinned_vertices(obj, physics.pin_group, edits),
             mass=physics.mass,
             stiffness=physics.stiffness,
             damping=physics.damping,

@@ -285,7 +285,7 @@ def _check_engine(state: _State) -> None:
 def _send(context, obj, state: _State) -> None:
     settings = engine_settings(context)
     try:
-        gathered = gather(context, obj, settings)
+        gathered = gather(context, obj, settings, edits=state.edits)
     except GatherError as exc:
         state.error = f"cannot preview: {exc}"
         return

@@ -35,6 +35,7 @@ def test_the_preview_follows_a_drag_and_leaves_the_scene_alone(tmp_path, zip_pat
     assert out["runs_unchanged"] == 0  # no change, no new preview
     assert "pin group 'nope' does not exist" in out["bad_setting"]
     assert out["setting_back"].startswith("10 frames in"), out["setting_back"]
+    assert out["pins_first"] == [0] and out["pins_edited"] == [0, 1]
     assert out["during"] and out["after"]  # the object and the frame were never touched
     assert out["stop"][0] == "FINISHED" and not out["active_after"]
     assert not out["engine_alive_after"]

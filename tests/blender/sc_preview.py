@@ -119,6 +119,19 @@ def live_preview(params) -> dict:
     cube.neurok.physics.pin_group = ""
     preview.tick(bpy.context)
     out["setting_back"] = preview.status()
+    # a pin group read once while the mesh is unchanged, and again once its weights change
+    group = cube.vertex_groups.new(name="Pin")
+    group.add([0], 1.0, "REPLACE")
+    cube.neurok.physics.pin_group = "Pin"
+    bpy.context.view_layer.update()
+    preview.tick(bpy.context)
+    out["pins_first"] = list(preview.session().request.conditions.pins)
+    group.add([1], 1.0, "REPLACE")
+    bpy.context.view_layer.update()  # (the depsgraph's update: an edit of the mesh)
+    preview.tick(bpy.context)
+    out["pins_edited"] = list(preview.session().request.conditions.pins)
+    cube.neurok.physics.pin_group = ""
+    preview.tick(bpy.context)
     pid = preview._state.engine.server.process.pid
     out["stop"] = call(bpy.ops.neurok.live_preview)
     out["active_after"] = preview.active()

@@ -172,7 +172,7 @@ def run_case(args) -> dict:
                 raise RuntimeError(f"the preview failed: {newest.error}")
 
     cold, _ = wait_for(start, 300.0)
-    latencies, firsts = [], []
+    latencies, firsts, parts = [], [], []
     ticks.clear()
     for k in range(args.changes):
         t0 = time.monotonic()
@@ -180,6 +180,9 @@ def run_case(args) -> dict:
         latency, first = wait_for(t0, 60.0)
         latencies.append(latency)
         firsts.append(first)
+        run = preview.shown().run
+        # (change -> request sent, sent -> done line read, the engine's own run)
+        parts.append((run.sent - t0, run.done_at - run.sent, run.info.get("seconds") or 0.0))
     # a continuous drag: a change at every tick for a second, then the hand stops
     end = time.monotonic() + 1.0
     k = 0
@@ -204,6 +207,11 @@ def run_case(args) -> dict:
         "tick_max_ms": round(1000 * max(ticks), 1),
         "tick_median_ms": round(1000 * statistics.median(ticks), 2),
         "engine_s": shown.run.info.get("seconds"),
+        # medians over the changes: Blender's gathering and sending, the engine's answer
+        # (sent to its done line read), the engine's run alone
+        "send_s": round(statistics.median(p[0] for p in parts), 3),
+        "answer_s": round(statistics.median(p[1] for p in parts), 3),
+        "run_s": round(statistics.median(p[2] for p in parts), 3),
         "engine_steps": shown.run.info.get("substeps"),
         "engine_iterations": shown.run.info.get(
             "newton_iterations", shown.run.info.get("iterations")

@@ -266,7 +266,12 @@ def scene_scores(example, rest, frames, pins) -> dict:
     turn in degrees, the flag as cloth (edge strain)."""
     import numpy as np
 
-    from training.eval.scene_metrics import part_rotations, rotation_angles, score_motion
+    from training.eval.scene_metrics import (
+        object_size,
+        part_rotations,
+        rotation_angles,
+        score_motion,
+    )
 
     faces = [tuple(p.vertices) for p in example.obj.data.polygons]
     tris = np.array([(f[0], f[i], f[i + 1]) for f in faces for i in range(1, len(f) - 1)])
@@ -277,7 +282,33 @@ def scene_scores(example, rest, frames, pins) -> dict:
         turn = rotation_angles(part_rotations(rest, frames, parts, 1))  # (T,) the lid's
         scores.update(lid_turn_max_deg=float(turn.max()), lid_turn_final_deg=float(turn[-1]))
         return scores
-    return score_motion(rest, frames, tris, None, pins, strain=True)
+    obstacles = _collision_obstacles(object_size(rest))
+    scores = score_motion(rest, frames, tris, None, pins, strain=True, obstacles=obstacles)
+    if obstacles is not None:  # (in metres, as the README quotes it)
+        scores["penetration_m"] = scores["penetration"] * object_size(rest)
+    return scores
+
+
+def _collision_obstacles(size: float):
+    """The scene's objects with Collision physics (the flag's pole) as exact-distance
+    obstacles for scoring, or None."""
+    import bpy
+    import numpy as np
+
+    from neurok_core.dynamics.obstacles import MeshDistance, Obstacles
+
+    meshes = []
+    for obj in bpy.data.objects:
+        if obj.type != "MESH" or not any(m.type == "COLLISION" for m in obj.modifiers):
+            continue
+        world = np.array(obj.matrix_world)
+        v = np.array(
+            [tuple(world[:3, :3] @ np.array(p.co) + world[:3, 3]) for p in obj.data.vertices]
+        )
+        polys = [tuple(p.vertices) for p in obj.data.polygons]
+        f = np.array([(q[0], q[i], q[i + 1]) for q in polys for i in range(1, len(q) - 1)])
+        meshes.append(MeshDistance(v, f, size / 100, 0.1 * size, obj.name))
+    return Obstacles(None, meshes) if meshes else None
 
 
 def parse_args(argv):

@@ -60,6 +60,7 @@ ARMIJO = 1e-4
 ROUNDING = 1e-13  # a predicted decrease below this share of the potential is rounding
 MAX_HALVINGS = 12  # of the line search
 CHUNK = 1 << 16  # vertices embedded at once
+MAX_LATTICE = 6  # a triangle's contact points: its barycentric lattice of this level, at most
 KEEP_STEPS = 4  # steps a factorisation serves, at most (away from obstacles, the drags the same)
 KEEP_ITERATIONS = 8  # and while each of them needs at most this many iterations
 ACROSS = 0.05  # the initial Hessian's springs resist turning at least this share of k
@@ -493,99 +494,275 @@ class ClothReport:
     handed: int = 0  # projective steps the quasi-Newton step finished (cloth_projective)
 
 
-class ClothContact:
-    """One-sided springs keeping the nodes ``margin`` m out of the ``obstacles`` (the ground and
-    colliders: :class:`~neurok_core.dynamics.obstacles.Obstacles`), stiffness ``k`` (n,) N/m per
-    node, and lagged Coulomb friction ``mu`` (the normal force of the step's start, smoothed
-    over a slip of ``slip`` m)."""
+def face_samples(nodes: np.ndarray, faces: np.ndarray, spacing: float):
+    """(triangle (S,), barycentric (S, 3)): points on every triangle of the simulation mesh
+    (``faces`` over ``nodes``) no farther than about ``spacing`` m apart, its corners left out
+    (they are nodes): each triangle's barycentric lattice of level L (its points (i, j, k) / L,
+    i + j + k = L), L = ceil(longest edge / spacing), 2 to ``MAX_LATTICE``."""
+    corners = nodes[faces]  # (F, 3, 3)
+    longest = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=2).max(1)  # (F,)
+    level = np.clip(np.ceil(longest / max(spacing, 1e-300)), 2, MAX_LATTICE).astype(np.int64)
+    tris, barys = [], []
+    for lv in np.unique(level):
+        i, j = np.meshgrid(np.arange(lv + 1), np.arange(lv + 1), indexing="ij")
+        i, j = i.ravel(), j.ravel()
+        keep = i + j <= lv
+        lattice = np.stack([i[keep], j[keep], lv - i[keep] - j[keep]], 1) / lv  # (P, 3)
+        lattice = lattice[(lattice < 1.0).all(1)]  # not a corner
+        mine = np.flatnonzero(level == lv)
+        tris.append(np.repeat(mine, len(lattice)))
+        barys.append(np.tile(lattice, (len(mine), 1)))
+    return np.concatenate(tris), np.concatenate(barys)
 
-    def __init__(self, obstacles, k: np.ndarray, margin: float, mu: float, slip: float):
-        self.obstacles, self.k, self.margin = obstacles, np.asarray(k), float(margin)
+
+def rim_samples(mesh: SimMesh, vertices: np.ndarray):
+    """(triangle (R,), barycentric (R, 3)): the sheet's vertices that lie off their triangle
+    (``SimMesh.offset``: a rim outside the coarser mesh) as points of its plane, their
+    barycentric coordinates not clamped (a blend of the corners that reaches past an edge;
+    its offset along the normal left out)."""
+    rim = np.flatnonzero(mesh.offset)
+    tri = mesh.tri[rim]
+    a, b, c = (mesh.nodes[mesh.faces[tri, k]] for k in range(3))
+    e0, e1 = b - a, c - a
+    metric = np.stack([(e0 * e0).sum(1), (e0 * e1).sum(1), (e1 * e1).sum(1)], 1)
+    v, w, den = _plane_coordinates(vertices[rim] - a, e0, e1, metric)
+    ok = den > 1e-300
+    v, w, den = v[ok], w[ok], den[ok]
+    return tri[ok], np.stack([1.0 - (v + w) / den, v / den, w / den], 1)
+
+
+class ClothContact:
+    """One-sided springs keeping the cloth ``margin`` m out of the ``obstacles`` (the ground
+    and colliders: :class:`~neurok_core.dynamics.obstacles.Obstacles`), with lagged Coulomb
+    friction ``mu`` (the normal force of the step's start, smoothed over a slip of ``slip``
+    m). They act on the nodes (stiffness ``k`` (n,) N/m each) and on points of the triangles
+    between them (``samples``: (triangle (S,), barycentric (S, 3), stiffness (S,)), each a
+    blend of its triangle's corners), so that a triangle cannot straddle a thin obstacle (a
+    pole narrower than an edge) while its corners stay clear of it. A step's points are the
+    nodes and the samples of the triangles that come near an obstacle (``begin``); a point's
+    index is its node's, or n + its sample's. ``free`` (n,) bool: the nodes that may move."""
+
+    def __init__(
+        self,
+        obstacles,
+        k: np.ndarray,
+        margin: float,
+        mu: float,
+        slip: float,
+        faces,
+        samples=None,
+        thin=None,
+        thin_from: int | None = None,
+    ):
+        self.obstacles, self.margin = obstacles, float(margin)
+        # the samples from ``thin_from`` on meet the ``thin`` obstacles alone (those a
+        # triangle may straddle), the nodes and the samples before them every obstacle
+        self.thin = thin
         self.mu, self.slip = float(mu), max(float(slip), 1e-12)
         self.reach = 2.0 * self.margin
-        self.lagged = None  # (nodes, normals (m, 3), normal forces (m,), anchors) of the step
-        self._held = np.full((len(self.k), 3), np.nan)  # where friction holds each node
+        n = len(k)
+        faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+        if samples is None:
+            samples = (np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0))
+        tri, bary, ks = samples
+        self.k = np.concatenate([np.asarray(k, dtype=np.float64), ks])  # (n + S,)
+        self.thin_from = n + (len(tri) if thin_from is None else int(thin_from))
+        rows = np.concatenate([np.arange(n), n + np.repeat(np.arange(len(tri)), 3)])
+        cols = np.concatenate([np.arange(n), faces[tri].ravel()])
+        vals = np.concatenate([np.ones(n), np.asarray(bary, dtype=np.float64).ravel()])
+        # every point's weights on the nodes (n + S, n)
+        self.blend = sparse.csr_matrix((vals, (rows, cols)), shape=(n + len(tri), n))
+        self.ahead = 0.0  # m: how much farther than ``reach`` a step's samples are taken
+        self.n = n
+        self.lagged = None  # (points, normals (m, 3), normal forces (m,), anchors) of the step
+        self._lag_blend = None  # the lagged points' weights on the nodes
+        self._held = np.full((len(self.k), 3), np.nan)  # where friction holds each point
+        self._step_points = np.arange(n)  # the step's points (``begin``)
+        self._step_blend = self.blend[:n]
+
+    def set_ahead(self, distance: float) -> None:
+        """How much farther (m) than ``reach`` from an obstacle a triangle's point is taken into
+        a step (``_choose``): about how far a point moves in a step near one."""
+        self.ahead = float(distance)
+
+    def _meet(self, points: np.ndarray, at: np.ndarray, reach: float):
+        """(rows, d, normals) of the points ``points`` (global indices, sorted) at ``at``
+        (P, 3) within ``reach`` of the obstacles each meets (rows index ``points``)."""
+        cut = int(np.searchsorted(points, self.thin_from))
+        rows, dist, normal = self.obstacles.entries(at[:cut], reach)
+        if cut == len(points) or self.thin is None:
+            return rows, dist, normal
+        more, d2, n2 = self.thin.entries(at[cut:], reach)
+        return (
+            np.concatenate([rows, cut + more]),
+            np.concatenate([dist, d2]),
+            np.concatenate([normal, n2]),
+        )
+
+    def _points(self, x: np.ndarray) -> np.ndarray:
+        """The step's points (P, 3) when the nodes are at ``x`` (n, 3)."""
+        return self._step_blend @ x
 
     def _entries(self, x: np.ndarray, reach: float):
-        """(nodes, signed distances, normals) of the nodes within ``reach`` of an obstacle."""
-        return self.obstacles.entries(x, reach)
+        """(points (global indices), signed distances, normals) of the step's points within
+        ``reach`` of an obstacle, the nodes at ``x``."""
+        rows, dist, normal = self._meet(self._step_points, self._points(x), reach)
+        return self._step_points[rows], dist, normal, rows
 
-    def _anchors(self, nodes: np.ndarray, x: np.ndarray, normal: np.ndarray) -> np.ndarray:
-        """Where friction holds each touching node (m, 3): where it stuck, kept from step to
+    def _anchors(self, points: np.ndarray, x: np.ndarray, normal: np.ndarray) -> np.ndarray:
+        """Where friction holds each touching point (m, 3): where it stuck, kept from step to
         step while it stays within the slip of it (a node at rest under a sideways load does
         not creep a slip a step), else the point a slip behind it (it slides)."""
-        held = self._held[nodes]  # (m, 3), NaN where the node did not touch last step
+        held = self._held[points]  # (m, 3), NaN where the point did not touch last step
         u = x - held
         u -= (u * normal).sum(1, keepdims=True) * normal  # its slip across the normal
         size = np.linalg.norm(u, axis=1)
         out = x - u * np.minimum(1.0, self.slip / np.maximum(size, 1e-300))[:, None]
         out = np.where(np.isnan(held), x, out)
         self._held[:] = np.nan
-        self._held[nodes] = out
+        self._held[points] = out
         return out
 
+    def _choose(self, x: np.ndarray, ahead: np.ndarray) -> None:
+        """The step's points: every node, and the triangles' points within ``reach`` +
+        ``ahead`` of an obstacle at ``x`` or at ``ahead`` (the step's prediction)."""
+        n = self.n
+        samples = self.blend[n:]
+        live = np.zeros(samples.shape[0], dtype=bool)
+        every = np.arange(n, n + len(live))
+        if len(live):
+            for at in (x, ahead):
+                live[self._meet(every, samples @ at, self.reach + self.ahead)[0]] = True
+        self._step_points = np.concatenate([np.arange(n), n + np.flatnonzero(live)])
+        self._step_blend = self.blend[self._step_points]
+
     def begin(self, x: np.ndarray, ahead: np.ndarray):
-        """Start a step at ``x``: the friction's normal forces; returns (nodes, normals,
-        sticking stiffness) of the nodes near an obstacle (within twice the margin) at ``x``
-        or at ``ahead`` (where the step's prediction takes them), whose springs join the
-        step's matrix (None: none near)."""
-        rows, dist, normal = self._entries(x, self.reach)
-        press = np.maximum(self.margin - dist, 0.0) * self.k[rows]
+        """Start a step at ``x``: its points (``_choose``), the friction's normal forces;
+        returns (points, normals, sticking stiffness) of the points near an obstacle (within
+        twice the margin) at ``x`` or at ``ahead`` (where the step's prediction takes them),
+        whose springs join the step's matrix (``blocks``; None: none near)."""
+        self._choose(x, ahead)
+        points, dist, normal, local = self._entries(x, self.reach)
+        press = np.maximum(self.margin - dist, 0.0) * self.k[points]
         on = press > 0
         # friction acts across the obstacle's unit normal (a distance grid's gradient is not of
         # unit length near an edge or a corner, nor at all on a ridge)
         length = np.linalg.norm(normal, axis=1)
         on &= length > 1e-6
-        self.lagged = None
+        self.lagged = self._lag_blend = None
         if on.any():
-            nodes, unit = rows[on], normal[on] / length[on, None]
-            self.lagged = (nodes, unit, press[on], self._anchors(nodes, x[nodes], unit))
-        later, _, later_normal = self._entries(ahead, self.reach)
-        new = ~np.isin(later, rows)
-        rows = np.concatenate([rows, later[new]])
-        if not len(rows):
+            at = self._points(x)[local[on]]
+            unit = normal[on] / length[on, None]
+            self.lagged = (points[on], unit, press[on], self._anchors(points[on], at, unit))
+            self._lag_blend = self.blend[points[on]]
+        later, _, later_normal, _ = self._entries(ahead, self.reach)
+        new = ~np.isin(later, points)
+        points = np.concatenate([points, later[new]])
+        if not len(points):
             return None
         normal = np.concatenate([normal, later_normal[new]])
         stick = np.concatenate([self.mu * press / self.slip, np.zeros(int(new.sum()))])
-        return rows, normal, stick
+        return points, normal, stick
 
-    def near(self, x: np.ndarray, ahead: np.ndarray) -> bool:
-        """Whether a node is near an obstacle (within twice the margin) at ``x`` or at
-        ``ahead``: the nodes :meth:`begin` would give springs."""
-        return bool(
-            len(self._entries(x, self.reach)[0]) or len(self._entries(ahead, self.reach)[0])
+    def blocks(self, touch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, cols, values) over the nodes' coordinates (3 n) of the springs of ``touch``
+        (``begin``'s): each point's k n n^T + stick (I - n n^T), spread over its nodes by
+        their weights (w_a w_b at nodes a, b)."""
+        points, normal, stick = touch
+        eye = np.eye(3)
+        nn = normal[:, :, None] * normal[:, None, :]
+        block = self.k[points][:, None, None] * nn + stick[:, None, None] * (eye - nn)
+        rows = self.blend[points].tocoo()  # (m, n): each point's nodes and weights
+        point, node, w = rows.row, rows.col, rows.data
+        order = np.argsort(point, kind="stable")
+        point, node, w = point[order], node[order], w[order]
+        count = np.bincount(point, minlength=len(points))
+        start = np.concatenate([[0], np.cumsum(count)[:-1]])
+        # every pair of a point's nodes (a point has 1 or 3)
+        pa, pb = [], []
+        for c in np.unique(count):
+            mine = np.flatnonzero(count == c)
+            if not len(mine) or c == 0:
+                continue
+            ia, ib = np.meshgrid(np.arange(c), np.arange(c), indexing="ij")
+            first = start[mine][:, None]
+            pa.append((first + ia.ravel()[None]).ravel())
+            pb.append((first + ib.ravel()[None]).ravel())
+        if not pa:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        pa, pb = np.concatenate(pa), np.concatenate(pb)
+        scaled = (w[pa] * w[pb])[:, None, None] * block[point[pa]]  # (Q, 3, 3)
+        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
+        return (
+            (3 * node[pa][:, None, None] + r3).ravel(),
+            (3 * node[pb][:, None, None] + c3).ravel(),
+            scaled.ravel(),
         )
 
-    def push_out(self, x: np.ndarray, v: np.ndarray) -> int:
-        """Move the nodes that a step left inside an obstacle onto its surface and take
-        their velocity into it away (in place; as a cloth solver's collision response after
-        its step); returns how many were moved."""
+    def near(self, x: np.ndarray, ahead: np.ndarray) -> bool:
+        """Whether a point of the cloth is near an obstacle (within twice the margin) at ``x``
+        or at ``ahead``: where :meth:`begin` would give springs."""
+        every = np.arange(self.blend.shape[0])
+        return bool(
+            len(self._meet(every, self.blend @ x, self.reach)[0])
+            or len(self._meet(every, self.blend @ ahead, self.reach)[0])
+        )
+
+    def push_out(self, x: np.ndarray, v: np.ndarray, free: np.ndarray | None = None) -> int:
+        """Move the cloth where a step left a point inside an obstacle onto its surface and
+        take its velocity into it away (in place; as a cloth solver's collision response after
+        its step): a node itself; a triangle's point by its free corners, each moved by its
+        weight over the sum of their squared weights (the least motion of them that moves
+        the point), several points' moves of a node averaged. Returns how many were moved."""
+        n = self.n
+        free = np.ones(n, dtype=bool) if free is None else np.asarray(free, dtype=bool)
         moved = 0
         for _ in range(3):
-            rows, dist, normal = self._entries(x, 0.0)
+            points, dist, normal, local = self._entries(x, 0.0)
             inside = (dist < 0) & ((normal * normal).sum(1) > 1e-12)
             if not inside.any():
                 break
-            rows, dist, normal = rows[inside], dist[inside], normal[inside]
-            x[rows] -= (dist / (normal * normal).sum(1))[:, None] * normal
+            points, dist, normal = points[inside], dist[inside], normal[inside]
+            shift = -(dist / (normal * normal).sum(1))[:, None] * normal  # (m, 3) of the point
             unit = normal / np.linalg.norm(normal, axis=1, keepdims=True)
-            into = np.minimum((v[rows] * unit).sum(1), 0.0)
-            v[rows] -= into[:, None] * unit
-            moved += len(rows)
+            rows = self.blend[points].tocoo()
+            w = rows.data * free[rows.col]
+            norm2 = np.bincount(rows.row, w * w, minlength=len(points))  # (m,)
+            ok = norm2[rows.row] > 0
+            share = np.where(ok, w / np.where(ok, norm2[rows.row], 1.0), 0.0)
+            total = np.zeros((n, 3))
+            hits = np.zeros(n)
+            np.add.at(total, rows.col, share[:, None] * shift[rows.row])
+            np.add.at(hits, rows.col, (share > 0).astype(float))
+            touched = np.flatnonzero(hits > 0)
+            if not len(touched):
+                break
+            x[touched] += total[touched] / hits[touched, None]
+            # the velocity into the obstacle, of each node a point moved
+            dirs = np.zeros((n, 3))
+            np.add.at(dirs, rows.col, (share > 0)[:, None] * unit[rows.row])
+            d = dirs[touched]
+            d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-300)
+            into = np.minimum((v[touched] * d).sum(1), 0.0)
+            v[touched] -= into[:, None] * d
+            moved += len(points)
         return moved
 
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        grad = np.zeros_like(x)
-        rows, dist, normal = self._entries(x, self.margin)
+        at = self._points(x)  # (P, 3)
+        grad = np.zeros_like(at)
+        rows, dist, normal = self._meet(self._step_points, at, self.margin)
         value = 0.0
         if len(rows):
             depth = self.margin - dist
-            k = self.k[rows]
+            k = self.k[self._step_points[rows]]
             value += 0.5 * float((k * depth * depth).sum())
             np.add.at(grad, rows, -(k * depth)[:, None] * normal)
+        out = self._step_blend.T @ grad
         if self.lagged is not None and self.mu > 0:
-            nodes, n, press, start = self.lagged
-            u = x[nodes] - start
+            _, n, press, start = self.lagged
+            blend = self._lag_blend
+            u = blend @ x - start
             u -= (u * n).sum(1, keepdims=True) * n  # tangential displacement over the step
             size = np.linalg.norm(u, axis=1)
             eps = self.slip
@@ -594,8 +771,8 @@ class ClothContact:
                 (self.mu * press * np.where(size < eps, size**2 / (2 * eps), size - eps / 2)).sum()
             )
             scale = self.mu * press / np.maximum(size, eps)
-            np.add.at(grad, nodes, scale[:, None] * u)
-        return value, grad
+            out += blend.T @ (scale[:, None] * u)
+        return value, out
 
 
 class ClothStep:
@@ -680,12 +857,8 @@ class ClothStep:
             vals.append((sign * block).ravel())
         diag = np.repeat(2.0 * inertia * self.m, 3)
         if touch is not None:
-            nodes, normal, stick = touch
-            kn = self.contact.k[nodes][:, None, None] * normal[:, :, None] * normal[:, None, :]
-            kt = stick[:, None, None] * (eye - normal[:, :, None] * normal[:, None, :])
-            rows.append((3 * nodes[:, None, None] + r3).ravel())
-            cols.append((3 * nodes[:, None, None] + c3).ravel())
-            vals.append((kn + kt).ravel())
+            for part, more in zip((rows, cols, vals), self.contact.blocks(touch), strict=True):
+                part.append(more)
         for nodes, w, kd, _ in drags:
             ww = kd * np.outer(w, w)
             for a in range(3):
@@ -856,7 +1029,7 @@ class ClothStep:
         self.report.capped += int(not converged and self.report.failed_searches == failed)
         v_new = (y - x) / h
         if self.contact is not None:
-            self.report.pushed += self.contact.push_out(y, v_new)
+            self.report.pushed += self.contact.push_out(y, v_new, self.free)
             y[~self.free] = x[~self.free]
         v_new[~self.free] = 0.0
         return y, v_new

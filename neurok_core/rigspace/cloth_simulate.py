@@ -31,7 +31,9 @@ from .cloth import (
     ClothStep,
     bending_matrix,
     cloth_material,
+    face_samples,
     node_masses,
+    rim_samples,
     sim_mesh,
 )
 from .cloth_projective import ProjectiveClothStep
@@ -43,6 +45,7 @@ REFERENCE_G = 9.81  # m/s^2: the weight a cloth's bending length is measured und
 KICK_RADIUS = 0.25  # object sizes: an initial velocity at a point starts the nodes this near it
 TRAVEL = 0.02  # object sizes a node may travel in a step near obstacles
 THICKNESS = 0.25  # the collision thickness, in edges of the simulation mesh (at least)
+SAMPLE_SPACING = 0.75  # edges apart, about: the contact's points on the triangles
 MAX_SUBSTEPS = 8  # steps a frame, at most
 FIGURE_FACES = 2000  # faces whose vertices the figures (strain, depth) follow in every frame
 CLOTH_STEPS = {"projective": ProjectiveClothStep, "quasi-newton": ClothStep}
@@ -88,20 +91,43 @@ class _Run:
         own = self.mesh.node[pins]
         self.free[own[own >= 0]] = False
         self.free[self.mesh.faces[self.mesh.tri[pins[own < 0]]].ravel()] = False
-        obstacles = _obstacles(conditions, self.size)
+        # a collision thickness as cloth solvers keep one (Blender's cloth: 15 mm): at a
+        # quarter of an edge off an obstacle, no edge between two nodes cuts a pole whose
+        # radius is 0.4 edges or more (a flag wraps round its pole)
+        median = float(np.median(lengths)) if len(lengths) else 0.0
+        margin = max(settings.contact_margin * self.size, THICKNESS * median)
+        obstacles = _obstacles(conditions, self.size, 2.0 * margin + TRAVEL * self.size)
         self.contact = None
         if obstacles:
-            # a collision thickness as cloth solvers keep one (Blender's cloth: 15 mm): at a
-            # quarter of an edge off an obstacle, no edge between two nodes cuts a pole whose
-            # radius is 0.4 edges or more (a flag wraps round its pole)
-            margin = max(settings.contact_margin * self.size, THICKNESS * float(np.median(lengths)))
+            # the rim the coarser mesh cuts off meets every obstacle as a point of its
+            # triangle's plane; points on the triangles, 3/4 of an edge apart, meet the
+            # colliders thin enough for a triangle to straddle (a pole narrower than an
+            # edge slips between a triangle's corners; a broad face meets the corners)
+            longest = float(lengths.max())
+            thin = [m for m in obstacles.meshes if _half_thickness(m.vertices) < longest]
+            tri, bary = np.zeros(0, np.int64), np.zeros((0, 3))
+            if not self.mesh.identity:
+                tri, bary = rim_samples(self.mesh, vertices)
+            rims = len(tri)
+            if thin:
+                more_tri, more_bary = face_samples(nodes, f, SAMPLE_SPACING * median)
+                tri = np.concatenate([tri, more_tri])
+                bary = np.concatenate([bary, more_bary])
+            # each point as stiff as a corner of its triangle
+            areas = np.linalg.norm(face_cross(nodes, f), axis=1) / 2.0
+            tri_mass = conditions.mass * areas / max(float(areas.sum()), 1e-300)
             self.contact = ClothContact(
                 obstacles,
                 self.m * contact**2,
                 margin,
                 conditions.friction,
                 settings.friction_slip * self.size / (conditions.fps * 2),
+                f,
+                (tri, bary, tri_mass[tri] / 3.0 * contact**2),
+                thin=Obstacles(None, thin) if thin else None,
+                thin_from=rims,
             )
+            self.contact.set_ahead(TRAVEL * self.size)
         self.damping = conditions.damping + material.air_damping  # 1/s
         zeta = material_damping(material.stretch_damping, self.damping)
         kind = CLOTH_STEPS.get(settings.cloth_step)
@@ -143,6 +169,9 @@ class _Run:
         margin, fps = self.contact.margin, self.cond.fps
         room = np.maximum(self.contact.obstacles.farther_than(x) - margin, TRAVEL * self.size)
         need = float((np.linalg.norm(v, axis=1) / room).max())
+        # the points on the triangles too (a triangle's middle may close on a thin pole
+        # faster than its corners)
+        x, v = self.contact.blend @ x, self.contact.blend @ v
         rows, dist, normal = self.contact.obstacles.entries(x, margin + TRAVEL * self.size)
         if len(rows):
             unit = normal / np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
@@ -231,9 +260,19 @@ class _Run:
         return v, energy, target
 
 
-def _obstacles(conditions: SimulationConditions, size: float) -> Obstacles:
+def _half_thickness(points: np.ndarray) -> float:
+    """Half the smallest extent (m) of ``points`` (V, 3) along their principal axes: a pole's
+    radius, a box's half-side (a cheap bound of how thin a collider is)."""
+    centred = points - points.mean(0)
+    _, axes = np.linalg.eigh(centred.T @ centred)
+    extents = np.ptp(centred @ axes, axis=0)
+    return 0.5 * float(extents.min())
+
+
+def _obstacles(conditions: SimulationConditions, size: float, reach: float) -> Obstacles:
+    """The ground and colliders, their distance grids exact within ``reach`` (m) at least."""
     cell = size / 100
-    band = max(4 * cell, 0.01 * size)
+    band = max(4 * cell, 0.01 * size, reach + cell)
     meshes = [MeshDistance(c.vertices, c.faces, cell, band, c.name) for c in conditions.colliders]
     return Obstacles(conditions.ground, meshes)
 
@@ -434,6 +473,8 @@ def simulate_cloth(
             "nodes": len(run.mesh.nodes),
             "embedded": not run.mesh.identity,
             "bones": None if rig is None else rig.num_bones,
+            # how far off an obstacle the cloth rests (m; 0 without one)
+            "thickness": 0.0 if run.contact is None else run.contact.margin,
         },
         "space_seconds": round(built, 3),
         "substeps": int(report.steps),

@@ -169,6 +169,7 @@ def score_motion(
     energy=None,
     obstacles=None,
     fps: float = 24.0,
+    thickness: float = 0.0,
 ) -> dict[str, Any]:
     """Every score of one simulated object that applies to it (module docstring).
 
@@ -180,8 +181,9 @@ def score_motion(
     ``volume_ratio`` min and max of V_t / V_0. ``hinge``: the
     :func:`turn_scores`. ``drag`` = (vertex, target (3,), frame): ``drag_miss`` |x_frame -
     target| / L (None if the run ended before that frame). ``energy`` (T,): ``energy_drift``.
-    ``obstacles`` (``neurok_core.dynamics.obstacles.Obstacles``): the :func:`contact_scores`,
-    and with ``strain`` and colliders the cloth's :func:`drape`.
+    ``obstacles`` (``neurok_core.dynamics.obstacles.Obstacles``): the :func:`contact_scores`
+    (``thickness``: the object's collision thickness, m), and with ``strain`` and colliders
+    the cloth's :func:`drape`.
     """
     rest = np.asarray(rest, dtype=np.float64)
     frames = np.asarray(frames, dtype=np.float64)
@@ -212,7 +214,7 @@ def score_motion(
     if energy is not None:
         out["energy_drift"] = energy_drift(energy)
     if obstacles is not None:
-        out.update(contact_scores(rest, frames, obstacles, fps))
+        out.update(contact_scores(rest, frames, obstacles, fps, thickness))
         if strain and getattr(obstacles, "meshes", None):
             out["drape"] = drape(rest, frames[-1], faces, obstacles)
     if parts is not None and len(np.unique(np.asarray(parts)[np.asarray(parts) >= 0])) > 1:
@@ -291,14 +293,17 @@ REST_MOTION = 0.005  # L
 TOUCH = 0.005  # L: a vertex this close to an obstacle touches it
 
 
-def contact_scores(rest: np.ndarray, frames: np.ndarray, obstacles, fps: float) -> dict:
+def contact_scores(
+    rest: np.ndarray, frames: np.ndarray, obstacles, fps: float, thickness: float = 0.0
+) -> dict:
     """Scores of an object meeting ``obstacles`` (a ground and colliders), lengths in L:
 
     - ``penetration``: the deepest any vertex lies inside an obstacle, over every frame;
     - ``rest_motion``: the largest vertex motion over the last ``REST_WINDOW`` frames (the
       largest distance from the last frame's position);
-    - ``touch_frame``: the first frame a vertex comes within ``TOUCH`` of an obstacle (None:
-      never);
+    - ``touch_frame``: the first frame a vertex comes within ``TOUCH`` of an obstacle, or
+      within its collision ``thickness`` (m) and ``TOUCH`` where it keeps one (a cloth rests
+      that far off, as Blender's cloth does) (None: never);
     - ``settle_seconds``: from that frame to the first frame from which the object stays at
       rest (every later window of ``REST_WINDOW`` frames moves it by at most ``REST_MOTION``);
       None when it never touches or is still moving at the end.
@@ -306,7 +311,7 @@ def contact_scores(rest: np.ndarray, frames: np.ndarray, obstacles, fps: float) 
     size = object_size(rest)
     clear = np.array([obstacles.clearance(f) for f in frames])  # (T, N)
     depth = np.maximum(-clear, 0.0).max(1) / size  # (T,)
-    touching = np.flatnonzero(clear.min(1) <= TOUCH * size)
+    touching = np.flatnonzero(clear.min(1) <= TOUCH * size + thickness)
     touch = int(touching[0]) if len(touching) else None
     t = len(frames)
     moving = np.zeros(t, dtype=bool)  # window ending at g moves more than REST_MOTION

@@ -78,6 +78,12 @@ def scene_obstacles(mesh: SceneMesh):
     return Obstacles(mesh.ground, meshes)
 
 
+def _thickness(info: dict) -> float:
+    """The collision thickness (m) a run reports (a cloth's), 0 where it keeps none."""
+    space = info.get("space")
+    return float(space.get("thickness") or 0.0) if isinstance(space, dict) else 0.0
+
+
 def _score(name: str, mesh: SceneMesh, cond: SimulationConditions, result) -> dict:
     s = SCENES[name]
     drag = None
@@ -95,6 +101,7 @@ def _score(name: str, mesh: SceneMesh, cond: SimulationConditions, result) -> di
         drag=drag,
         obstacles=scene_obstacles(mesh),
         fps=cond.fps,
+        thickness=_thickness(result.info),
     )
 
 

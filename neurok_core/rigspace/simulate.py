@@ -341,7 +341,8 @@ def _contact_geometry(
         v, f = _submesh(space, space.fixed_parts[face_part])
         fixed = MeshDistance(v, f, cell, band, "fixed")
         obstacles.append((WorldObstacle(Obstacles(None, [fixed])), -1))
-    for p in moving:
+    # a moving part meets the points of the other moving parts (none: no grid of it to build)
+    for p in moving if len(moving) > 1 else ():
         info = space.layout.part_info[p]
         bones = np.flatnonzero(space.layout.bone_parts == p)
         if info.kind == "rigid" and info.closed and len(bones) == 1:

@@ -406,20 +406,36 @@ def test_a_triangle_straddling_a_thin_pole_is_pushed_off_it_though_its_corners_a
 
 
 def test_face_and_rim_samples_lie_on_the_triangles_and_the_rim():
-    """The triangles' points are barycentric (each sums to 1, inside [0, 1], no corner), about
-    ``spacing`` apart; a coarser mesh's rim vertices, given as their triangles' points, come
-    back at rest where they are (in the sheet's plane)."""
+    """The triangles' points are barycentric (each sums to 1, inside [0, 1], no node), each
+    once (an edge's points are not repeated by its two triangles), every edge's midpoint
+    among them; the rim a coarser mesh cuts off, given as its triangles' points, comes back
+    at rest where it is, and a vertex off its triangle's plane alone (a curved sheet's) is
+    not rim."""
     v, f, _, _ = _sheet(40, 30, 1.0, 0.7)
-    tri, bary = face_samples(v, f, 0.01)
-    np.testing.assert_allclose(bary.sum(1), 1.0)
-    assert (bary >= 0).all() and (bary < 1).all()
-    assert len(tri) >= 3 * len(f)  # at least the edges' midpoints
+    for spacing in (0.01, 0.1):  # (at 0.1 an edge's one point: its middle)
+        tri, bary = face_samples(v, f, spacing)
+        np.testing.assert_allclose(bary.sum(1), 1.0)
+        assert (bary >= 0).all() and (bary < 1).all()
+        at = np.einsum("sk,skd->sd", bary, v[f[tri]])
+        assert len(np.unique(np.round(at, 9), axis=0)) == len(at)  # each point once
+    edges = unique_edges(f)
+    middles = 0.5 * (v[edges[:, 0]] + v[edges[:, 1]])
+    assert len(at) == len(edges)
+    assert np.linalg.norm(at[:, None] - middles[None], axis=2).min(0).max() < 1e-12
     mesh = sim_mesh(v, f)  # 1,200 vertices on a coarser mesh
     assert not mesh.identity and mesh.offset.any()
     rim_tri, rim_bary = rim_samples(mesh, v)
-    rim = np.flatnonzero(mesh.offset)
+    assert len(rim_tri) and (rim_bary.min(1) < 0).all()
     at = np.einsum("sk,skd->sd", rim_bary, mesh.nodes[mesh.faces[rim_tri]])
-    np.testing.assert_allclose(at, v[rim], atol=1e-9)
+    rim = np.flatnonzero(mesh.offset)
+    np.testing.assert_allclose(
+        np.linalg.norm(at[:, None] - v[rim][None], axis=2).min(1), 0.0, atol=1e-9
+    )
+    # the same sheet rolled into an arch: its vertices leave their triangles' planes alone
+    angle = v[:, 0] / 1.0 * 0.8
+    arch = np.stack([np.sin(angle), v[:, 1], np.cos(angle)], 1)
+    bent = sim_mesh(arch, f)
+    assert len(rim_samples(bent, arch)[0]) < 0.5 * bent.offset.sum()  # 160 of 640
 
 
 @pytest.mark.parametrize("release,damping", [(17, 0.8), (19, 0.2)])

@@ -46,7 +46,7 @@ import numpy as np
 from scipy import sparse
 from scipy.spatial import cKDTree
 
-from ..geometry import cross3, face_cross
+from ..geometry import cross3, edge_keys, face_cross
 from ..sheets import row_keys, welded
 from .band import NodeSystem
 
@@ -495,40 +495,68 @@ class ClothReport:
 
 
 def face_samples(nodes: np.ndarray, faces: np.ndarray, spacing: float):
-    """(triangle (S,), barycentric (S, 3)): points on every triangle of the simulation mesh
-    (``faces`` over ``nodes``) no farther than about ``spacing`` m apart, its corners left out
-    (they are nodes): each triangle's barycentric lattice of level L (its points (i, j, k) / L,
-    i + j + k = L), L = ceil(longest edge / spacing), 2 to ``MAX_LATTICE``."""
-    corners = nodes[faces]  # (F, 3, 3)
-    longest = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=2).max(1)  # (F,)
-    level = np.clip(np.ceil(longest / max(spacing, 1e-300)), 2, MAX_LATTICE).astype(np.int64)
+    """(triangle (S,), barycentric (S, 3)): points on the simulation mesh (``faces`` over
+    ``nodes``) about ``spacing`` m apart, its nodes left out: each edge's points once (t / L
+    of the way, L = ceil(its length / spacing), 2 to ``MAX_LATTICE``; as a point of one of its
+    triangles), and each triangle's inner lattice points ((i, j, k) / L, i, j, k >= 1,
+    i + j + k = L, L from its longest edge)."""
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    if not len(faces):
+        return np.zeros(0, np.int64), np.zeros((0, 3))
+    keys, _ = edge_keys(faces)  # (3F,) each face's edges (0, 1), (1, 2), (2, 0)
+    _, first = np.unique(keys, return_index=True)  # each edge's first face and slot
+    face, slot = np.divmod(first, 3)
+    a, b = slot, (slot + 1) % 3  # the edge's corners in that face
+    ends = nodes[faces[face, a]] - nodes[faces[face, b]]
+    level = _lattice_level(np.linalg.norm(ends, axis=1), spacing)  # (E,)
     tris, barys = [], []
     for lv in np.unique(level):
-        i, j = np.meshgrid(np.arange(lv + 1), np.arange(lv + 1), indexing="ij")
-        i, j = i.ravel(), j.ravel()
-        keep = i + j <= lv
-        lattice = np.stack([i[keep], j[keep], lv - i[keep] - j[keep]], 1) / lv  # (P, 3)
-        lattice = lattice[(lattice < 1.0).all(1)]  # not a corner
         mine = np.flatnonzero(level == lv)
-        tris.append(np.repeat(mine, len(lattice)))
-        barys.append(np.tile(lattice, (len(mine), 1)))
+        t = np.arange(1, lv) / lv  # (lv - 1,)
+        bary = np.zeros((len(mine), len(t), 3))
+        rows = np.arange(len(mine))[:, None]
+        bary[rows, :, a[mine][:, None]] = 1.0 - t
+        bary[rows, :, b[mine][:, None]] = t
+        tris.append(np.repeat(face[mine], len(t)))
+        barys.append(bary.reshape(-1, 3))
+    corners = nodes[faces]  # (F, 3, 3)
+    longest = np.linalg.norm(corners - np.roll(corners, 1, axis=1), axis=2).max(1)  # (F,)
+    level = _lattice_level(longest, spacing)
+    for lv in np.unique(level[level >= 3]):  # (level 2 has no inner point)
+        i, j = np.meshgrid(np.arange(1, lv), np.arange(1, lv), indexing="ij")
+        i, j = i.ravel(), j.ravel()
+        keep = i + j <= lv - 1
+        inner = np.stack([i[keep], j[keep], lv - i[keep] - j[keep]], 1) / lv  # (P, 3)
+        mine = np.flatnonzero(level == lv)
+        tris.append(np.repeat(mine, len(inner)))
+        barys.append(np.tile(inner, (len(mine), 1)))
     return np.concatenate(tris), np.concatenate(barys)
 
 
+def _lattice_level(length: np.ndarray, spacing: float) -> np.ndarray:
+    """(K,) int: the points' level along ``length`` (m): about ``spacing`` m apart."""
+    level = np.ceil(np.asarray(length) / max(spacing, 1e-300))
+    return np.clip(np.nan_to_num(level, nan=2.0), 2, MAX_LATTICE).astype(np.int64)
+
+
 def rim_samples(mesh: SimMesh, vertices: np.ndarray):
-    """(triangle (R,), barycentric (R, 3)): the sheet's vertices that lie off their triangle
-    (``SimMesh.offset``: a rim outside the coarser mesh) as points of its plane, their
-    barycentric coordinates not clamped (a blend of the corners that reaches past an edge;
-    its offset along the normal left out)."""
+    """(triangle (R,), barycentric (R, 3)): the sheet's vertices that lie outside their
+    triangle (the rim a coarser mesh cuts off: a barycentric coordinate of their point of the
+    triangle's plane below 0), as those points (the coordinates not clamped: a blend of the
+    corners that reaches past an edge; an offset along the normal, a curved sheet's, left
+    out). Vertices of a nearly flat triangle (its height under 1e-6 of its edges) are left
+    out: their weights would be huge."""
     rim = np.flatnonzero(mesh.offset)
     tri = mesh.tri[rim]
     a, b, c = (mesh.nodes[mesh.faces[tri, k]] for k in range(3))
     e0, e1 = b - a, c - a
     metric = np.stack([(e0 * e0).sum(1), (e0 * e1).sum(1), (e1 * e1).sum(1)], 1)
     v, w, den = _plane_coordinates(vertices[rim] - a, e0, e1, metric)
-    ok = den > 1e-300
-    v, w, den = v[ok], w[ok], den[ok]
-    return tri[ok], np.stack([1.0 - (v + w) / den, v / den, w / den], 1)
+    ok = den > 1e-12 * metric[:, 0] * metric[:, 2]
+    bary = np.stack([1.0 - (v + w) / np.where(ok, den, 1.0), v, w], 1)
+    bary[:, 1:] /= np.where(ok, den, 1.0)[:, None]
+    outside = ok & (bary.min(1) < 0.0)
+    return tri[outside], bary[outside]
 
 
 class ClothContact:
@@ -585,7 +613,7 @@ class ClothContact:
         a step (``_choose``): about how far a point moves in a step near one."""
         self.ahead = float(distance)
 
-    def _meet(self, points: np.ndarray, at: np.ndarray, reach: float):
+    def meet(self, points: np.ndarray, at: np.ndarray, reach: float):
         """(rows, d, normals) of the points ``points`` (global indices, sorted) at ``at``
         (P, 3) within ``reach`` of the obstacles each meets (rows index ``points``)."""
         cut = int(np.searchsorted(points, self.thin_from))
@@ -606,7 +634,7 @@ class ClothContact:
     def _entries(self, x: np.ndarray, reach: float):
         """(points (global indices), signed distances, normals) of the step's points within
         ``reach`` of an obstacle, the nodes at ``x``."""
-        rows, dist, normal = self._meet(self._step_points, self._points(x), reach)
+        rows, dist, normal = self.meet(self._step_points, self._points(x), reach)
         return self._step_points[rows], dist, normal, rows
 
     def _anchors(self, points: np.ndarray, x: np.ndarray, normal: np.ndarray) -> np.ndarray:
@@ -632,7 +660,7 @@ class ClothContact:
         every = np.arange(n, n + len(live))
         if len(live):
             for at in (x, ahead):
-                live[self._meet(every, samples @ at, self.reach + self.ahead)[0]] = True
+                live[self.meet(every, samples @ at, self.reach + self.ahead)[0]] = True
         self._step_points = np.concatenate([np.arange(n), n + np.flatnonzero(live)])
         self._step_blend = self.blend[self._step_points]
 
@@ -704,8 +732,8 @@ class ClothContact:
         or at ``ahead``: where :meth:`begin` would give springs."""
         every = np.arange(self.blend.shape[0])
         return bool(
-            len(self._meet(every, self.blend @ x, self.reach)[0])
-            or len(self._meet(every, self.blend @ ahead, self.reach)[0])
+            len(self.meet(every, self.blend @ x, self.reach)[0])
+            or len(self.meet(every, self.blend @ ahead, self.reach)[0])
         )
 
     def push_out(self, x: np.ndarray, v: np.ndarray, free: np.ndarray | None = None) -> int:
@@ -713,34 +741,40 @@ class ClothContact:
         take its velocity into it away (in place; as a cloth solver's collision response after
         its step): a node itself; a triangle's point by its free corners, each moved by its
         weight over the sum of their squared weights (the least motion of them that moves
-        the point), several points' moves of a node averaged. Returns how many were moved."""
+        the point; a rim point's negative weight moves its corner the other way), several
+        points' moves of a node averaged. Every point is looked at (a step that did not
+        choose its points, the preview's projective one, is checked too). Returns how many
+        were moved."""
         n = self.n
         free = np.ones(n, dtype=bool) if free is None else np.asarray(free, dtype=bool)
+        every = np.arange(self.blend.shape[0])
         moved = 0
         for _ in range(3):
-            points, dist, normal, local = self._entries(x, 0.0)
+            rows, dist, normal = self.meet(every, self.blend @ x, 0.0)
             inside = (dist < 0) & ((normal * normal).sum(1) > 1e-12)
             if not inside.any():
                 break
-            points, dist, normal = points[inside], dist[inside], normal[inside]
+            points, dist, normal = every[rows[inside]], dist[inside], normal[inside]
             shift = -(dist / (normal * normal).sum(1))[:, None] * normal  # (m, 3) of the point
             unit = normal / np.linalg.norm(normal, axis=1, keepdims=True)
-            rows = self.blend[points].tocoo()
-            w = rows.data * free[rows.col]
-            norm2 = np.bincount(rows.row, w * w, minlength=len(points))  # (m,)
-            ok = norm2[rows.row] > 0
-            share = np.where(ok, w / np.where(ok, norm2[rows.row], 1.0), 0.0)
+            weights = self.blend[points].tocoo()
+            w = weights.data * free[weights.col]
+            norm2 = np.bincount(weights.row, w * w, minlength=len(points))  # (m,)
+            ok = norm2[weights.row] > 0
+            share = np.where(ok, w / np.where(ok, norm2[weights.row], 1.0), 0.0)
+            acts = share != 0
             total = np.zeros((n, 3))
             hits = np.zeros(n)
-            np.add.at(total, rows.col, share[:, None] * shift[rows.row])
-            np.add.at(hits, rows.col, (share > 0).astype(float))
+            np.add.at(total, weights.col, share[:, None] * shift[weights.row])
+            np.add.at(hits, weights.col, acts.astype(float))
             touched = np.flatnonzero(hits > 0)
             if not len(touched):
                 break
             x[touched] += total[touched] / hits[touched, None]
-            # the velocity into the obstacle, of each node a point moved
+            # the velocity into the obstacle, of each node a point moved (along the way the
+            # node moved for it)
             dirs = np.zeros((n, 3))
-            np.add.at(dirs, rows.col, (share > 0)[:, None] * unit[rows.row])
+            np.add.at(dirs, weights.col, np.sign(share)[:, None] * unit[weights.row])
             d = dirs[touched]
             d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-300)
             into = np.minimum((v[touched] * d).sum(1), 0.0)
@@ -751,7 +785,7 @@ class ClothContact:
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         at = self._points(x)  # (P, 3)
         grad = np.zeros_like(at)
-        rows, dist, normal = self._meet(self._step_points, at, self.margin)
+        rows, dist, normal = self.meet(self._step_points, at, self.margin)
         value = 0.0
         if len(rows):
             depth = self.margin - dist

@@ -154,7 +154,7 @@ class ProjectiveClothStep(ClothStep):
             return super().advance(x, v, h, forces, drags, start=y)
         v_new = (y - x) / h
         if self.contact is not None:  # a node the step took past the obstacles' reach
-            self.report.pushed += self.contact.push_out(y, v_new)
+            self.report.pushed += self.contact.push_out(y, v_new, self.free)
             y[~self.free] = x[~self.free]
         v_new[~self.free] = 0.0
         return y, v_new

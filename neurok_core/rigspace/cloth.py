@@ -595,6 +595,7 @@ class ClothContact:
         tri, bary, ks = samples
         self.k = np.concatenate([np.asarray(k, dtype=np.float64), ks])  # (n + S,)
         self.thin_from = n + (len(tri) if thin_from is None else int(thin_from))
+        self.nodes_only = not len(tri)  # (no blends to take: the nodes' own arrays)
         rows = np.concatenate([np.arange(n), n + np.repeat(np.arange(len(tri)), 3)])
         cols = np.concatenate([np.arange(n), faces[tri].ravel()])
         vals = np.concatenate([np.ones(n), np.asarray(bary, dtype=np.float64).ravel()])
@@ -629,7 +630,7 @@ class ClothContact:
 
     def _points(self, x: np.ndarray) -> np.ndarray:
         """The step's points (P, 3) when the nodes are at ``x`` (n, 3)."""
-        return self._step_blend @ x
+        return x if self.nodes_only else self._step_blend @ x
 
     def _entries(self, x: np.ndarray, reach: float):
         """(points (global indices), signed distances, normals) of the step's points within
@@ -700,6 +701,10 @@ class ClothContact:
         eye = np.eye(3)
         nn = normal[:, :, None] * normal[:, None, :]
         block = self.k[points][:, None, None] * nn + stick[:, None, None] * (eye - nn)
+        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
+        if self.nodes_only:  # each point a node: its block on its own diagonal
+            at = 3 * points[:, None, None]
+            return (at + r3).ravel(), (at + c3).ravel(), block.ravel()
         rows = self.blend[points].tocoo()  # (m, n): each point's nodes and weights
         point, node, w = rows.row, rows.col, rows.data
         order = np.argsort(point, kind="stable")
@@ -720,7 +725,6 @@ class ClothContact:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
         pa, pb = np.concatenate(pa), np.concatenate(pb)
         scaled = (w[pa] * w[pb])[:, None, None] * block[point[pa]]  # (Q, 3, 3)
-        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
         return (
             (3 * node[pa][:, None, None] + r3).ravel(),
             (3 * node[pb][:, None, None] + c3).ravel(),
@@ -792,11 +796,11 @@ class ClothContact:
             k = self.k[self._step_points[rows]]
             value += 0.5 * float((k * depth * depth).sum())
             np.add.at(grad, rows, -(k * depth)[:, None] * normal)
-        out = self._step_blend.T @ grad
+        out = grad if self.nodes_only else self._step_blend.T @ grad
         if self.lagged is not None and self.mu > 0:
             _, n, press, start = self.lagged
             blend = self._lag_blend
-            u = blend @ x - start
+            u = (x[self.lagged[0]] if self.nodes_only else blend @ x) - start
             u -= (u * n).sum(1, keepdims=True) * n  # tangential displacement over the step
             size = np.linalg.norm(u, axis=1)
             eps = self.slip
@@ -805,7 +809,10 @@ class ClothContact:
                 (self.mu * press * np.where(size < eps, size**2 / (2 * eps), size - eps / 2)).sum()
             )
             scale = self.mu * press / np.maximum(size, eps)
-            out += blend.T @ (scale[:, None] * u)
+            if self.nodes_only:
+                np.add.at(out, self.lagged[0], scale[:, None] * u)
+            else:
+                out += blend.T @ (scale[:, None] * u)
         return value, out
 
 

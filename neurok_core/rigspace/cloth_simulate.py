@@ -99,20 +99,19 @@ class _Run:
         obstacles = _obstacles(conditions, self.size, 2.0 * margin + TRAVEL * self.size)
         self.contact = None
         if obstacles:
-            # the rim the coarser mesh cuts off meets every obstacle as a point of its
-            # triangle's plane; points on the triangles, 3/4 of an edge apart, meet the
-            # colliders thin enough for a triangle to straddle (a pole narrower than an
-            # edge slips between a triangle's corners; a broad face meets the corners)
+            # a thin collider (a pole narrower than an edge) slips between a triangle's
+            # corners and past the rim the coarser mesh cuts off: the triangles' points (3/4
+            # of an edge apart) and the rim meet the thin colliders (a broad face meets the
+            # corners: the nodes alone meet the others, as fast as before)
             longest = float(lengths.max())
             thin = [m for m in obstacles.meshes if _half_thickness(m.vertices) < longest]
             tri, bary = np.zeros(0, np.int64), np.zeros((0, 3))
-            if not self.mesh.identity:
-                tri, bary = rim_samples(self.mesh, vertices)
-            rims = len(tri)
             if thin:
-                more_tri, more_bary = face_samples(nodes, f, SAMPLE_SPACING * median)
-                tri = np.concatenate([tri, more_tri])
-                bary = np.concatenate([bary, more_bary])
+                tri, bary = face_samples(nodes, f, SAMPLE_SPACING * median)
+                if not self.mesh.identity:
+                    rim_tri, rim_bary = rim_samples(self.mesh, vertices)
+                    tri = np.concatenate([tri, rim_tri])
+                    bary = np.concatenate([bary, rim_bary])
             # each point a third as stiff as a node (whose share is about two triangles'
             # mass; half that let the flag let go at frame 19 pass 5.5 mm into its pole)
             areas = np.linalg.norm(face_cross(nodes, f), axis=1) / 2.0
@@ -126,7 +125,7 @@ class _Run:
                 f,
                 (tri, bary, tri_mass[tri] / 1.5 * contact**2),
                 thin=Obstacles(None, thin) if thin else None,
-                thin_from=rims,
+                thin_from=0,
             )
             self.contact.set_ahead(TRAVEL * self.size)
         self.damping = conditions.damping + material.air_damping  # 1/s

@@ -15,6 +15,7 @@ from neurok_core.errors import NeuROKError
 from neurok_core.model import ModelConfig, build_model
 from training.eval.scene_meshes import BUILDERS, grid_box, rotation, sheet, tube
 from training.eval.scene_metrics import (
+    contact_scores,
     motion_extent,
     opening_angles,
     part_residuals,
@@ -283,6 +284,31 @@ def test_the_drawer_is_pulled_out_by_a_third_of_its_depth(meshes):
     depth = np.ptp(m.vertices[m.parts == 1][:, 1])
     offset = np.subtract(drag.target, m.vertices[drag.vertex])
     assert offset[1] < 0 and 0.3 <= -offset[1] / depth <= 0.4 and drag.frame == 31
+
+
+def test_a_cloth_resting_its_collision_thickness_off_the_ground_touches_and_settles():
+    """A sheet falls onto the ground and rests 10 mm above it (its collision thickness, as
+    Blender's cloth keeps one): with that thickness it touches (at the frame it first comes
+    within it) and settles; without, it never comes within 0.005 of its size and never
+    touches; its depth is 0 either way; a sheet still falling through the thickness at the
+    end has not settled."""
+    from neurok_core.dynamics.obstacles import Obstacles
+
+    v, _, _ = sheet(0.6, 0.6, 0.1)
+    rest = np.stack([v[:, 0], v[:, 2], np.full(len(v), 0.3)], 1)
+    height = np.maximum(0.3 - 0.5 * 9.81 * (np.arange(40) / 24.0) ** 2, 0.01)  # (T,)
+    frames = np.repeat(rest[None], 40, axis=0)
+    frames[:, :, 2] = height[:, None]
+    ground = Obstacles(0.0)
+    with_it = contact_scores(rest, frames, ground, 24.0, thickness=0.01)
+    first = int(np.flatnonzero(height <= 0.01 + 0.005 * 0.6)[0])
+    assert with_it["touch_frame"] == first and with_it["settle_seconds"] is not None
+    without = contact_scores(rest, frames, ground, 24.0)
+    assert without["touch_frame"] is None and without["settle_seconds"] is None
+    assert with_it["penetration"] == without["penetration"] == 0.0
+    falling = frames.copy()
+    falling[-12:, :, 2] -= np.linspace(0.0, 0.004, 12)[:, None]
+    assert contact_scores(rest, falling, ground, 24.0, thickness=0.01)["settle_seconds"] is None
 
 
 def test_targets_pass_and_fail():

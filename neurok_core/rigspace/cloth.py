@@ -61,6 +61,7 @@ ROUNDING = 1e-13  # a predicted decrease below this share of the potential is ro
 MAX_HALVINGS = 12  # of the line search
 CHUNK = 1 << 16  # vertices embedded at once
 MAX_LATTICE = 6  # a triangle's contact points: its barycentric lattice of this level, at most
+MAX_RIM_WEIGHT = 4.0  # a rim vertex's barycentric weights on its triangle, at most (in size)
 KEEP_STEPS = 4  # steps a factorisation serves, at most (away from obstacles, the drags the same)
 KEEP_ITERATIONS = 8  # and while each of them needs at most this many iterations
 ACROSS = 0.05  # the initial Hessian's springs resist turning at least this share of k
@@ -544,8 +545,8 @@ def rim_samples(mesh: SimMesh, vertices: np.ndarray):
     triangle (the rim a coarser mesh cuts off: a barycentric coordinate of their point of the
     triangle's plane below 0), as those points (the coordinates not clamped: a blend of the
     corners that reaches past an edge; an offset along the normal, a curved sheet's, left
-    out). Vertices of a nearly flat triangle (its height under 1e-6 of its edges) are left
-    out: their weights would be huge."""
+    out). Vertices of a nearly flat triangle, or as far out as to need a weight over
+    ``MAX_RIM_WEIGHT``, are left out: their weights would make them stiff levers."""
     rim = np.flatnonzero(mesh.offset)
     tri = mesh.tri[rim]
     a, b, c = (mesh.nodes[mesh.faces[tri, k]] for k in range(3))
@@ -555,7 +556,7 @@ def rim_samples(mesh: SimMesh, vertices: np.ndarray):
     ok = den > 1e-12 * metric[:, 0] * metric[:, 2]
     bary = np.stack([1.0 - (v + w) / np.where(ok, den, 1.0), v, w], 1)
     bary[:, 1:] /= np.where(ok, den, 1.0)[:, None]
-    outside = ok & (bary.min(1) < 0.0)
+    outside = ok & (bary.min(1) < 0.0) & (np.abs(bary).max(1) <= MAX_RIM_WEIGHT)
     return tri[outside], bary[outside]
 
 

@@ -14,15 +14,13 @@ from neurok_core.errors import ConditionError
 from neurok_core.geometry import unique_edges
 from neurok_core.rigspace.cloth import (
     CLOTH_PRESETS,
-    ClothContact,
     ClothEnergy,
     ClothStep,
     bending_matrix,
-    face_samples,
     node_masses,
-    rim_samples,
     sim_mesh,
 )
+from neurok_core.rigspace.cloth_contact import ClothContact, face_samples, rim_samples
 from neurok_core.rigspace.cloth_simulate import simulate_cloth
 from neurok_core.rigspace.space import RigSettings
 from neurok_core.sheets import is_cloth

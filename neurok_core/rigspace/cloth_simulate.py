@@ -25,17 +25,15 @@ from ..results import SimulationResult
 from ..rig import BoneRig, quat_to_matrix, quats_from_matrices
 from .cloth import (
     CHUNK,
-    ClothContact,
     ClothEnergy,
     ClothMaterial,
     ClothStep,
     bending_matrix,
     cloth_material,
-    face_samples,
     node_masses,
-    rim_samples,
     sim_mesh,
 )
+from .cloth_contact import ClothContact, face_samples, rim_samples
 from .cloth_projective import ProjectiveClothStep
 from .plausibility import _Collider, sample_faces
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping

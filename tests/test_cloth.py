@@ -350,7 +350,6 @@ def _contact_with(obstacle_meshes, nodes, faces, margin: float, thin: bool, mu: 
         faces,
         (tri, bary, np.full(len(tri), 100.0)),
         thin=Obstacles(None, meshes) if thin else None,
-        thin_from=0,
     )
     contact.set_ahead(0.01)
     return contact
@@ -442,31 +441,11 @@ def test_a_flag_let_go_near_its_thin_pole_never_passes_into_it(release, damping)
     below: its vertices stay out of the pole (they went 5.8-7.1 mm in, of 8, when the contact
     acted on the simulation mesh's nodes alone: a triangle straddled the pole, and the rim the
     coarser mesh cuts off swung into it)."""
-    from neurok_core.dynamics import Drag
+    from training.benchmarks.bench_cloth_contact import flag_on_pole, pole_depth
 
-    width, height, nu, nv = 0.42, 0.27, 48, 31
-    uu, vv = np.meshgrid(
-        np.linspace(0, width, nu + 1), np.linspace(0, height, nv + 1), indexing="ij"
-    )
-    v = np.stack([0.06 + uu.ravel(), np.zeros(uu.size), 0.21 + vv.ravel()], 1)
-    a = (np.arange(nu)[:, None] * (nv + 1) + np.arange(nv)[None]).ravel()
-    f = np.concatenate(
-        [np.stack([a, a + nv + 1, a + nv + 2], 1), np.stack([a, a + nv + 2, a + 1], 1)]
-    )
-    radius, corner = 0.008, nu * (nv + 1)
-    cond = SimulationConditions(
-        pins=tuple(range(nv + 1)),
-        frames=48,
-        fps=24,
-        mass=0.2,
-        damping=damping,
-        drags=(Drag(target=tuple(v[corner] + [0.0, -0.18, 0.12]), frame=release, vertex=corner),),
-        colliders=(_pole(radius, 0.06 - radius),),
-    )
+    v, f, cond, _ = flag_on_pole(release, damping)
     x = simulate_cloth(v, f, cond, settings=RigSettings()).positions.astype(np.float64)
-    along = (x[..., 2] > 0.0) & (x[..., 2] < 0.5)  # (beside the pole, not below its end)
-    depth = np.where(along, radius - np.hypot(x[..., 0] - (0.06 - radius), x[..., 1]), -1.0)
-    assert depth.max() < 0.001  # a vertex on the 16-gon's flats is 0.16 mm in
+    assert pole_depth(x).max() < 0.001  # a vertex on the 16-gon's flats is 0.16 mm in
 
 
 def test_a_flag_swung_round_its_thin_pole_wraps_it_and_its_pins_hold_in_every_frame():
@@ -476,43 +455,17 @@ def test_a_flag_swung_round_its_thin_pole_wraps_it_and_its_pins_hold_in_every_fr
     its nodes cuts the pole (before: 7.3 mm deep); the
     streamed frames hold the pinned vertices exactly (before: 8 mm off, a free corner of their
     triangles moved them)."""
-    from neurok_core.dynamics import Collider, Drag
+    from training.benchmarks.bench_cloth_contact import flag_on_pole, pole_depth
 
-    width, height, nu, nv = 0.42, 0.27, 48, 31
-    uu, vv = np.meshgrid(
-        np.linspace(0, width, nu + 1), np.linspace(0, height, nv + 1), indexing="ij"
-    )
-    v = np.stack([0.06 + uu.ravel(), np.zeros(uu.size), 0.21 + vv.ravel()], 1)
-    a = (np.arange(nu)[:, None] * (nv + 1) + np.arange(nv)[None]).ravel()
-    f = np.concatenate(
-        [np.stack([a, a + nv + 1, a + nv + 2], 1), np.stack([a, a + nv + 2, a + 1], 1)]
-    )
-    radius = 0.008
-    pole = trimesh.creation.cylinder(radius=radius, height=0.5, sections=16)
-    pole.apply_translation((0.06 - radius, 0.0, 0.25))
-    pins = tuple(range(nv + 1))
-    corner = nu * (nv + 1)
-    cond = SimulationConditions(
-        pins=pins,
-        frames=40,
-        fps=24,
-        mass=0.2,
-        damping=0.8,
-        drags=(Drag(target=tuple(v[corner] + [0.0, -0.18, 0.12]), frame=20, vertex=corner),),
-        colliders=(
-            Collider(
-                vertices=tuple(map(tuple, pole.vertices)), faces=tuple(map(tuple, pole.faces))
-            ),
-        ),
-    )
+    v, f, cond, corner = flag_on_pole(20, 0.8, frames=40)
+    pins = cond.pins
     streamed = []
     result = simulate_cloth(
         v, f, cond, settings=RigSettings(), on_frame=lambda i, x, e: streamed.append(x.copy())
     )
     assert result.info["space"]["embedded"]
     x = result.positions.astype(np.float64)
-    depth = radius - np.hypot(x[..., 0] - (0.06 - radius), x[..., 1])
-    assert depth.max() < 0.001  # 16-gon's flats included: a vertex on the pole is 0.16 mm in
+    assert pole_depth(x).max() < 0.001  # a vertex on the 16-gon's flats is 0.16 mm in
     np.testing.assert_array_equal(np.stack(streamed)[:, list(pins)], x[:, list(pins)])
     assert np.abs(x[:, list(pins)] - v[list(pins)]).max() < 1e-6
     swing = np.linalg.norm(x[:, corner] - v[corner], axis=1).max()

@@ -103,12 +103,9 @@ class ClothContact:
         faces,
         samples=None,
         thin=None,
-        thin_from: int | None = None,
     ):
         self.obstacles, self.margin = obstacles, float(margin)
-        # the samples from ``thin_from`` on meet the ``thin`` obstacles alone (those a
-        # triangle may straddle), the nodes and the samples before them every obstacle
-        self.thin = thin
+        self.thin = thin  # the obstacles the samples meet (those a triangle may straddle)
         self.mu, self.slip = float(mu), max(float(slip), 1e-12)
         self.reach = 2.0 * self.margin
         n = len(k)
@@ -117,7 +114,6 @@ class ClothContact:
             samples = (np.zeros(0, np.int64), np.zeros((0, 3)), np.zeros(0))
         tri, bary, ks = samples
         self.k = np.concatenate([np.asarray(k, dtype=np.float64), ks])  # (n + S,)
-        self.thin_from = n + (len(tri) if thin_from is None else int(thin_from))
         self.nodes_only = not len(tri)  # (no blends to take: the nodes' own arrays)
         rows = np.concatenate([np.arange(n), n + np.repeat(np.arange(len(tri)), 3)])
         cols = np.concatenate([np.arange(n), faces[tri].ravel()])
@@ -139,8 +135,9 @@ class ClothContact:
 
     def meet(self, points: np.ndarray, at: np.ndarray, reach: float):
         """(rows, d, normals) of the points ``points`` (global indices, sorted) at ``at``
-        (P, 3) within ``reach`` of the obstacles each meets (rows index ``points``)."""
-        cut = int(np.searchsorted(points, self.thin_from))
+        (P, 3) within ``reach`` of the obstacles each meets (rows index ``points``): a node
+        every obstacle, a sample the thin ones."""
+        cut = int(np.searchsorted(points, self.n))
         rows, dist, normal = self.obstacles.entries(at[:cut], reach)
         if cut == len(points) or self.thin is None:
             return rows, dist, normal
@@ -154,6 +151,10 @@ class ClothContact:
     def _points(self, x: np.ndarray) -> np.ndarray:
         """The step's points (P, 3) when the nodes are at ``x`` (n, 3)."""
         return x if self.nodes_only else self._step_blend @ x
+
+    def every(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, places (n + S, 3)) of every point when the nodes are at ``x``."""
+        return np.arange(self.blend.shape[0]), (x if self.nodes_only else self.blend @ x)
 
     def _entries(self, x: np.ndarray, reach: float):
         """(points (global indices), signed distances, normals) of the step's points within
@@ -228,40 +229,21 @@ class ClothContact:
         if self.nodes_only:  # each point a node: its block on its own diagonal
             at = 3 * points[:, None, None]
             return (at + r3).ravel(), (at + c3).ravel(), block.ravel()
-        rows = self.blend[points].tocoo()  # (m, n): each point's nodes and weights
-        point, node, w = rows.row, rows.col, rows.data
-        order = np.argsort(point, kind="stable")
-        point, node, w = point[order], node[order], w[order]
-        count = np.bincount(point, minlength=len(points))
-        start = np.concatenate([[0], np.cumsum(count)[:-1]])
-        # every pair of a point's nodes (a point has 1 or 3)
-        pa, pb = [], []
-        for c in np.unique(count):
-            mine = np.flatnonzero(count == c)
-            if not len(mine) or c == 0:
-                continue
-            ia, ib = np.meshgrid(np.arange(c), np.arange(c), indexing="ij")
-            first = start[mine][:, None]
-            pa.append((first + ia.ravel()[None]).ravel())
-            pb.append((first + ib.ravel()[None]).ravel())
-        if not pa:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-        pa, pb = np.concatenate(pa), np.concatenate(pb)
-        scaled = (w[pa] * w[pb])[:, None, None] * block[point[pa]]  # (Q, 3, 3)
-        return (
-            (3 * node[pa][:, None, None] + r3).ravel(),
-            (3 * node[pb][:, None, None] + c3).ravel(),
-            scaled.ravel(),
-        )
+        # sum_p (w_p w_p^T) (x) K_p: one product B^T diag(K_ij) B per entry ij of the blocks
+        weights = self.blend[points]  # (m, n) each point's weights on the nodes
+        rows, cols, vals = [], [], []
+        for i in range(3):
+            for j in range(3):
+                part = (weights.T @ sparse.diags(block[:, i, j]) @ weights).tocoo()
+                rows.append(3 * part.row + i)
+                cols.append(3 * part.col + j)
+                vals.append(part.data)
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
 
     def near(self, x: np.ndarray, ahead: np.ndarray) -> bool:
         """Whether a point of the cloth is near an obstacle (within twice the margin) at ``x``
         or at ``ahead``: where :meth:`begin` would give springs."""
-        every = np.arange(self.blend.shape[0])
-        return bool(
-            len(self.meet(every, self.blend @ x, self.reach)[0])
-            or len(self.meet(every, self.blend @ ahead, self.reach)[0])
-        )
+        return any(len(self.meet(*self.every(at), self.reach)[0]) for at in (x, ahead))
 
     def push_out(self, x: np.ndarray, v: np.ndarray, free: np.ndarray | None = None) -> int:
         """Move the cloth where a step left a point inside an obstacle onto its surface and
@@ -274,10 +256,10 @@ class ClothContact:
         were moved."""
         n = self.n
         free = np.ones(n, dtype=bool) if free is None else np.asarray(free, dtype=bool)
-        every = np.arange(self.blend.shape[0])
         moved = 0
         for _ in range(3):
-            rows, dist, normal = self.meet(every, self.blend @ x, 0.0)
+            every, at = self.every(x)
+            rows, dist, normal = self.meet(every, at, 0.0)
             inside = (dist < 0) & ((normal * normal).sum(1) > 1e-12)
             if not inside.any():
                 break

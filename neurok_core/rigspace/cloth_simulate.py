@@ -123,7 +123,6 @@ class _Run:
                 f,
                 (tri, bary, tri_mass[tri] / 1.5 * contact**2),
                 thin=Obstacles(None, thin) if thin else None,
-                thin_from=0,
             )
             self.contact.set_ahead(TRAVEL * self.size)
         self.damping = conditions.damping + material.air_damping  # 1/s
@@ -169,8 +168,8 @@ class _Run:
         need = float((np.linalg.norm(v, axis=1) / room).max())
         # the points on the triangles too (a triangle's middle may close on a thin pole
         # faster than its corners), each against the obstacles it meets
-        every = np.arange(self.contact.blend.shape[0])
-        x, v = self.contact.blend @ x, self.contact.blend @ v
+        every, x = self.contact.every(x)
+        v = self.contact.every(v)[1]
         rows, dist, normal = self.contact.meet(every, x, margin + TRAVEL * self.size)
         if len(rows):
             unit = normal / np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)

@@ -136,11 +136,11 @@ from .dynamics.conditions import DEFAULT_DYNAMICS, DYNAMICS
 
 PROTOCOL = 1
 TASKS = ("simulate", "ik", "scene", "preview", "structure")
-# a preview's cloth steps by projective dynamics where nothing touches (faster, approximate:
-# docs/experiments/rig_speed.md), its rigid parts one step a frame at least (not two) with 300
-# contact points a part (not 1,000): a laptop's lid follows Simulate's path to 2% of its size
-# (docs/experiments/preview.md); Simulate's bake keeps the exact steps
-PREVIEW_RIG_SETTINGS = {"cloth_step": "projective", "substeps": 1, "contact_samples": 300}
+# a preview's rigid parts one step a frame at least (not two) with 300 contact points a part
+# (not 1,000): a laptop's lid follows Simulate's path to 2% of its size
+# (docs/experiments/preview.md); a cloth's steps are Simulate's (projective dynamics, as
+# accurate beside BDF2 steps, is slower: docs/experiments/cloth.md)
+PREVIEW_RIG_SETTINGS = {"substeps": 1, "contact_samples": 300}
 EXIT_OK, EXIT_CRASH, EXIT_USER, EXIT_MISSING = 0, 1, 2, 3
 
 

@@ -17,11 +17,19 @@ mesh with the sheet's vertices embedded in its triangles). The energies:
 - **loads**: gravity, forces and winds on the nodes (through the embedding), drag springs,
   air damping (the damping rate c: a node's kinetic energy decays as exp(-2 c t)).
 
-The step is **backward Euler**: x_{n+1} minimises the incremental potential
+A step of length h is **BDF2's** with variable steps (w = h / h_{n-1}) where a damped step
+continues the last one and nothing is near an obstacle, else **backward Euler's**: x_{n+1}
+minimises the incremental potential
 
-    Phi(x) = (1 + c h) / (2 h^2) |x - z|_M^2 + E(x) - f . x,  z = x_n + h v_n / (1 + c h),
+    Phi(x) = (1 + c k) / (2 k^2) |x - z|_M^2 + E(x) - f . x,  z = x_b + k v_b / (1 + c k),
 
-solved by quasi-Newton iterations (L-BFGS, an Armijo line search on Phi; Liu et al. 2017,
+with x_b = a x_n - b x_{n-1}, v_b = a v_n - b v_{n-1}, k = c_w h (a = (1 + w)^2 / (1 + 2 w),
+b = w^2 / (1 + 2 w), c_w = (1 + w) / (1 + 2 w)) and v_{n+1} = (x_{n+1} - x_b) / k; backward
+Euler's is x_b = x_n, v_b = v_n, k = h. Both are L-stable; BDF2 takes far less from a swinging
+cloth at one step a frame (backward Euler's damping of a mode of omega, omega^2 h / 2 a second,
+took a heavy flag's swing), and backward Euler keeps the penalty contact from overshooting
+(the first step, undamped runs, near an obstacle, after a push out of one). Phi is minimised
+by quasi-Newton iterations (L-BFGS, an Armijo line search on Phi; Liu et al. 2017,
 "Quasi-Newton methods for real-time simulation of hyperelastic materials") whose initial
 Hessian is Phi's own at the step's start (springs PSD-projected but at least ``ACROSS`` as stiff
 across as along, the contact's normal springs and the friction's sticking), factorised over
@@ -29,9 +37,8 @@ the free nodes' 3 n coordinates and kept for up to ``KEEP_STEPS`` steps away fro
 step costs at most ``ITERATIONS`` iterations, each a gradient and a back-substitution: its cost
 is bounded.
 
-Backward Euler damps what the step does not resolve; an undamped run (c = 0) has its energy
-kept by the caller, which scales the velocity after each step (Dinev et al. 2018 project onto
-the energy likewise).
+An undamped run (c = 0) has its energy kept by the caller, which scales the velocity after
+each step (Dinev et al. 2018 project onto the energy likewise).
 
 Shapes: nodes (n, 3) float64 metres; faces (F, 3) int64; the state x, v (n, 3).
 """
@@ -41,6 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -63,6 +71,7 @@ CHUNK = 1 << 16  # vertices embedded at once
 KEEP_STEPS = 4  # steps a factorisation serves, at most (away from obstacles, the drags the same)
 KEEP_ITERATIONS = 8  # and while each of them needs at most this many iterations
 ACROSS = 0.05  # the initial Hessian's springs resist turning at least this share of k
+IMPERFECTION = 1e-5  # sizes: how far off its surface a loaded sheet starts (``imperfection``)
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class ClothMaterial:
     """A cloth's material: ``bending_length`` (m, Peirce's: the overhang over which a strip of
     the cloth droops 41.5 deg under its own weight; silk about 0.01, cotton 0.02, denim 0.04,
     leather 0.06), ``stretch_hz`` (the frequency of its uniform stretch: 10 Hz gives a 1.16 x
-    0.76 m flag pinned at its hoist the in-plane sag of Blender's default cloth),
+    0.76 m flag held in its upright plane about the in-plane sag of Blender's default cloth),
     ``air_damping`` (1/s, added to the user's damping: a node's kinetic energy decays as
     exp(-2 c t)), ``compression`` (the springs' stiffness when shortened, a share of their
     stretching stiffness), ``stretch_damping`` (damping ratio of the stretching modes at a
@@ -85,35 +94,41 @@ class ClothMaterial:
     bending_damping: float = 0.1
 
 
-# Blender's cloth defaults (its Cotton preset): vertex mass 0.3 kg, tension 15, bending 0.5,
-# air viscosity 1, which a 600-vertex flag lying flat and pinned at its hoist follows best
-# (far edge at 1 s and 2 s) with the default material and 1.5/s of air damping
+# Blender's cloth defaults (its Cotton preset): vertex mass 0.3 kg, tension 15, bending 0.5
 _BLENDER_COTTON = (0.3, 15.0, 0.5)
-_BLENDER_AIR = 1.5
+# How Blender's cloth damps a swinging flag, fit to its five presets on a 600-vertex flag lying
+# flat and pinned at its hoist (far edge at 1 s and 2 s, docs/experiments/cloth.md): its
+# backward Euler steps (``quality`` a frame) damp a mode of omega rad/s by omega^2 h / 2 a
+# second, here the flag's swing as one mode (s^-2 x the step at 24 fps), and its air
+# viscosity acts over the vertex mass (kg/s per unit of viscosity)
+_BLENDER_STEP_DAMPING = 139.0
+_BLENDER_AIR = 0.37
 
 
-def blender_material(mass: float, tension: float, bending: float, air: float) -> ClothMaterial:
+def blender_material(
+    mass: float, tension: float, bending: float, air: float, quality: int = 5
+) -> ClothMaterial:
     """The material that moves as Blender's cloth with these settings (vertex ``mass`` kg,
-    ``tension`` and ``bending`` stiffness, ``air`` viscosity) moves, scaled from its default:
-    the stretch frequency as sqrt(tension / mass), the bending length as (bending / mass)^(1/3)
-    (a rigidity over a weight), the air damping as air / mass (Blender's drag does not grow
-    with the mass)."""
+    ``tension`` and ``bending`` stiffness, ``air`` viscosity, ``quality`` steps a frame) moves,
+    scaled from its default: the stretch frequency as sqrt(tension / mass), the bending length
+    as (bending / mass)^(1/3) (a rigidity over a weight), the air damping as its steps' damping
+    (their length at 24 fps) plus air / mass (Blender's drag does not grow with the mass)."""
     m0, t0, b0 = _BLENDER_COTTON
     default = ClothMaterial()
     return ClothMaterial(
         bending_length=default.bending_length * ((bending / mass) / (b0 / m0)) ** (1.0 / 3.0),
         stretch_hz=default.stretch_hz * math.sqrt((tension / mass) / (t0 / m0)),
-        air_damping=_BLENDER_AIR * air * m0 / mass,
+        air_damping=_BLENDER_STEP_DAMPING / (24.0 * quality) + _BLENDER_AIR * air / mass,
     )
 
 
-# Blender 5.0's cloth presets: (vertex mass, tension, bending, air viscosity)
+# Blender 5.0's cloth presets: (vertex mass, tension, bending, air viscosity, quality)
 CLOTH_PRESETS = {
-    "cotton": blender_material(0.3, 15.0, 0.5, 1.0),
-    "denim": blender_material(1.0, 40.0, 10.0, 1.0),
-    "leather": blender_material(0.4, 80.0, 150.0, 1.0),
-    "rubber": blender_material(3.0, 15.0, 25.0, 1.0),
-    "silk": blender_material(0.15, 5.0, 0.05, 1.0),
+    "cotton": blender_material(0.3, 15.0, 0.5, 1.0, 5),
+    "denim": blender_material(1.0, 40.0, 10.0, 1.0, 12),
+    "leather": blender_material(0.4, 80.0, 150.0, 1.0, 15),
+    "rubber": blender_material(3.0, 15.0, 25.0, 1.0, 7),
+    "silk": blender_material(0.15, 5.0, 0.05, 1.0, 5),
 }
 
 
@@ -380,6 +395,24 @@ def _barycentric(offset, e0, e1, metric) -> np.ndarray:
     return out / np.maximum(out.sum(1, keepdims=True), 1e-300)
 
 
+def imperfection(nodes: np.ndarray, faces: np.ndarray, size: float) -> np.ndarray:
+    """A smooth out-of-surface offset (n, 3) m of ``IMPERFECTION`` x ``size`` at most: a
+    sheet exactly flat under loads in its own plane (a flag on an upright pole) stays flat
+    forever in exact arithmetic, where real cloth, and Blender's cloth from its rounding,
+    buckles and hangs in folds. The same for every run of a mesh: three waves with a
+    fixed seed over the nodes' coordinates, along their normals."""
+    normals = np.zeros_like(nodes)
+    cross = face_cross(nodes, faces)  # (F, 3) area-weighted
+    for c in range(3):
+        np.add.at(normals, faces[:, c], cross)
+    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-300)
+    rng = np.random.default_rng(47)
+    waves = rng.normal(size=(3, 3)) * (2.0 * math.pi / max(size, 1e-300))  # (3 waves, 3)
+    phases = rng.uniform(0.0, 2.0 * math.pi, 3)
+    field = np.sin(nodes @ waves.T + phases).sum(1) / 3.0  # (n,) in [-1, 1]
+    return (IMPERFECTION * size) * field[:, None] * normals
+
+
 def node_masses(nodes: np.ndarray, faces: np.ndarray, mass: float) -> np.ndarray:
     """(n,) each node's share (a third of each triangle's area) of ``mass`` kg."""
     area = np.linalg.norm(face_cross(nodes, faces), axis=1) / 2.0
@@ -491,6 +524,24 @@ class ClothReport:
     capped: int = 0  # steps that ran out of iterations
     pushed: int = 0  # nodes moved out of an obstacle after their step
     handed: int = 0  # projective steps the quasi-Newton step finished (cloth_projective)
+    backward_euler: int = 0  # steps taken by backward Euler (the rest: BDF2)
+
+
+class _Plan(NamedTuple):
+    """A step's set-up (:meth:`ClothStep._plan`): its base x_b and length k in the
+    incremental potential (x_n and h for backward Euler), the inertia's centre z and weight,
+    the prediction, the contact's ``touch``, the viscous stretching's reference lengths (E,),
+    whether it is BDF2's, and its length h."""
+
+    base: np.ndarray
+    k: float
+    z: np.ndarray
+    inertia: float
+    hat: np.ndarray
+    touch: object
+    lengths: np.ndarray
+    bdf2: bool
+    h: float
 
 
 class ClothStep:
@@ -499,6 +550,8 @@ class ClothStep:
     :class:`~neurok_core.rigspace.cloth_contact.ClothContact` or None; damping: the user's
     rate c (1/s); stretch_zeta: the damping ratio of the springs' stretching (a viscous term
     on each edge's length rate, at the springs' frequency ``omega``)."""
+
+    second_order = True  # BDF2 where a damped step continues the last one (module docstring)
 
     def __init__(
         self,
@@ -525,6 +578,7 @@ class ClothStep:
         self.size = float(size)
         self.iterations = int(iterations)
         self.report = ClothReport()
+        self._last = None  # (x_n, v_n, h_n, x_{n+1}) of the last step, for BDF2
         self._key, self._age, self._hard = None, 0, False  # the factorisation's, its steps
         bending = energy.bending.tocoo()
         self._bending3 = (  # B Q over the 3 coordinates: (rows, cols, values)
@@ -658,20 +712,72 @@ class ClothStep:
         a, b = 1.0 / (2.0 * h * h), self.c / (2.0 * h)
         return (a * hat + b * x) / (a + b), a + b, hat
 
+    def _history(self, x, h: float):
+        """(x_{n-1}, v_{n-1}, h_{n-1}) of the step that ended at ``x``, where this one may
+        continue it by BDF2: a damped run, steps at most 2x apart in length, the last one not
+        pushed out of an obstacle; else None (backward Euler)."""
+        last = self._last
+        if not self.second_order or self.c <= 0 or last is None:
+            return None
+        if last[3] is not x or not 0.5 <= h / last[2] <= 2.0:
+            return None
+        return last[:3]
+
+    def _plan(self, x, v, h: float, touching) -> _Plan:
+        """The step from (x, v) over ``h``: BDF2's where :meth:`_history` allows and
+        ``touching(hat)`` is None (no point near an obstacle where the prediction takes it),
+        else backward Euler's; ``touching`` is called for each plan tried."""
+        history = self._history(x, h)
+        if history is not None:  # x_{n+1} - a x_n + b x_{n-1} = k v_{n+1}, likewise for v
+            xp, vp, hp = history
+            w = h / hp
+            a, b = (1 + w) ** 2 / (1 + 2 * w), w * w / (1 + 2 * w)
+            base, k = a * x - b * xp, (1 + w) / (1 + 2 * w) * h
+            z, inertia, hat = self._target(base, a * v - b * vp, k)
+            touch = touching(hat)
+            if touch is None:
+                lengths = a * self._lengths(x) - b * self._lengths(xp)
+                return _Plan(base, k, z, inertia, hat, None, lengths, True, h)
+        z, inertia, hat = self._target(x, v, h)
+        return _Plan(x, h, z, inertia, hat, touching(hat), self._lengths(x), False, h)
+
+    def _lengths(self, x: np.ndarray) -> np.ndarray:
+        d = self.energy.g @ x  # (E, 3)
+        return np.sqrt(np.einsum("ij,ij->i", d, d))
+
+    def _finish(self, plan: _Plan, x, v, y) -> tuple:
+        """(y, v_{n+1}) of a step from (x, v) ending at ``y``: the velocity BDF2's or backward
+        Euler's, the points left inside an obstacle pushed out (an impulse: the next step
+        starts afresh), the pinned nodes kept."""
+        v_new = (y - plan.base) / plan.k
+        pushed = 0
+        if self.contact is not None:
+            pushed = self.contact.push_out(y, v_new, self.free)
+            self.report.pushed += pushed
+            y[~self.free] = x[~self.free]
+        v_new[~self.free] = 0.0
+        self.report.backward_euler += int(not plan.bdf2)
+        self._last = None if pushed else (x, v, plan.h, y)
+        return y, v_new
+
     def advance(self, x, v, h: float, forces, drags, start=None) -> tuple:
         """One step of length ``h`` from (x, v) (n, 3) under ``forces`` (n, 3) N (gravity and
         winds included) and ``drags`` [(nodes, weights, k, target (3,))]; returns (x, v).
-        ``start`` (n, 3): the iterations' first point (default: the prediction x + h v)."""
+        ``start`` (n, 3): the iterations' first point (default: the prediction). BDF2 where
+        :meth:`_plan` allows (module docstring), else backward Euler."""
         if not len(self.idx):  # every node pinned: nothing moves
             self.report.steps += 1
+            self._last = None
             return x.copy(), np.zeros_like(v)
-        z, inertia, hat = self._target(x, v, h)
-        touch = None if self.contact is None else self.contact.begin(x, hat)
-        self._prepare(x, inertia, h, touch, drags)
+        plan = self._plan(
+            x, v, h, lambda hat: None if self.contact is None else self.contact.begin(x, hat)
+        )
+        base, k, z, inertia, hat, touch = plan[:6]
+        self._prepare(x, inertia, k, touch, drags)
         iterations = self.report.iterations
-        d0 = self.energy.g @ x
-        start_d = np.sqrt((d0 * d0).sum(1))
-        self.x0 = x
+        start_d = plan.lengths  # the viscous stretching's reference lengths
+        self.x0 = base
+        h = k  # in the potential the step's own length: BDF2's k, backward Euler's h
         y = (hat if start is None else start).copy()
         y[~self.free] = x[~self.free]
         value, g = self._potential(y, z, inertia, h, start_d, forces, drags)
@@ -745,12 +851,7 @@ class ClothStep:
         self._hard = self.report.iterations - iterations > KEEP_ITERATIONS
         self.report.unconverged += int(not converged)
         self.report.capped += int(not converged and self.report.failed_searches == failed)
-        v_new = (y - x) / h
-        if self.contact is not None:
-            self.report.pushed += self.contact.push_out(y, v_new, self.free)
-            y[~self.free] = x[~self.free]
-        v_new[~self.free] = 0.0
-        return y, v_new
+        return self._finish(plan, x, v, y)
 
     def mechanical_energy(self, x: np.ndarray, v: np.ndarray, gravity: np.ndarray) -> float:
         """Kinetic + internal + gravity's potential energy (J)."""

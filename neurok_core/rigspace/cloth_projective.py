@@ -44,7 +44,7 @@ from .band import NodeSystem
 from .cloth import ClothStep
 
 ITERATIONS = 30  # local-global iterations a step, at most (then the quasi-Newton step ends it)
-CONVERGED = 1e-4  # an iteration that moves no node farther than this (object sizes) ends a step
+CONVERGED = 1e-5  # an iteration that moves no node farther than this (object sizes) ends a step
 HISTORY = 5  # iterates Anderson acceleration combines
 
 
@@ -101,26 +101,26 @@ class ProjectiveClothStep(ClothStep):
     def advance(self, x, v, h: float, forces, drags) -> tuple:
         """One step of length ``h`` from (x, v) (n, 3) under ``forces`` (n, 3) N and ``drags``
         [(nodes, weights, k, target (3,))]; returns (x, v)."""
-        hat = x + h * v
-        a, b = 1.0 / (2.0 * h * h), self.c / (2.0 * h)
-        inertia = a + b
-        z = (a * hat + b * x) / inertia
-        if self.c == 0.0 or not len(self.idx) or (self.contact and self.contact.near(x, hat)):
+        if self.c == 0.0 or not len(self.idx):
             return super().advance(x, v, h, forces, drags)
-        key = (h, tuple((n.tobytes(), w.tobytes(), k) for n, w, k, _ in drags))
+        contact = self.contact
+        plan = self._plan(x, v, h, lambda hat: True if contact and contact.near(x, hat) else None)
+        if plan.touch is not None:
+            return super().advance(x, v, h, forces, drags)
+        base_x, k, z, inertia, hat = plan[:5]
+        key = (k, tuple((n.tobytes(), w.tobytes(), kd) for n, w, kd, _ in drags))
         if key != self._pd_key:
-            self._factor(x, inertia, h, drags)
+            self._factor(x, inertia, k, drags)
             self._pd_key = key
         e, w, rows = self.energy, self._weights, self._rows
-        d0 = e.g @ x
-        start_len = np.sqrt(np.einsum("ij,ij->i", d0, d0))
-        viscous = e.k * self.beta / h  # (E,)
+        start_len = plan.lengths
+        viscous = e.k * self.beta / k  # (E,)
         # the right side's parts that do not change within the step
         base = 2.0 * inertia * self.m[:, None] * z + forces
         if self.tau > 0:
-            base += (self.tau / h) * (e.bending @ x)
-        for nodes, weights, k, target in drags:
-            base[nodes] += k * weights[:, None] * np.asarray(target)[None]
+            base += (self.tau / k) * (e.bending @ base_x)
+        for nodes, weights, kd, target in drags:
+            base[nodes] += kd * weights[:, None] * np.asarray(target)[None]
         base = base[rows] - self._pinned_rhs
         # the start: the prediction (an extrapolation of the velocity's last change, tried,
         # doubled the iterations: a start off the springs' lengths converges slowly)
@@ -152,12 +152,7 @@ class ProjectiveClothStep(ClothStep):
             self.report.handed += 1
             self.report.steps -= 1
             return super().advance(x, v, h, forces, drags, start=y)
-        v_new = (y - x) / h
-        if self.contact is not None:  # a node the step took past the obstacles' reach
-            self.report.pushed += self.contact.push_out(y, v_new, self.free)
-            y[~self.free] = x[~self.free]
-        v_new[~self.free] = 0.0
-        return y, v_new
+        return self._finish(plan, x, v, y)
 
 
 class _Anderson:

@@ -30,6 +30,7 @@ from .cloth import (
     ClothStep,
     bending_matrix,
     cloth_material,
+    imperfection,
     node_masses,
     sim_mesh,
 )
@@ -395,6 +396,11 @@ def simulate_cloth(
     least = max(settings.cloth_substeps, conditions.substeps or 1, 2 if run.contact else 1)
     x = run.mesh.nodes.copy()
     v = run.initial_velocity()
+    c = conditions
+    if np.any(run.gravity) or c.forces or c.winds or c.drags or c.velocities:
+        # loaded: a sheet exactly flat buckles as cloth does (an unloaded one stays at rest)
+        bend = imperfection(run.mesh.nodes, run.mesh.faces, run.size)
+        x[run.free] += bend[run.free]
     step = run.step
     energy = step.mechanical_energy(x, v, run.gravity)
     target = energy  # what an undamped run keeps
@@ -485,6 +491,7 @@ def simulate_cloth(
         "capped_steps": int(report.capped),
         "pushed_out": int(report.pushed),
         "handed_steps": int(report.handed),
+        "backward_euler_steps": int(report.backward_euler),
         "halvings": 0,
         "pins": "exact" if conditions.pins else "none",
         "cancelled": bool(cancelled),

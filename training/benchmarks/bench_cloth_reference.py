@@ -1,6 +1,6 @@
 """NeuROK's cloth beside MuJoCo's elastic shell (a 2D flexcomp) on the same sheets, in one process.
 
-    python -m training.benchmarks.bench_cloth_reference [--damping 0.1] [--json out.json]
+    python -m training.benchmarks.bench_cloth_reference [--damping 0.6] [--json out.json]
 
 Two scenes, 50 frames at 24 fps, gravity, one material: areal density 0.15 kg/m^2, membrane
 stiffness 1,000 N/m, thickness 1 mm (bending rigidity D = k t^2 / (12 (1 - nu^2)), nu = 0.3),
@@ -15,8 +15,10 @@ MuJoCo (``training.data.cloth``: shell elasticity, its discrete implicit step, 4
 no self-collision) is the reference; NeuROK's material has the same weight, a stretch frequency
 giving the same membrane stiffness (sqrt(k / (rho L^2)) / 2 pi) and a bending length (D / w)^(1/3)
 from the same rigidity, and ``--damping`` as its air damping (MuJoCo's shell has a little
-Rayleigh damping and no air). Prints each scene's last-frame chamfer distance between the two
-(the mean of both ways' nearest-vertex distances) in diagonals, the free vertices' mean strain
+Rayleigh damping and no air; 0.6/s is what the two-corner sheet's swing follows best with
+NeuROK's BDF2 steps: docs/experiments/cloth.md). Prints each scene's last-frame chamfer
+distance between the two (the mean of both ways' nearest-vertex distances) in diagonals, the
+free vertices' mean strain
 and depth into the sphere, the frames in which the sheet passes through itself
 (``neurok_core.metrics.self_crossings``: neither solver keeps its layers apart yet) and the
 seconds of each.
@@ -158,7 +160,7 @@ def _crossing_frames(sheet, positions: np.ndarray) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--damping", type=float, default=0.1, help="NeuROK's air damping (1/s)")
+    parser.add_argument("--damping", type=float, default=0.6, help="NeuROK's air damping (1/s)")
     parser.add_argument("--json", default=None)
     add_cloth_step_option(parser)
     args = parser.parse_args(argv)

@@ -485,7 +485,9 @@ def test_a_flag_let_go_near_its_thin_pole_never_passes_into_it(release, damping)
 
     v, f, cond, _ = flag_on_pole(release, damping)
     x = simulate_cloth(v, f, cond, settings=RigSettings()).positions.astype(np.float64)
-    assert pole_depth(x).max() < 0.001  # a vertex on the 16-gon's flats is 0.16 mm in
+    # 0-1.6 mm measured on two CPUs' kernels (the penalty contact's overshoot); the issue's bound
+    # is 1% of the size (4.2 mm); a vertex on the 16-gon's flats is 0.16 mm in
+    assert pole_depth(x).max() < 0.002
 
 
 def test_a_flag_swung_round_its_thin_pole_wraps_it_and_its_pins_hold_in_every_frame():
@@ -505,7 +507,9 @@ def test_a_flag_swung_round_its_thin_pole_wraps_it_and_its_pins_hold_in_every_fr
     )
     assert result.info["space"]["embedded"]
     x = result.positions.astype(np.float64)
-    assert pole_depth(x).max() < 0.001  # a vertex on the 16-gon's flats is 0.16 mm in
+    # 0-1.6 mm measured on two CPUs' kernels (the penalty contact's overshoot); the issue's bound
+    # is 1% of the size (4.2 mm); a vertex on the 16-gon's flats is 0.16 mm in
+    assert pole_depth(x).max() < 0.002
     np.testing.assert_array_equal(np.stack(streamed)[:, list(pins)], x[:, list(pins)])
     assert np.abs(x[:, list(pins)] - v[list(pins)]).max() < 1e-6
     swing = np.linalg.norm(x[:, corner] - v[corner], axis=1).max()

@@ -551,8 +551,6 @@ class ClothStep:
     rate c (1/s); stretch_zeta: the damping ratio of the springs' stretching (a viscous term
     on each edge's length rate, at the springs' frequency ``omega``)."""
 
-    second_order = True  # BDF2 where a damped step continues the last one (module docstring)
-
     def __init__(
         self,
         masses,
@@ -578,7 +576,7 @@ class ClothStep:
         self.size = float(size)
         self.iterations = int(iterations)
         self.report = ClothReport()
-        self._last = None  # (x_n, v_n, h_n, x_{n+1}) of the last step, for BDF2
+        self._last = None  # (x_n, v_n, h_n, x_{n+1}) of the last step clear of obstacles
         self._key, self._age, self._hard = None, 0, False  # the factorisation's, its steps
         bending = energy.bending.tocoo()
         self._bending3 = (  # B Q over the 3 coordinates: (rows, cols, values)
@@ -714,10 +712,10 @@ class ClothStep:
 
     def _history(self, x, h: float):
         """(x_{n-1}, v_{n-1}, h_{n-1}) of the step that ended at ``x``, where this one may
-        continue it by BDF2: a damped run, steps at most 2x apart in length, the last one not
-        pushed out of an obstacle; else None (backward Euler)."""
+        continue it by BDF2: a damped run, steps at most 2x apart in length, the last one clear
+        of the obstacles (not near one, nothing pushed out); else None (backward Euler)."""
         last = self._last
-        if not self.second_order or self.c <= 0 or last is None:
+        if self.c <= 0 or last is None:
             return None
         if last[3] is not x or not 0.5 <= h / last[2] <= 2.0:
             return None
@@ -748,7 +746,8 @@ class ClothStep:
     def _finish(self, plan: _Plan, x, v, y) -> tuple:
         """(y, v_{n+1}) of a step from (x, v) ending at ``y``: the velocity BDF2's or backward
         Euler's, the points left inside an obstacle pushed out (an impulse: the next step
-        starts afresh), the pinned nodes kept."""
+        starts afresh, as after a step near an obstacle: backward Euler's again, not a BDF2
+        plan tried first and dropped), the pinned nodes kept."""
         v_new = (y - plan.base) / plan.k
         pushed = 0
         if self.contact is not None:
@@ -757,7 +756,7 @@ class ClothStep:
             y[~self.free] = x[~self.free]
         v_new[~self.free] = 0.0
         self.report.backward_euler += int(not plan.bdf2)
-        self._last = None if pushed else (x, v, plan.h, y)
+        self._last = None if pushed or plan.touch is not None else (x, v, plan.h, y)
         return y, v_new
 
     def advance(self, x, v, h: float, forces, drags, start=None) -> tuple:

@@ -18,10 +18,9 @@ from the same rigidity, and ``--damping`` as its air damping (MuJoCo's shell has
 Rayleigh damping and no air; 0.6/s is what the two-corner sheet's swing follows best with
 NeuROK's BDF2 steps: docs/experiments/cloth.md). Prints each scene's last-frame chamfer
 distance between the two (the mean of both ways' nearest-vertex distances) in diagonals, the
-free vertices' mean strain
-and depth into the sphere, the frames in which the sheet passes through itself
-(``neurok_core.metrics.self_crossings``: neither solver keeps its layers apart yet) and the
-seconds of each.
+free vertices' mean strain and depth into the sphere, the frames in which the sheet passes
+through itself (``neurok_core.metrics.self_crossings``: neither solver keeps its layers apart
+yet) and the seconds of each.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ mesh with the sheet's vertices embedded in its triangles). The energies:
 - **contact** with the ground and colliders: one-sided springs on each node's signed
   distance inside a margin, with lagged Coulomb friction, and nodes a step leaves inside an
   obstacle put back on its surface;
+- **its own layers** (where asked: ``RigSettings.cloth_self_contact``): IPC's barrier between
+  non-adjacent nodes and triangles and between edges, every iterate kept apart by the line
+  search (:mod:`.cloth_self`);
 - **loads**: gravity, forces and winds on the nodes (through the embedding), drag springs,
   air damping (the damping rate c: a node's kinetic energy decays as exp(-2 c t)).
 
@@ -564,11 +567,14 @@ class ClothStep:
         size: float,
         bending_damping: float = 0.0,
         iterations: int = ITERATIONS,
+        self_contact=None,
     ):
         self.m = np.asarray(masses, dtype=np.float64)
         self.free = np.asarray(free, dtype=bool)
         self.idx = np.flatnonzero(self.free)
         self.energy, self.contact = energy, contact
+        self.layers = self_contact  # a :class:`~.cloth_self.SelfContact`, or None
+        self._layers_at = None  # where the layers' barrier enters the step's matrix
         self.c = float(damping)
         self.beta = 2.0 * stretch_zeta / omega if omega > 0 else 0.0
         self.tau = float(bending_damping)  # s: viscous bending, tau B Q x' (Rayleigh)
@@ -629,6 +635,11 @@ class ClothStep:
         if touch is not None:
             for part, more in zip((rows, cols, vals), self.contact.blocks(touch), strict=True):
                 part.append(more)
+        if self._layers_at is not None:
+            for part, more in zip(
+                (rows, cols, vals), self.layers.blocks(self._layers_at), strict=True
+            ):
+                part.append(more)
         for nodes, w, kd, _ in drags:
             ww = kd * np.outer(w, w)
             for a in range(3):
@@ -648,7 +659,8 @@ class ClothStep:
         fresh one every step (a kept factorisation ended a resting contact's iterations
         looser: its cloth crept)."""
         key = (h, tuple((n.tobytes(), w.tobytes(), k) for n, w, k, _ in drags))
-        if key != self._key or self._age >= KEEP_STEPS or self._hard or touch is not None:
+        fresh = touch is not None or self._layers_at is not None
+        if key != self._key or self._age >= KEEP_STEPS or self._hard or fresh:
             self._matrix(x, inertia, h, touch, drags)
             self._key, self._age = key, 0
         else:
@@ -684,10 +696,11 @@ class ClothStep:
             bq = bx - self.bx0
             value += 0.5 * c * float(np.einsum("ij,ij->", x - self.x0, bq))
             grad += c * bq
-        if self.contact is not None:
-            vc, gc = self.contact(x)
-            value += vc
-            grad += gc
+        for contact in (self.contact, self.layers):
+            if contact is not None:
+                vc, gc = contact(x)
+                value += vc
+                grad += gc
         value -= float(np.dot(forces.ravel(), x.ravel()))
         grad -= forces
         for nodes, w, kd, target in drags:
@@ -772,13 +785,17 @@ class ClothStep:
             x, v, h, lambda hat: None if self.contact is None else self.contact.begin(x, hat)
         )
         base, k, z, inertia, hat, touch = plan[:6]
+        y = (hat if start is None else start).copy()
+        y[~self.free] = x[~self.free]
+        self._layers_at = None
+        if self.layers is not None:  # the first iterate as far toward y as keeps layers apart
+            y = x + self.layers.max_step(x, y - x) * (y - x)
+            self._layers_at = y if self.layers.active(y) else None
         self._prepare(x, inertia, k, touch, drags)
         iterations = self.report.iterations
         start_d = plan.lengths  # the viscous stretching's reference lengths
         self.x0 = base
         h = k  # in the potential the step's own length: BDF2's k, backward Euler's h
-        y = (hat if start is None else start).copy()
-        y[~self.free] = x[~self.free]
         value, g = self._potential(y, z, inertia, h, start_d, forces, drags)
         start_value = value
         failed = self.report.failed_searches
@@ -809,7 +826,8 @@ class ClothStep:
             if slope >= -ROUNDING * (abs(value) + abs(start_value)):
                 converged = True  # no decrease left above the potential's rounding
                 break
-            alpha = 1.0
+            # no longer than keeps the cloth's layers apart (each trial of the search too)
+            alpha = 1.0 if self.layers is None else self.layers.max_step(y, step)
             best = None  # the lowest trial, should none meet Armijo's condition
             for _ in range(MAX_HALVINGS):
                 trial = y + alpha * step

@@ -36,6 +36,7 @@ from .cloth import (
 )
 from .cloth_contact import ClothContact, face_samples, rim_samples
 from .cloth_projective import ProjectiveClothStep
+from .cloth_self import SelfContact
 from .plausibility import _Collider, sample_faces
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings
@@ -49,6 +50,10 @@ MAX_SUBSTEPS = 8  # steps a frame, at most
 FIGURE_FACES = 2000  # faces whose vertices the figures (strain, depth) follow in every frame
 CLOTH_STEPS = {"projective": ProjectiveClothStep, "quasi-newton": ClothStep}
 MAX_RESTORE = 2.0  # an undamped step's velocity is scaled by at most this to keep its energy
+LAYERS = 0.1  # the thickness between a cloth's layers, in edges of the simulation mesh
+LAYERS_APART = 1.0  # edges: nodes and elements this near at rest never meet as layers
+LAYERS_SKIN = 0.75  # edges a node may move before the layers' pairs are found again
+LAYERS_HOLD = 6.4  # b'' / kappa at half the thickness: there as stiff as the contact on a node
 
 
 class _Run:
@@ -126,6 +131,17 @@ class _Run:
                 thin=Obstacles(None, thin) if thin else None,
             )
             self.contact.set_ahead(TRAVEL * self.size)
+        layers = None
+        if settings.cloth_self_contact and len(f) > 1:
+            # the barrier at half its thickness as stiff as the contact on a node
+            layers = SelfContact(
+                nodes,
+                f,
+                dhat=LAYERS * median,
+                kappa=float(self.m.mean()) * contact**2 / LAYERS_HOLD,
+                exclude=LAYERS_APART * median,
+                skin=LAYERS_SKIN * median,
+            )
         self.damping = conditions.damping + material.air_damping  # 1/s
         zeta = material_damping(material.stretch_damping, self.damping)
         kind = CLOTH_STEPS.get(settings.cloth_step)
@@ -143,6 +159,7 @@ class _Run:
             omega=omega,
             size=self.size,
             bending_damping=material_damping(material.bending_damping, self.damping),
+            self_contact=layers,
         )
         self.gravity = np.asarray(conditions.gravity, dtype=np.float64)
         self.drag_k = conditions.mass * drag_omega(self.size, conditions) ** 2

@@ -1,6 +1,7 @@
 """NeuROK's cloth beside MuJoCo's elastic shell (a 2D flexcomp) on the same sheets, in one process.
 
-    python -m training.benchmarks.bench_cloth_reference [--damping 0.6] [--json out.json]
+    python -m training.benchmarks.bench_cloth_reference [--damping 0.6] [--self-contact]
+        [--json out.json]
 
 Two scenes, 50 frames at 24 fps, gravity, one material: areal density 0.15 kg/m^2, membrane
 stiffness 1,000 N/m, thickness 1 mm (bending rigidity D = k t^2 / (12 (1 - nu^2)), nu = 0.3),
@@ -95,7 +96,7 @@ def mujoco_run(sheet, pins, colliders: str) -> tuple[np.ndarray, float]:
 
 
 def neurok_run(
-    sheet, pins, colliders, damping: float, step: str = "projective"
+    sheet, pins, colliders, damping: float, step: str = "projective", self_contact: bool = False
 ) -> tuple[np.ndarray, float, dict]:
     from neurok_core.dynamics import SimulationConditions
     from neurok_core.rigspace.cloth import ClothMaterial
@@ -122,7 +123,7 @@ def neurok_run(
         sheet.points(),
         sheet.triangles(),
         cond,
-        settings=RigSettings(cloth_step=step),
+        settings=RigSettings(cloth_step=step, cloth_self_contact=self_contact),
         material=material,
         want_rig=False,
     )
@@ -162,11 +163,16 @@ def main(argv=None) -> int:
     parser.add_argument("--damping", type=float, default=0.6, help="NeuROK's air damping (1/s)")
     parser.add_argument("--json", default=None)
     add_cloth_step_option(parser)
+    parser.add_argument(
+        "--self-contact", action="store_true", help="NeuROK's cloth keeps its layers apart"
+    )
     args = parser.parse_args(argv)
     rows = []
     for name, (sheet, pins, mjcf, colliders) in scenes().items():
         ref, ref_s = mujoco_run(sheet, pins, mjcf)
-        ours, ours_s, info = neurok_run(sheet, pins, colliders, args.damping, args.cloth_step)
+        ours, ours_s, info = neurok_run(
+            sheet, pins, colliders, args.damping, args.cloth_step, args.self_contact
+        )
         diag = float(np.linalg.norm(np.ptp(ref[0], axis=0)))
         rows.append(
             {

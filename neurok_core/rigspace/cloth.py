@@ -574,7 +574,7 @@ class ClothStep:
         self.idx = np.flatnonzero(self.free)
         self.energy, self.contact = energy, contact
         self.layers = self_contact  # a :class:`~.cloth_self.SelfContact`, or None
-        self._layers_at = None  # where the layers' barrier enters the step's matrix
+        self._layer_blocks = None  # the layers' barrier's blocks in the step's matrix, or None
         self.c = float(damping)
         self.beta = 2.0 * stretch_zeta / omega if omega > 0 else 0.0
         self.tau = float(bending_damping)  # s: viscous bending, tau B Q x' (Rayleigh)
@@ -635,10 +635,8 @@ class ClothStep:
         if touch is not None:
             for part, more in zip((rows, cols, vals), self.contact.blocks(touch), strict=True):
                 part.append(more)
-        if self._layers_at is not None:
-            for part, more in zip(
-                (rows, cols, vals), self.layers.blocks(self._layers_at), strict=True
-            ):
+        if self._layer_blocks is not None:
+            for part, more in zip((rows, cols, vals), self._layer_blocks, strict=True):
                 part.append(more)
         for nodes, w, kd, _ in drags:
             ww = kd * np.outer(w, w)
@@ -659,7 +657,7 @@ class ClothStep:
         fresh one every step (a kept factorisation ended a resting contact's iterations
         looser: its cloth crept)."""
         key = (h, tuple((n.tobytes(), w.tobytes(), k) for n, w, k, _ in drags))
-        fresh = touch is not None or self._layers_at is not None
+        fresh = touch is not None or self._layer_blocks is not None
         if key != self._key or self._age >= KEEP_STEPS or self._hard or fresh:
             self._matrix(x, inertia, h, touch, drags)
             self._key, self._age = key, 0
@@ -787,10 +785,11 @@ class ClothStep:
         base, k, z, inertia, hat, touch = plan[:6]
         y = (hat if start is None else start).copy()
         y[~self.free] = x[~self.free]
-        self._layers_at = None
+        self._layer_blocks = None
         if self.layers is not None:  # the first iterate as far toward y as keeps layers apart
             y = x + self.layers.max_step(x, y - x) * (y - x)
-            self._layers_at = y if self.layers.active(y) else None
+            blocks = self.layers.blocks(y)
+            self._layer_blocks = blocks if len(blocks[2]) else None
         self._prepare(x, inertia, k, touch, drags)
         iterations = self.report.iterations
         start_d = plan.lengths  # the viscous stretching's reference lengths

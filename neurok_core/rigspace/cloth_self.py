@@ -21,9 +21,10 @@ n, -t n on the other's (s, t the closest points' parameters).
 
 Which pairs: two elements of one loose part that were close at rest (within ``exclude`` of
 each other: neighbours on the surface, which bending keeps from folding onto each other) are
-never tested; the others are found by a k-d tree of the nodes (a pair within reach has two
-nodes within an edge's length plus the reach), kept while no node has moved farther than the
-``skin`` from where they were found, and found again when one has.
+never tested; the others are found by k-d trees of the nodes and the triangles' centres, or
+the edges' middles, kept while no node has moved ``skin`` from where they were found (less
+the nodes' mean shift), and found again when one has; kept sorted by distance, so that an
+evaluation measures only those that may be near.
 
 Shapes: nodes (n, 3) float64 metres; faces (F, 3) int64; a state x (n, 3).
 """
@@ -33,12 +34,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import sparse
-from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
 from ..dynamics.obstacles import closest_on_triangles
 from ..geometry import unique_edges
+from ..sheets import components
 
 ETA = 0.1  # a line search's step keeps every pair at least this share of its distance apart
 REACH = 1.0  # skins: a step's nodes move at most this far relative to each other
@@ -106,21 +106,15 @@ class SelfContact:
         self.faces = np.asarray(faces, dtype=np.int64)
         self.edges = unique_edges(self.faces)
         self.rest = np.asarray(nodes, dtype=np.float64)
-        n = len(self.rest)
         self.dhat, self.kappa = float(dhat), float(kappa)
         self.exclude, self.skin = float(exclude), float(skin)
-        graph = sparse.coo_matrix(
-            (np.ones(len(self.edges)), (self.edges[:, 0], self.edges[:, 1])), shape=(n, n)
-        )
-        self.part = connected_components(graph, directed=False)[1]
-        # each node's triangles and edges, as padded rows (-1 where a node has fewer)
-        self.node_faces = _incidence(self.faces, n)
-        self.node_edges = _incidence(self.edges, n)
+        self.part = components(len(self.rest), self.edges)  # (n,) each node's loose part
         self.found = None  # (n, 3) where the candidates were found, or None
         self.valid = 0.0  # they serve states whose nodes lie this near ``found``
         self.lists = []  # per kind: (pairs (P, 2), their distances (P,) at ``found``, sorted)
-        # the pairs never tested: incident, or close at rest in one part (sorted keys)
-        self._apart = [np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)]
+        # the pairs never tested: close at rest in one part (sorted keys; none while they are
+        # found, by :meth:`_near`, which leaves these out)
+        self._apart = [np.zeros(0, dtype=np.int64)] * 2
         self._apart = [
             self._keys(kind, *self._near(kind, self.rest, self.exclude)) for kind in range(2)
         ]
@@ -219,14 +213,10 @@ class SelfContact:
             np.add.at(grad, nodes[near].ravel(), g)
         return value, grad
 
-    def active(self, x: np.ndarray) -> bool:
-        """Whether any pair is within the thickness at ``x``."""
-        return any((d < self.dhat).any() for d, *_ in self._pairs(x, self.dhat))
-
     def blocks(self, x: np.ndarray):
         """(rows, cols, values) of per-node 3 x 3 blocks that bound the barrier's Gauss-Newton
         Hessian at ``x`` from above (b'' (w n)(w n)^T <= sum_k 2 |w_k| b'' n n^T on node k, as
-        sum |w| = 2): the step's initial Hessian."""
+        sum |w| = 2): the step's initial Hessian; none where no pair is that near."""
         rows, cols, vals = [], [], []
         r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
         for d, n, nodes, w in self._pairs(x, self.dhat):
@@ -258,8 +248,10 @@ class SelfContact:
             dx = dx * scale
         end = x + dx
         t_max = 1.0
-        if self.found is not None and max(_off(x, self.found), _off(end, self.found)) < self.valid:
-            lists, off = self.lists, max(_off(x, self.found), _off(end, self.found))
+        self._reach(x)  # the kept candidates serve x
+        off = max(_off(x, self.found), _off(end, self.found))
+        if off < self.valid:  # and the segment (a ball is convex)
+            lists = self.lists
         else:  # the segment's own pairs, found at its middle (not kept)
             middle = x + 0.5 * dx
             off = _off(end, middle)
@@ -338,18 +330,3 @@ def _off(state: np.ndarray, ref: np.ndarray) -> float:
     shift = state - ref
     shift -= shift.mean(0)
     return math.sqrt(float((shift * shift).sum(1).max()))
-
-
-def _incidence(elements: np.ndarray, n: int) -> np.ndarray:
-    """(n, k) each node's elements (rows of ``elements`` holding it), padded with -1."""
-    node = elements.ravel()
-    elem = np.repeat(np.arange(len(elements)), elements.shape[1])
-    order = np.argsort(node, kind="stable")
-    node, elem = node[order], elem[order]
-    count = np.bincount(node, minlength=n)
-    width = int(count.max(initial=0))
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    slot = np.arange(len(node)) - start[node]
-    out = np.full((n, max(width, 1)), -1, dtype=np.int64)
-    out[node, slot] = elem
-    return out

@@ -87,7 +87,7 @@ class RigSettings:
     step: str = "auto"  # "midpoint", "newton" (projected, rigid parts exact) or "auto"
     cloth_step: str = "quasi-newton"  # a cloth's: "quasi-newton" or "projective" (previews)
     # a cloth's layers kept apart (``cloth_self``: its folds do not pass through it), at
-    # 3-9x a cloth run's time: off by default, as Blender's cloth's Self Collisions
+    # 3-30x a cloth run's time: off by default, as Blender's cloth's Self Collisions
     cloth_self_contact: bool = False
 
 

@@ -51,3 +51,29 @@ def test_selected_objects_move_together_and_bake_each_onto_itself(tmp_path, zip_
     assert out["simulate_physics"][0] == "FINISHED", out["simulate_physics"]
     assert out["results_physics"]["Floor"] == "NONE"
     assert out["results_physics"]["Still"] == "RIG"
+
+
+def test_a_cloth_lying_on_a_moving_cube_is_carried_and_baked(tmp_path, zip_path):
+    (tmp_path / "tmpdir").mkdir()
+    (tmp_path / "no_model").mkdir()
+    out = run_scenario(
+        "cloth_on_cart",
+        tmp_path,
+        zip_path,
+        timeout=600,
+        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )
+    assert out["add_velocity"][0] == "FINISHED"
+    assert out["simulate"][0] == "FINISHED", out["simulate"]
+    assert out["results"]["Cart"] != "NONE" and out["results"]["Cloth"] != "NONE"
+    cart, cloth = np.asarray(out["cart"]), np.asarray(out["cloth"])
+    travel = cart[-1, :, 0].mean() - cart[0, :, 0].mean()
+    assert travel > 0.1
+    # the cloth rides on the cube's top (0.2 m): moved along with it (slipping a little as the
+    # throw starts), never through it
+    assert cloth[-1, :, 0].mean() - cloth[0, :, 0].mean() > 0.3 * travel
+    for c, k in zip(cloth, cart, strict=True):
+        lo, hi = k.min(0), k.max(0)
+        over = ((c[:, :2] > lo[:2]) & (c[:, :2] < hi[:2])).all(1)
+        assert over.any() and c[over, 2].min() > hi[2] - 0.01 * 0.4

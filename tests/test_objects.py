@@ -104,8 +104,9 @@ def test_a_scene_refuses_what_it_cannot_run():
         simulate_objects([], scene)
     sheet_v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float64) + 2.0
     cloth = SceneObject("cloth", sheet_v, np.array([[0, 1, 2], [1, 3, 2]]))
-    with pytest.raises(ConditionError, match="cloth"):
-        simulate_objects([box, cloth], scene)
+    other = SceneObject("other", sheet_v + 1.0, np.array([[0, 1, 2], [1, 3, 2]]))
+    with pytest.raises(ConditionError, match="one cloth"):
+        simulate_objects([box, cloth, other], scene)
     with pytest.raises(ConditionError, match="vertex"):
         simulate_objects([_box("far", (0, 0, 0), pins=(10_000,)), cloth], scene)
 

@@ -401,6 +401,13 @@ class MeshDistance:
         pad = np.asarray(pad, dtype=np.float64).reshape(-1, 1)
         return ((x > self.lo - pad) & (x < self.hi + pad)).all(1)
 
+    def gap(self, x: np.ndarray) -> np.ndarray:
+        """(P,) each point's distance to the box of the mesh's vertices (a lower bound of its
+        distance to the mesh)."""
+        lo, hi = self.lo + self.band, self.hi - self.band
+        out = np.maximum(np.maximum(lo - x, x - hi), 0.0)  # (P, 3)
+        return np.sqrt((out * out).sum(1))
+
     def query(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(d (P,), grad d (P, 3)) of points ``x`` (P, 3) inside the grid's box (``near``)."""
         g = (x - self.lo) / self.cell
@@ -452,6 +459,37 @@ class Obstacles:
     def __bool__(self) -> bool:
         return self.ground is not None or bool(self.meshes)
 
+    @property
+    def moving(self) -> list:
+        """The meshes that move on a path (:class:`~neurok_core.dynamics.moving.MovingMesh`)."""
+        return [m for m in self.meshes if hasattr(m, "motion")]
+
+    def at(self, t: float) -> None:
+        """Put every moving mesh at its pose of time ``t`` (s)."""
+        for mesh in self.moving:
+            mesh.at(t)
+
+    def carried(self, x: np.ndarray, reach: float, velocity: bool = False) -> np.ndarray:
+        """(P, 3) how far the moving mesh nearest each point of ``x`` (P, 3), within ``reach``
+        (m), carried it over its last move (``velocity``: at what speed, m/s); 0 for a point
+        near none."""
+        out = np.zeros_like(x)
+        best = np.full(len(x), np.inf)
+        for mesh in self.moving:
+            rows = np.flatnonzero(mesh.near(x))
+            if not len(rows):
+                continue
+            d = mesh.query(x[rows])[0]
+            closer = (d < reach) & (np.abs(d) < best[rows])
+            rows = rows[closer]
+            best[rows] = np.abs(d[closer])
+            out[rows] = (mesh.velocity if velocity else mesh.motion)(x[rows])
+        return out
+
+    def speed(self, t0: float, t1: float) -> float:
+        """m/s: the fastest point of any moving mesh over [t0, t1] (0 without one)."""
+        return max((mesh.speed(t0, t1) for mesh in self.moving), default=0.0)
+
     def distances(self, x: np.ndarray, reach: float):
         """For each obstacle, (rows, d, n) of the points of ``x`` (P, 3) closer than ``reach``
         to it: rows (R,) int, d (R,) signed distances, n (R, 3) their gradients."""
@@ -488,9 +526,7 @@ class Obstacles:
         if self.ground is not None:
             out = np.minimum(out, x[:, 2] - self.ground)
         for mesh in self.meshes:
-            lo, hi = mesh.lo + mesh.band, mesh.hi - mesh.band  # the vertices' box
-            gap = np.maximum(np.maximum(lo - x, x - hi), 0.0)  # (P, 3)
-            out = np.minimum(out, np.sqrt((gap * gap).sum(1)))
+            out = np.minimum(out, mesh.gap(x))
         return out
 
     def clearance(self, x: np.ndarray) -> np.ndarray:

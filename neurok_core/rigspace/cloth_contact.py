@@ -172,6 +172,8 @@ class ClothContact:
         size = np.linalg.norm(u, axis=1)
         out = x - u * np.minimum(1.0, self.slip / np.maximum(size, 1e-300))[:, None]
         out = np.where(np.isnan(held), x, out)
+        if self.obstacles.moving:  # a moving obstacle carries where its friction holds
+            out = out + self.obstacles.carried(out, self.reach + self.ahead)
         self._held[:] = np.nan
         self._held[points] = out
         return out
@@ -286,7 +288,10 @@ class ClothContact:
             np.add.at(dirs, weights.col, np.sign(share)[:, None] * unit[weights.row])
             d = dirs[touched]
             d /= np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-300)
-            into = np.minimum((v[touched] * d).sum(1), 0.0)
+            rel = v[touched]
+            if self.obstacles.moving:  # into the obstacle as it moves
+                rel = rel - self.obstacles.carried(x[touched], self.reach, velocity=True)
+            into = np.minimum((rel * d).sum(1), 0.0)
             v[touched] -= into[:, None] * d
             moved += len(points)
         return moved

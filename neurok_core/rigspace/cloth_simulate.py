@@ -18,6 +18,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import SimulationConditions
+from ..dynamics.moving import MovingMesh
 from ..dynamics.obstacles import MeshDistance, Obstacles
 from ..geometry import cross3, face_cross, unique_edges
 from ..metrics import edge_strain
@@ -60,9 +61,18 @@ class _Run:
     """What a cloth run builds once: nodes, masses, energies, contact, the step, the loads."""
 
     def __init__(
-        self, vertices, faces, conditions, settings: RigSettings, material, welding, kept=None
+        self,
+        vertices,
+        faces,
+        conditions,
+        settings: RigSettings,
+        material,
+        welding,
+        kept=None,
+        movers=(),
     ):
         self.vertices, self.faces, self.cond = vertices, faces, conditions
+        self.movers = list(movers)
         if kept is None:
             self.mesh = sim_mesh(vertices, faces, welding=welding)
         else:  # a serving worker's next run of the mesh (a preview after a change)
@@ -100,7 +110,9 @@ class _Run:
         # radius is 0.4 edges or more (a flag wraps round its pole)
         median = float(np.median(lengths)) if len(lengths) else 0.0
         margin = max(settings.contact_margin * self.size, THICKNESS * median)
-        obstacles = _obstacles(conditions, self.size, 2.0 * margin + TRAVEL * self.size)
+        obstacles = _obstacles(
+            conditions, self.size, 2.0 * margin + TRAVEL * self.size, self.movers
+        )
         self.contact = None
         if obstacles:
             # a thin collider (a pole narrower than an edge) slips between a triangle's
@@ -177,13 +189,14 @@ class _Run:
             for c in anchored
         }
 
-    def travel(self, x: np.ndarray, v: np.ndarray) -> float:
+    def travel(self, x: np.ndarray, v: np.ndarray, speed: float = 0.0) -> float:
         """How many steps a frame from (x, v) (n, 3) needs near obstacles: each node may travel
         in a step TRAVEL sizes near one or its distance from them (a lower bound) farther off,
-        and one heading into an obstacle at most half its gap to the collision thickness."""
+        and one heading into an obstacle at most half its gap to the collision thickness;
+        ``speed`` (m/s): how fast the moving obstacles' points may come at a node."""
         margin, fps = self.contact.margin, self.cond.fps
         room = np.maximum(self.contact.obstacles.farther_than(x) - margin, TRAVEL * self.size)
-        need = float((np.linalg.norm(v, axis=1) / room).max())
+        need = float(((np.linalg.norm(v, axis=1) + speed) / room).max())
         # the points on the triangles too (a triangle's middle may close on a thin pole
         # faster than its corners), each against the obstacles it meets
         every, x = self.contact.every(x)
@@ -191,7 +204,7 @@ class _Run:
         rows, dist, normal = self.contact.meet(every, x, margin + TRAVEL * self.size)
         if len(rows):
             unit = normal / np.maximum(np.linalg.norm(normal, axis=1, keepdims=True), 1e-300)
-            closing = np.maximum(-(v[rows] * unit).sum(1), 0.0)  # (R,) m/s into the obstacle
+            closing = np.maximum(-(v[rows] * unit).sum(1), 0.0) + speed  # (R,) m/s, at most
             gap = np.maximum(dist - margin, 0.25 * margin)
             need = max(need, float((closing / (0.5 * gap)).max()))
         return need / fps
@@ -286,11 +299,16 @@ def _half_thickness(points: np.ndarray) -> float:
     return 0.5 * float(extents[1])
 
 
-def _obstacles(conditions: SimulationConditions, size: float, reach: float) -> Obstacles:
-    """The ground and colliders, their distance grids exact within ``reach`` (m) at least."""
+def _obstacles(conditions: SimulationConditions, size: float, reach: float, movers=()):
+    """The ground, colliders and moving bodies (``movers``:
+    :class:`~neurok_core.dynamics.moving.MovingBody`), their distance grids exact within
+    ``reach`` (m) at least."""
     cell = size / 100
     band = max(4 * cell, 0.01 * size, reach + cell)
     meshes = [MeshDistance(c.vertices, c.faces, cell, band, c.name) for c in conditions.colliders]
+    meshes += [
+        MovingMesh(MeshDistance(b.vertices, b.faces, cell, band, b.name), b.track) for b in movers
+    ]
     return Obstacles(conditions.ground, meshes)
 
 
@@ -362,11 +380,17 @@ def _plausibility(run: _Run, watch, positions, nodes, cancelled: bool, unconverg
     if run.cond.ground is not None:
         low = np.minimum(positions[..., 2].min(1), nodes[..., 2].min(1))
         depth = np.maximum(depth, run.cond.ground - low)
+    used = np.unique(faces)
     for c in run.cond.colliders:
         col = _Collider(c.vertices, c.faces, 1e-6 * run.size)
-        used = np.unique(faces)
         for t in range(len(positions)):
             depth[t] = max(depth[t], float(col.depth(positions[t, used]).max(initial=0.0)))
+    for b in run.movers:  # each frame's points in the body's rest frame
+        col = _Collider(b.vertices, b.faces, 1e-6 * run.size)
+        for t in range(len(positions)):
+            rot, c = b.track.pose(t / run.cond.fps)
+            local = (positions[t, used] - c) @ rot
+            depth[t] = max(depth[t], float(col.depth(local).max(initial=0.0)))
     return {
         "edge_strain_max": float(strain.max()),
         "edge_strain_frame": int(strain.argmax()),
@@ -394,19 +418,23 @@ def simulate_cloth(
     want_figures: bool = True,
     welding=None,
     kept=None,
+    movers=(),
 ) -> SimulationResult:
     """Simulate ``conditions`` on a cloth mesh (``neurok_core.sheets.is_cloth``); the arguments
     as :func:`~neurok_core.rigspace.simulate.simulate_rig`'s, and ``material`` (None: the
     conditions' preset). The result carries a rig of a bone per node (:func:`node_rig`) when
     ``want_rig``; ``welding``: :func:`~neurok_core.sheets.cloth_welding`'s answer where it is
     known already; ``kept``: a :class:`~neurok_core.rigspace.shelf.MeshShelf` of this mesh that
-    keeps the simulation mesh for its next run."""
+    keeps the simulation mesh for its next run; ``movers``: the scene's solid bodies on their
+    paths (:class:`~neurok_core.dynamics.moving.MovingBody`), which the cloth meets as it meets
+    a collider (they do not feel it)."""
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     material = material or cloth_material(conditions.material)
-    run = _Run(vertices, faces, conditions, settings, material, welding, kept)
+    run = _Run(vertices, faces, conditions, settings, material, welding, kept, movers)
+    moving = run.contact is not None and bool(run.contact.obstacles.moving)
     built = time.perf_counter() - started
     # two steps a frame at least where a cloth may rest on something (at one, a cloth on a
     # box crept 0.56% of its size over its last ten frames)
@@ -441,10 +469,12 @@ def simulate_cloth(
         # one (a node that crosses a thin wall in one step is not stopped), the count taken
         # again before each step (a flap whipped round a pole speeds up within a frame)
         done, start = 0.0, (frame - 1) / conditions.fps
+        # how fast the moving bodies' points go over the frame (m/s)
+        speed = run.contact.obstacles.speed(start, start + 1 / conditions.fps) if moving else 0.0
         while done < 1.0 - 1e-9:  # the share of the frame stepped
             substeps = least
             if run.contact is not None:
-                substeps = max(least, min(MAX_SUBSTEPS, math.ceil(run.travel(x, v))))
+                substeps = max(least, min(MAX_SUBSTEPS, math.ceil(run.travel(x, v, speed))))
             share = min(1.0 / substeps, 1.0 - done)
             if 1.0 - done - share < 0.25 / substeps:  # no sliver of a step left over
                 share = 1.0 - done
@@ -453,6 +483,8 @@ def simulate_cloth(
             forces, accel = run.forces(t)
             drags = run.drags(t, x)
             x0, mean0 = x, (run.m[:, None] * v).sum(0) / run.m.sum()
+            if moving:  # the bodies where the step ends (an implicit step's contact)
+                run.contact.obstacles.at(t + h)
             x, v = step.advance(x, v, h, forces, drags)
             if run.damping == 0.0:
                 v, energy, target = run.keep_energy(
@@ -504,6 +536,7 @@ def simulate_cloth(
             # how far off an obstacle the cloth rests (m; 0 without one)
             "thickness": 0.0 if run.contact is None else run.contact.margin,
         },
+        "moving_obstacles": [b.name for b in run.movers],
         "space_seconds": round(built, 3),
         "substeps": int(report.steps),
         "iterations": int(report.iterations),

@@ -13,8 +13,11 @@ objects' conditions are moved onto the merged vertices (a condition placed at a 
 by its own object's vertex nearest to it); an "all" velocity moves only its own object.
 
 A static object is a collider of the scene. A cloth is simulated at its own resolution
-(:mod:`~.cloth_simulate`), with the ground and the colliders: it may move together with static
-objects only.
+(:mod:`~.cloth_simulate`), with the ground and the colliders, after the solid objects: each
+loose part of a solid then moves as a rigid body on the path fitted to its frames
+(:mod:`~neurok_core.dynamics.moving`), and the cloth meets it as a moving collider. The
+coupling is one way, as Blender's cloth meets its collision objects: the solids do not feel the
+cloth. One cloth a scene (two cloths would pass through each other).
 
 Shapes: vertices (N, 3) float64 metres, faces (F, 3) int64, every object in the shared world
 frame.
@@ -33,12 +36,15 @@ from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import Anchor, Collider, SimulationConditions
 from ..dynamics.limits import check_mesh_start
+from ..dynamics.moving import MovingBody, fit_track
 from ..dynamics.settings import DEFAULT_SETTINGS
 from ..errors import ConditionError
+from ..geometry import unique_edges
 from ..results import SimulationResult
 from ..rig import BoneRig
-from ..sheets import cloth_welding
+from ..sheets import cloth_welding, components
 from .bones import BoneLayout, Seam
+from .cloth_simulate import simulate_cloth
 from .simulate import _noop, simulate_rig, simulate_space
 from .space import RigSettings, RigSpace, build_rig_space
 
@@ -333,13 +339,102 @@ def simulate_objects(
         )
         result.info["object"] = o.name
         return {o.name: result}
-    cloth = [o.name for o in moving if cloth_welding(o.vertices, o.faces) is not None]
-    if cloth:
+    welding = {o.name: cloth_welding(o.vertices, o.faces) for o in moving}
+    cloths = [o for o in moving if welding[o.name] is not None]
+    if len(cloths) > 1:
         raise ConditionError(
-            f"{', '.join(cloth)}: a cloth moves with static objects only for now; make the "
-            "other objects static colliders, or simulate the cloth on its own"
+            f"{', '.join(o.name for o in cloths)}: one cloth a scene for now (two cloths would "
+            "pass through each other); make the others static colliders or simulate them apart"
         )
-    return _simulate_together(moving, scene, settings, on_progress, want_vertices, time_limit)
+    if not cloths:
+        return _simulate_together(moving, scene, settings, on_progress, want_vertices, time_limit)
+    return _cloth_with_solids(
+        cloths[0],
+        welding[cloths[0].name],
+        moving,
+        scene,
+        settings,
+        on_progress,
+        want_vertices,
+        time_limit,
+    )
+
+
+def moving_bodies(objects, results, fps: float) -> tuple[list[MovingBody], float]:
+    """(bodies, residual): every loose part of each solid of ``objects`` as a rigid body on the
+    path fitted to its frames in ``results`` (by name; positions (T, N, 3)), and the largest
+    distance of a part's vertex from its fitted path over the part's size (0: every part moved
+    rigidly; a bending part is met as the rigid body nearest its motion)."""
+    bodies, residual = [], 0.0
+    for o in objects:
+        positions = np.asarray(results[o.name].positions, dtype=np.float64)
+        faces = np.asarray(o.faces, dtype=np.int64).reshape(-1, 3)
+        vertices = np.asarray(o.vertices, dtype=np.float64)
+        label = components(len(vertices), unique_edges(faces))
+        times = np.arange(len(positions)) / fps
+        for part in np.unique(label[faces[:, 0]]):
+            mine = np.flatnonzero(label == part)
+            index = np.full(len(vertices), -1)
+            index[mine] = np.arange(len(mine))
+            own = index[faces[label[faces[:, 0]] == part]]
+            track, off = fit_track(vertices[mine], positions[:, mine], times)
+            size = float(np.ptp(vertices[mine], 0).max()) or 1.0
+            residual = max(residual, off / size)
+            bodies.append(MovingBody(f"{o.name}:{part}", vertices[mine], own, track))
+    return bodies, residual
+
+
+def _cloth_with_solids(
+    cloth, welding, moving, scene, settings, on_progress, want_vertices, time_limit
+):
+    """The solids of ``moving`` first (together), then the ``cloth`` meeting them on their
+    paths (module docstring); each object's result by name."""
+    deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
+    solids = [o for o in moving if o is not cloth]
+
+    def first_half(stage, fraction=None):
+        on_progress(stage, None if fraction is None else 0.5 * fraction)
+
+    def second_half(stage, fraction=None):
+        on_progress(stage, None if fraction is None else 0.5 + 0.5 * fraction)
+
+    if len(solids) == 1:
+        o = solids[0]
+        results = {
+            o.name: simulate_rig(
+                o.vertices,
+                o.faces,
+                object_conditions(scene, o.conditions),
+                settings=settings,
+                on_progress=first_half,
+                time_limit=time_limit,
+            )
+        }
+        results[o.name].info["object"] = o.name
+    else:
+        results = _simulate_together(solids, scene, settings, first_half, True, time_limit)
+    bodies, residual = moving_bodies(solids, results, scene.fps)
+    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    own = object_conditions(scene, cloth.conditions)
+    check_mesh_start(np.asarray(cloth.vertices, dtype=np.float64), own, DEFAULT_SETTINGS)
+    result = simulate_cloth(
+        np.asarray(cloth.vertices, dtype=np.float64),
+        cloth.faces,
+        own,
+        settings=settings,
+        welding=welding,
+        on_progress=second_half,
+        want_vertices=want_vertices,
+        time_limit=left,
+        movers=bodies,
+    )
+    result.info["object"] = cloth.name
+    result.info["moving_obstacles_fit"] = residual
+    results[cloth.name] = result
+    if not want_vertices:
+        for o in solids:
+            results[o.name] = dataclasses.replace(results[o.name], positions=None)
+    return {o.name: results[o.name] for o in moving}
 
 
 def _simulate_together(moving, scene, settings, on_progress, want_vertices, time_limit):
@@ -385,6 +480,7 @@ __all__ = [
     "SceneObject",
     "merge_conditions",
     "merge_spaces",
+    "moving_bodies",
     "object_conditions",
     "simulate_objects",
 ]

@@ -98,3 +98,38 @@ def several_objects(params) -> dict:
         o.name: o.neurok.results.mode for o in bpy.data.objects if o.type == "MESH"
     }
     return out
+
+
+@scenario
+def cloth_on_cart(params) -> dict:
+    """A cloth (a grid) lying on a cube thrown along the floor: both move, each baked onto
+    itself; the cube carries the cloth."""
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 16
+    cart = _cube("Cart", (0.0, 0.0, 0.1005), size=(0.3, 0.3, 0.2))
+    bpy.ops.mesh.primitive_grid_add(
+        x_subdivisions=12, y_subdivisions=12, size=0.4, location=(0.0, 0.0, 0.21)
+    )
+    cloth = bpy.context.active_object
+    cloth.name = "Cloth"
+    for obj in (cart, cloth):
+        obj.neurok.physics.collider_source = "NONE"
+        obj.neurok.physics.use_ground = True
+    activate(cart)
+    scene.cursor.location = Vector((0.15, 0.0, 0.1))  # on its +x face: thrown along +x
+    out = {"add_velocity": call(bpy.ops.neurok.add_velocity)}
+    arrow = cart.children[0]
+    arrow.neurok.condition.whole_object = True
+    arrow.neurok.condition.speed = 1.5
+    for obj in (cart, cloth):
+        obj.select_set(True)
+    bpy.context.view_layer.objects.active = cart
+    out["simulate"] = call(bpy.ops.neurok.simulate)
+    out["results"] = {o.name: o.neurok.results.mode for o in bpy.data.objects if o.type == "MESH"}
+    out["cart"] = _frames("Cart").tolist()
+    out["cloth"] = _frames("Cloth").tolist()
+    return out

@@ -13,7 +13,12 @@ Each scene (:data:`MULTI_SCENES`) is a list of :class:`~neurok_core.rigspace.obj
 - ``box_stack``: three 20 cm boxes dropped on the ground one above the other, a little off
   line: they stack and come to rest;
 - ``cloth_over_box``: a 60 cm cloth dropped over a 30 cm box standing on the ground (a static
-  collider: a cloth moves with static objects only for now);
+  collider);
+- ``cloth_on_cart``: a 40 cm cloth lying on a 5 kg, 30 cm box (a cart) that a 35 N push moves
+  along the ground for half a second: the cart carries the cloth (a cloth meets the moving
+  solids one way, as Blender's cloth meets its collision objects);
+- ``towel_on_door``: a 40 x 50 cm towel dropped over the top edge of the swinging door, which
+  a push at its handle then turns: the towel hangs on the edge and turns with the door;
 - ``ball_drawer``: a 1 kg ball rolled at 2 m/s on the ground into the front of a drawer
   pulled 15 cm out of its pinned cabinet (friction 0.15, a drawer's runners): it pushes the
   drawer in;
@@ -119,6 +124,42 @@ def cloth_over_box() -> MultiScene:
     return MultiScene(objects, scene, {"cloth": np.full(len(v), -1)}, resting=("cloth",))
 
 
+def cloth_on_cart() -> MultiScene:
+    v, f, _ = sheet(0.4, 0.4, 0.025)
+    v = v[:, [0, 2, 1]] + [-0.2, -0.2, 0.21]  # horizontal, 1 cm above the cart's top
+    f = f[:, [0, 2, 1]]
+    box_v, box_f = grid_box((0.3, 0.3, 0.2), (0.0, 0.0, 0.1), 0.05)
+    back = int(np.argmin(np.linalg.norm(box_v - [-0.15, 0.0, 0.1], axis=1)))
+    push = Force((1.0, 0.0, 0.0), 35.0, vertex=back, end_frame=12)
+    objects = [
+        SceneObject("cloth", v, f, SimulationConditions(mass=0.1)),
+        SceneObject("cart", box_v, box_f, SimulationConditions(mass=5.0, forces=(push,))),
+    ]
+    scene = SimulationConditions(frames=61, fps=FPS, damping=0.5, ground=0.0, friction=0.5)
+    parts = {"cloth": np.full(len(v), -1), "cart": np.zeros(len(box_v), dtype=np.int32)}
+    return MultiScene(objects, scene, parts, resting=("cloth", "cart"))
+
+
+def towel_on_door() -> MultiScene:
+    door_v, door_f, door_parts, pins = swing_door()
+    v, f, _ = sheet(0.4, 0.5, 0.025)
+    v = v[:, [0, 2, 1]] + [0.25, -0.25, 2.03]  # across the panel's top edge (z = 2 m)
+    f = f[:, [0, 2, 1]]
+    handle = int(np.argmin(np.linalg.norm(door_v - [0.8, 0.04, 1.0], axis=1)))
+    push = Force((0.0, 1.0, 0.0), 150.0, vertex=handle, start_frame=12, end_frame=20)
+    objects = [
+        SceneObject("towel", v, f, SimulationConditions(mass=0.2)),
+        SceneObject(
+            "door",
+            door_v,
+            door_f,
+            SimulationConditions(mass=20.0, pins=tuple(pins), forces=(push,)),
+        ),
+    ]
+    scene = SimulationConditions(frames=FRAMES, fps=FPS, damping=0.2, ground=0.0, friction=0.5)
+    return MultiScene(objects, scene, {"towel": np.full(len(v), -1), "door": door_parts})
+
+
 def ball_drawer(speed: float = 2.0) -> MultiScene:
     d = drawer()
     v = d.vertices.copy()
@@ -157,6 +198,8 @@ MULTI_SCENES = {
     "ball_door": ball_door,
     "box_stack": box_stack,
     "cloth_over_box": cloth_over_box,
+    "cloth_on_cart": cloth_on_cart,
+    "towel_on_door": towel_on_door,
     "ball_drawer": ball_drawer,
     "two_links": two_links,
 }
@@ -257,6 +300,25 @@ def run_scene(name: str) -> dict:
         p = results["drawer"].positions
         scores["drawer_push_m"] = float((p[-1, own, 1] - p[0, own, 1]).mean())
         targets["drawer_push_m"] = scores["drawer_push_m"] >= 0.02
+    if name == "cloth_on_cart":
+        cloth, cart = results["cloth"].positions, results["cart"].positions
+        travel = float(cart[-1, :, 0].mean() - cart[0, :, 0].mean())
+        scores["cart_travel_m"] = travel
+        scores["carried"] = float(cloth[-1, :, 0].mean() - cloth[0, :, 0].mean()) / travel
+        targets["carried"] = scores["carried"] >= 0.8
+    if name == "towel_on_door":
+        from neurok_core.dynamics.moving import fit_track
+
+        own = ms.parts["door"] == 1
+        door = np.asarray(results["door"].positions, dtype=np.float64)[:, own]
+        track, _ = fit_track(door[0], door, np.arange(len(door)) / FPS)
+        towel = np.asarray(results["towel"].positions, dtype=np.float64).mean(1)  # (T, 3)
+        local = np.einsum("tji,tj->ti", track.rotations, towel - track.translations)
+        start = 12  # the push starts: the towel hangs on the still door
+        scores["door_turn_deg"] = float(rotation_angles(track.rotations[-1:])[0])
+        scores["towel_drift"] = float(np.linalg.norm(local[-1] - local[start])) / 0.5
+        targets["door_turn_deg"] = scores["door_turn_deg"] >= 30.0
+        targets["towel_drift"] = scores["towel_drift"] <= 0.1
     if name == "two_links":
         left, right = results["left"].positions, results["right"].positions
         gap = (right[:, :, 0].min(1) - left[:, :, 0].max(1)).min()

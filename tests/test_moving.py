@@ -118,3 +118,31 @@ def test_a_moving_cart_carries_the_cloth_lying_on_it(push):
         assert travel > 0.2 and abs(carried - travel) < 0.2 * travel
     else:  # a cart at rest: the cloth settles on it where it lay
         assert abs(travel) < 1e-3 and abs(carried) < 0.01
+
+
+def test_a_flags_hoist_pinned_on_a_pushed_pillar_goes_with_it():
+    pillar_v, pillar_f = grid_box((0.3, 0.3, 1.0), (0.0, 0.0, 0.5), 0.1)
+    v, f, _ = sheet(0.4, 0.3, 0.05)  # in the xz plane: x along, z up
+    v = np.stack([np.zeros(len(v)), 0.1505 + v[:, 0], 0.55 + v[:, 2]], 1)  # off the +y face
+    hoist = np.flatnonzero(v[:, 1] < 0.151)
+    loose = np.flatnonzero(v[:, 1] > 0.55 - 1e-9)  # the far edge: pinned in the air
+    bottom = int(np.argmin(np.linalg.norm(pillar_v - [-0.15, 0.0, 0.05], axis=1)))
+    push = Force((1.0, 0.0, 0.0), 15.0, vertex=bottom, end_frame=12)
+    pins = tuple(np.concatenate([hoist, loose]).tolist())
+    objects = [
+        SceneObject("flag", v, f, SimulationConditions(mass=0.1, pins=pins)),
+        SceneObject("pillar", pillar_v, pillar_f, SimulationConditions(mass=5.0, forces=(push,))),
+    ]
+    scene = SimulationConditions(frames=24, fps=24, damping=0.2, ground=0.0, friction=0.2)
+    results = simulate_objects(objects, scene)
+    flag, pillar = results["flag"].positions, results["pillar"].positions
+    travel = pillar[-1, :, 0].mean() - pillar[0, :, 0].mean()
+    assert travel > 0.1
+    # the hoist where the pillar takes it (the push off the middle turns it too): in the
+    # pillar's own frame, the hoist stays where it was
+    track, _ = fit_track(pillar[0], pillar, np.arange(len(pillar)) / 24.0)
+    local = np.einsum("tji,tvj->tvi", track.rotations, flag[:, hoist] - track.translations[:, None])
+    assert np.abs(local - v[hoist]).max() < 1e-3
+    # the pin in the air, on no body, stays where it was
+    np.testing.assert_allclose(flag[:, loose], np.broadcast_to(v[loose], flag[:, loose].shape))
+    assert results["flag"].rig is not None

@@ -44,6 +44,23 @@ def test_merged_space_keeps_each_objects_bones_parts_and_joints_apart():
     assert merged.fixed[bones[0]].any() and not merged.fixed[bones[1]].any()
 
 
+def test_objects_whose_vertices_have_more_bones_merge_with_the_others():
+    import dataclasses
+
+    a = build_rig_space(*box_mesh((0.2, 0.2, 0.2), np.zeros(3)), mass=1.0)
+    b = build_rig_space(*box_mesh((0.2, 0.2, 0.2), np.array([1.0, 0.0, 0.0])), mass=1.0)
+    # b's vertices with a fifth bone slot at weight 0 (a space may give its vertices more)
+    wide = np.concatenate([b.vertex_bones, b.vertex_bones[:, :1]], axis=1)
+    b = dataclasses.replace(
+        b, vertex_bones=wide, vertex_weights=np.pad(b.vertex_weights, ((0, 0), (0, 1)))
+    )
+    merged, bones = merge_spaces([a, b])
+    assert merged.vertex_bones.shape == (len(a.vertices) + len(b.vertices), 5)
+    na = len(a.vertices)
+    np.testing.assert_array_equal(merged.vertex_weights[:na, 4], 0.0)
+    np.testing.assert_array_equal(merged.vertex_bones[na:, :4], bones[1][b.vertex_bones[:, :4]])
+
+
 def test_a_box_hitting_a_resting_box_passes_its_momentum_on():
     """Head-on, frictionless, no gravity: the moving box stops nearly dead and the one it hits
     moves off (bounciness 0.1: 0.45 and 0.55 of the speed), the total momentum kept."""

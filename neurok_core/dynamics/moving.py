@@ -50,6 +50,13 @@ class RigidTrack:
         c = (1.0 - s) * self.translations[k] + s * self.translations[k + 1]
         return rot, c
 
+    def carry(self, points: np.ndarray, t: float) -> np.ndarray:
+        """(P, 3): where the body takes ``points`` (P, 3), given at its pose of time 0, at
+        time ``t``."""
+        r0, c0 = self.pose(0.0)
+        rot, c = self.pose(t)
+        return ((points - c0) @ r0) @ rot.T + c
+
 
 @dataclass(frozen=True)
 class MovingBody:

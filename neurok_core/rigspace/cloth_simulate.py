@@ -55,6 +55,7 @@ LAYERS = 0.1  # the thickness between a cloth's layers, in edges of the simulati
 LAYERS_APART = 1.0  # edges: nodes and elements this near at rest never meet as layers
 LAYERS_SKIN = 0.75  # edges a node may move before the layers' pairs are found again
 LAYERS_HOLD = 6.4  # b'' / kappa at half the thickness: there as stiff as the contact on a node
+ATTACH = 0.01  # object sizes: a pin this near a moving body at rest moves with it
 
 
 class _Run:
@@ -143,6 +144,11 @@ class _Run:
                 thin=Obstacles(None, thin) if thin else None,
             )
             self.contact.set_ahead(TRAVEL * self.size)
+        # pins on a moving body move with it (a flag's hoist on a pole that is carried):
+        # [(the body, its pins (k,), their nodes (m,))]
+        self.attached = []
+        if self.contact is not None and self.contact.obstacles.moving and len(pins):
+            self.attached = self._attach(pins, max(2.0 * margin, ATTACH * self.size))
         layers = None
         if settings.cloth_self_contact and len(f) > 1:
             # the barrier at half its thickness as stiff as the contact on a node
@@ -188,6 +194,54 @@ class _Run:
             id(c): int(c.vertex) if c.vertex is not None else int(tree.query(c.point)[1])
             for c in anchored
         }
+
+    def _attach(self, pins: np.ndarray, reach: float) -> list:
+        """The pins within ``reach`` (m) of a moving body at rest, each with the nearest such
+        body, and the nodes that hold them (a node held by two bodies goes with the first)."""
+        bodies = self.contact.obstacles.moving
+        at = self.vertices[pins]  # (P, 3)
+        gaps = np.full((len(bodies), len(pins)), np.inf)
+        for i, body in enumerate(bodies):
+            near = np.flatnonzero(body.near(at, reach))
+            if len(near):
+                gaps[i, near] = np.abs(body.exact(at[near]))
+        owner = np.where(gaps.min(0) <= reach, gaps.argmin(0), -1)  # (P,)
+        taken = np.zeros(len(self.mesh.nodes), dtype=bool)
+        out = []
+        for i, body in enumerate(bodies):
+            mine = pins[owner == i]
+            if not len(mine):
+                continue
+            own = self.mesh.node[mine]
+            nodes = np.concatenate(
+                [own[own >= 0], self.mesh.faces[self.mesh.tri[mine[own < 0]]].ravel()]
+            )
+            nodes = np.unique(nodes)
+            nodes = nodes[~taken[nodes]]
+            taken[nodes] = True
+            out.append((body, mine, nodes))
+        return out
+
+    def carry(self, x: np.ndarray, t: float) -> None:
+        """Put the nodes of the pins on moving bodies (in place, ``x`` (n, 3)) where their bodies
+        take them at time ``t`` (s)."""
+        for body, _, nodes in self.attached:
+            x[nodes] = body.track.carry(self.mesh.nodes[nodes], t)
+
+    def carried_pins(self, positions: np.ndarray, watch: np.ndarray) -> np.ndarray:
+        """(T, M) bool: ``positions`` (T, M, 3) of the vertices ``watch`` (M,), the pins among
+        them on a moving body put where it takes them in each frame (in place); True where a
+        vertex is such a pin."""
+        index = np.full(len(self.vertices), -1)
+        index[watch] = np.arange(len(watch))
+        out = np.zeros(len(watch), dtype=bool)
+        for body, pins, _ in self.attached:
+            pins = pins[index[pins] >= 0]
+            rows = index[pins]
+            out[rows] = True
+            for t in range(len(positions)):
+                positions[t, rows] = body.track.carry(self.vertices[pins], t / self.cond.fps)
+        return out
 
     def travel(self, x: np.ndarray, v: np.ndarray, speed: float = 0.0) -> float:
         """How many steps a frame from (x, v) (n, 3) needs near obstacles: each node may travel
@@ -485,6 +539,7 @@ def simulate_cloth(
             x0, mean0 = x, (run.m[:, None] * v).sum(0) / run.m.sum()
             if moving:  # the bodies where the step ends (an implicit step's contact)
                 run.contact.obstacles.at(t + h)
+                run.carry(x, t + h)
             x, v = step.advance(x, v, h, forces, drags)
             if run.damping == 0.0:
                 v, energy, target = run.keep_energy(
@@ -523,8 +578,12 @@ def simulate_cloth(
     if conditions.pins:
         pinned = np.zeros(len(vertices), dtype=bool)
         pinned[np.asarray(conditions.pins)] = True
+        pinned[watch] &= ~run.carried_pins(positions, watch)
         positions[:, pinned[watch]] = vertices[watch[pinned[watch]]]
-    rig = node_rig(run.mesh, node_frames, ~run.free) if want_rig else None
+    still = ~run.free  # the pins' nodes at rest (a carried pin's node turns with its cloth)
+    for _, _, nodes in run.attached:
+        still[nodes] = False
+    rig = node_rig(run.mesh, node_frames, still) if want_rig else None
     report = step.report
     info = {
         "dynamics": "rig",

@@ -215,6 +215,7 @@ def merge_spaces(spaces: Sequence[RigSpace]) -> tuple[RigSpace, list[np.ndarray]
     ]
     vertices = np.concatenate([s.vertices for s in spaces])
     faces = np.concatenate([s.faces + n_off[i] for i, s in enumerate(spaces)])
+    width = max(s.vertex_bones.shape[1] for s in spaces)  # the most bones a vertex has
     # the largest object's size (the contact's margin, the grids' cells, the slip scale), not
     # the scene's extent: two objects far apart meet as they would side by side
     size = max(s.object_size for s in spaces)
@@ -228,8 +229,10 @@ def merge_spaces(spaces: Sequence[RigSpace]) -> tuple[RigSpace, list[np.ndarray]
         masses=np.concatenate([s.masses for s in spaces]),
         moments=moments,
         gravity_moment=gravity_moment,
-        vertex_bones=np.concatenate([bone_index[i][s.vertex_bones] for i, s in enumerate(spaces)]),
-        vertex_weights=np.concatenate([s.vertex_weights for s in spaces]),
+        vertex_bones=np.concatenate(
+            [_widened(bone_index[i][s.vertex_bones], width) for i, s in enumerate(spaces)]
+        ),
+        vertex_weights=np.concatenate([_widened(s.vertex_weights, width) for s in spaces]),
         bone_parts=by_bone([part_moved(s.bone_parts, i) for i, s in enumerate(spaces)]),
         joints=joints,
         object_size=size,
@@ -246,6 +249,14 @@ def merge_spaces(spaces: Sequence[RigSpace]) -> tuple[RigSpace, list[np.ndarray]
         "joints": [j.describe() for j in joints],
     }
     return merged, bone_index
+
+
+def _widened(table: np.ndarray, width: int) -> np.ndarray:
+    """(N, width): ``table`` (N, K) with zero columns after its own (a vertex's bones beside
+    another object's vertices that have more: the extra ones bone 0 at weight 0)."""
+    out = np.zeros((len(table), width), dtype=table.dtype)
+    out[:, : table.shape[1]] = table
+    return out
 
 
 def uniform_velocities(objects, bone_index, num_bones: int) -> np.ndarray:

@@ -134,20 +134,29 @@ class SelfContact:
         """((P, 2) pairs, (P,) distances) of the node-triangle (``kind`` 0) or edge-edge pairs
         (kind 1) closer than ``within`` at ``x``: no incident ones, none of :attr:`_apart`.
         From k-d trees of the nodes and the triangles' centres, or the edges' middles."""
+        # a pair is kept where its bounding spheres (each triangle's about its centre, each
+        # edge's about its middle) come within ``within``: the k-d trees' radius is the
+        # largest element's, so most of what they give is farther
         if kind == 0:
             corners = x[self.faces]  # (F, 3, 3)
             centre = corners.mean(1)
-            radius = float(np.sqrt(((corners - centre[:, None]) ** 2).sum(2)).max())
+            radii = np.sqrt(((corners - centre[:, None]) ** 2).sum(2)).max(1)  # (F,)
             found = cKDTree(x).sparse_distance_matrix(
-                cKDTree(centre), within + radius, output_type="ndarray"
+                cKDTree(centre), within + float(radii.max()), output_type="ndarray"
             )
-            pairs = np.stack([found["i"], found["j"]], 1).astype(np.int64)
+            keep = found["v"] <= within + radii[found["j"]]
+            pairs = np.stack([found["i"][keep], found["j"][keep]], 1).astype(np.int64)
             pairs = pairs[(self.faces[pairs[:, 1]] != pairs[:, :1]).all(1)]
         else:
             ends = x[self.edges]  # (E, 2, 3)
-            longest = float(np.sqrt(((ends[:, 1] - ends[:, 0]) ** 2).sum(1)).max())
-            pairs = cKDTree(ends.mean(1)).query_pairs(within + longest, output_type="ndarray")
-            pairs = np.sort(pairs.astype(np.int64), 1)
+            middle = ends.mean(1)
+            halves = 0.5 * np.sqrt(((ends[:, 1] - ends[:, 0]) ** 2).sum(1))  # (E,)
+            pairs = cKDTree(middle).query_pairs(
+                within + 2.0 * float(halves.max()), output_type="ndarray"
+            ).astype(np.int64)
+            gap = middle[pairs[:, 0]] - middle[pairs[:, 1]]
+            reach = within + halves[pairs[:, 0]] + halves[pairs[:, 1]]
+            pairs = np.sort(pairs[(gap * gap).sum(1) <= reach * reach], 1)
             e = self.edges[pairs]  # (P, 2, 2)
             pairs = pairs[(e[:, 0, :, None] != e[:, 1, None, :]).all((1, 2))]
         apart = self._apart[kind]

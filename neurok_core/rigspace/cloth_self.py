@@ -151,9 +151,11 @@ class SelfContact:
             ends = x[self.edges]  # (E, 2, 3)
             middle = ends.mean(1)
             halves = 0.5 * np.sqrt(((ends[:, 1] - ends[:, 0]) ** 2).sum(1))  # (E,)
-            pairs = cKDTree(middle).query_pairs(
-                within + 2.0 * float(halves.max()), output_type="ndarray"
-            ).astype(np.int64)
+            pairs = (
+                cKDTree(middle)
+                .query_pairs(within + 2.0 * float(halves.max()), output_type="ndarray")
+                .astype(np.int64)
+            )
             gap = middle[pairs[:, 0]] - middle[pairs[:, 1]]
             reach = within + halves[pairs[:, 0]] + halves[pairs[:, 1]]
             pairs = np.sort(pairs[(gap * gap).sum(1) <= reach * reach], 1)

@@ -4,7 +4,7 @@ the distances' gradients, the line search's bound, and layers that stay apart in
 import numpy as np
 import pytest
 
-from neurok_core.dynamics import SimulationConditions
+from neurok_core.dynamics import InitialVelocity, SimulationConditions
 from neurok_core.metrics import self_crossings
 from neurok_core.rigspace import cloth_self
 from neurok_core.rigspace.cloth_self import SelfContact, barrier, edge_edge, point_triangle
@@ -96,3 +96,51 @@ def test_a_dropped_layer_stays_on_the_other():
     lowest, crossing = out[True]
     assert lowest > 0.0 and crossing == 0
     assert out[False][0] < -0.05  # without it the upper square falls through
+
+
+def test_layer_friction_gradient_matches_finite_differences():
+    nodes, faces = _two_squares(0.004)
+    contact = SelfContact(
+        nodes, faces, dhat=0.01, kappa=1.0, exclude=0.3, skin=0.1, friction=0.5, slip=1e-3
+    )
+    contact.begin(nodes)  # the upper square pressed on the lower one
+    assert contact.lagged is not None and len(contact.lagged[0])
+    rng = np.random.default_rng(1)
+    # slid a little (inside and beyond the slip), within the barrier's reach
+    x = nodes.copy()
+    x[36:, :2] += rng.normal(scale=1e-3, size=(36, 2))
+    value, grad = contact(x)
+    step = rng.normal(size=x.shape)
+    eps = 1e-7
+    fd = (contact(x + eps * step)[0] - contact(x - eps * step)[0]) / (2 * eps)
+    np.testing.assert_allclose((grad * step).sum(), fd, rtol=1e-5)
+    # friction opposes the slide: the upper square's force points back
+    slide = np.zeros_like(x)
+    slide[36:, 0] = 1e-3
+    assert (contact(nodes + slide)[1][36:, 0]).sum() > 0
+
+
+@pytest.mark.parametrize("friction", [0.0, 0.5])
+def test_a_layer_sliding_on_another_is_held_by_friction(friction):
+    """A square landing on a pinned one while sliding at 1 m/s: with friction it stops within
+    a few centimetres, without it slides on (the test can fail)."""
+    nodes, faces = _two_squares(0.12)
+    n = len(nodes) // 2
+    cond = SimulationConditions(
+        pins=tuple(range(n)),
+        mass=0.2,
+        damping=0.1,
+        frames=18,
+        friction=friction,
+        velocities=(InitialVelocity((0.0, 1.0, 0.0)),),
+    )
+    result = simulate_cloth(
+        nodes, faces, cond, settings=RigSettings(cloth_self_contact=True), want_rig=False
+    )
+    x = result.positions.astype(np.float64)
+    slid = x[-1, n:, 1].mean() - x[0, n:, 1].mean()
+    assert all(self_crossings(f, faces) == 0 for f in x)
+    if friction:
+        assert slid < 0.3
+    else:
+        assert slid > 0.5

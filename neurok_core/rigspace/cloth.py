@@ -787,6 +787,7 @@ class ClothStep:
         y[~self.free] = x[~self.free]
         self._layer_blocks = None
         if self.layers is not None:  # the first iterate as far toward y as keeps layers apart
+            self.layers.begin(x)  # the layers' friction, lagged at the step's start
             y = x + self.layers.max_step(x, y - x) * (y - x)
             blocks = self.layers.blocks(y)
             self._layer_blocks = blocks if len(blocks[2]) else None

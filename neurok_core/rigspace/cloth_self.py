@@ -100,9 +100,23 @@ class SelfContact:
     """The barrier between a cloth's layers (module docstring) over ``nodes`` (n, 3) (the
     rest state) and ``faces`` (F, 3): thickness ``dhat`` (m), stiffness ``kappa`` (J/m^2),
     pairs closer than ``exclude`` (m) at rest in one loose part never tested, candidates kept
-    while no node moves ``skin`` (m) from where they were found."""
+    while no node moves ``skin`` (m) from where they were found; Coulomb's ``friction`` between
+    the layers, lagged at a step's start (:meth:`begin`), sticking below a slip of ``slip`` m
+    a step."""
 
-    def __init__(self, nodes, faces, dhat: float, kappa: float, exclude: float, skin: float):
+    def __init__(
+        self,
+        nodes,
+        faces,
+        dhat: float,
+        kappa: float,
+        exclude: float,
+        skin: float,
+        friction: float = 0.0,
+        slip: float = 1e-4,
+    ):
+        self.mu, self.slip = float(friction), max(float(slip), 1e-12)
+        self.lagged = None  # (nodes (L, 4), weights (L, 4), normals (L, 3), mu lambda (L,), x)
         self.faces = np.asarray(faces, dtype=np.int64)
         self.edges = unique_edges(self.faces)
         self.rest = np.asarray(nodes, dtype=np.float64)
@@ -196,12 +210,18 @@ class SelfContact:
         nodes (P, 4), weights (P, 4)), (edge-edge: the same), weights such that the distance's
         gradient on node ``nodes[:, k]`` is ``weights[:, k] n``."""
         off = self._reach(x)
+        shift = x - self.found  # (n, 3) each node's motion since the pairs were found
         out = []
         for kind, (pairs, found) in enumerate(self.lists):
             count = int(np.searchsorted(found, below + 2.0 * off))
             if not count:
                 continue
             nodes = self._nodes(kind, pairs[:count])
+            # a pair's distance changes by at most its own nodes' relative motion
+            near = found[:count] - _apart_motion(kind, shift[nodes]) < below
+            nodes = nodes[near]
+            if not len(nodes):
+                continue
             if kind == 0:
                 d, n, beta = point_triangle(*(x[nodes[:, k]] for k in range(4)))
                 out.append((d, n, nodes, np.column_stack([np.ones(len(d)), -beta])))
@@ -210,10 +230,44 @@ class SelfContact:
                 out.append((d, n, nodes, np.stack([1.0 - s, s, t - 1.0, -t], 1)))
         return out
 
+    def begin(self, x: np.ndarray) -> None:
+        """Start a step at ``x``: the friction's lag, each pair nearer than the thickness with
+        its normal and its normal force -b'(d) (IPC's lagged friction, Li et al. 2020)."""
+        self.lagged = None
+        if self.mu <= 0:
+            return
+        parts = []
+        for d, n, nodes, w in self._pairs(x, self.dhat):
+            near = d < self.dhat
+            if near.any():
+                press = -barrier(d[near], self.dhat, self.kappa)[1]  # (L,) >= 0
+                parts.append((nodes[near], w[near], n[near], self.mu * press))
+        if parts:
+            nodes, w, n, c = (np.concatenate(p) for p in zip(*parts, strict=True))
+            self.lagged = (nodes, w, n, c, x.copy())
+
+    def _friction(self, x: np.ndarray, grad: np.ndarray) -> float:
+        """The lagged friction's energy at ``x`` (its gradient added into ``grad``): c f0(|u_T|)
+        of each pair's tangential relative motion u_T since the step's start, f0 the C2
+        mollifier of the rig space's contact (``contact.py``)."""
+        nodes, w, n, c, start = self.lagged
+        u = np.einsum("lk,lki->li", w, x[nodes] - start[nodes])  # (L, 3)
+        u -= (u * n).sum(1, keepdims=True) * n
+        s = np.sqrt((u * u).sum(1))
+        eps = self.slip
+        inner = s < eps
+        r = np.minimum(s / eps, 1.0)
+        value = float(np.where(inner, c * eps * (r * r - r**3 / 3.0), c * (s - eps / 3.0)).sum())
+        scale = np.where(inner, c * (2.0 - r) / eps, c / np.maximum(s, 1e-300))  # f1(s) / s
+        g = (w[:, :, None] * (scale[:, None] * u)[:, None, :]).reshape(-1, 3)
+        np.add.at(grad, nodes.ravel(), g)
+        return value
+
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        """The barrier's energy (J) at ``x`` and its gradient (n, 3)."""
+        """The barrier's energy (J) at ``x`` and its gradient (n, 3), with the layers'
+        friction where a step began (:meth:`begin`)."""
         grad = np.zeros_like(x)
-        value = 0.0
+        value = 0.0 if self.lagged is None else self._friction(x, grad)
         for d, n, nodes, w in self._pairs(x, self.dhat):
             near = d < self.dhat
             if not near.any():
@@ -240,6 +294,13 @@ class SelfContact:
             k = nodes[near]  # (P, 4)
             rows.append((3 * k[:, :, None, None] + r3).ravel())
             cols.append((3 * k[:, :, None, None] + c3).ravel())
+            vals.append(block.ravel())
+        if self.lagged is not None:  # the friction's sticking: c / eps across each normal
+            nodes, w, n, c, _ = self.lagged
+            across = np.eye(3)[None] - n[:, :, None] * n[:, None, :]  # (L, 3, 3)
+            block = (2.0 * np.abs(w) * (c / self.slip)[:, None])[:, :, None, None] * across[:, None]
+            rows.append((3 * nodes[:, :, None, None] + r3).ravel())
+            cols.append((3 * nodes[:, :, None, None] + c3).ravel())
             vals.append(block.ravel())
         if not rows:
             empty = np.zeros(0, dtype=np.int64)
@@ -274,19 +335,20 @@ class SelfContact:
         # a pair found d apart is at least d - 2 off apart on the segment, and its floor is
         # at most ETA (d + 2 off): the farther ones cannot reach their floor
         far = 2.0 * off * (1.0 + ETA) / (1.0 - ETA)
+        ref = self.found if lists is self.lists else middle
         for kind, (pairs, found) in enumerate(lists):
-            pairs = pairs[: int(np.searchsorted(found, far))]
-            if not len(pairs):
+            count = int(np.searchsorted(found, far))
+            if not count:
                 continue
-            nodes = self._nodes(kind, pairs)
-            delta = dx[nodes]  # (P, 4, 3)
-            if kind == 0:  # the triangle's points relative to the node
-                rel = np.sqrt(((delta[:, 1:] - delta[:, :1]) ** 2).sum(2)).max(1)
-            else:  # both edges' points relative to the first edge's first end
-                rel = np.sqrt(((delta[:, 1:2] - delta[:, :1]) ** 2).sum(2))[:, 0] + np.sqrt(
-                    ((delta[:, 2:] - delta[:, :1]) ** 2).sum(2)
-                ).max(1)
-            rel = np.maximum(rel, 1e-300)
+            nodes = self._nodes(kind, pairs[:count])
+            rel = np.maximum(_apart_motion(kind, dx[nodes]), 1e-300)  # (P,) along the segment
+            # the distance at x is within the pair's own motion since it was found of the
+            # distance then: the pairs that cannot reach their floor need no exact distance
+            moved = _apart_motion(kind, (x - ref)[nodes])
+            maybe = found[:count] - moved - rel * t_max < ETA * (found[:count] + moved)
+            nodes, rel = nodes[maybe], rel[maybe]
+            if not len(nodes):
+                continue
             d = self._distance(kind, nodes, x)
             floor = ETA * d
             live = np.flatnonzero(d - rel * t_max < floor)  # those that may reach their floor
@@ -333,6 +395,18 @@ class SelfContact:
         if kind == 0:
             return point_triangle(pts[:, 0], pts[:, 1], pts[:, 2], pts[:, 3])[0]
         return edge_edge(pts[:, 0], pts[:, 1], pts[:, 2], pts[:, 3])[0]
+
+
+def _apart_motion(kind: int, delta: np.ndarray) -> np.ndarray:
+    """(P,) how much the distance of each pair may change when its nodes (as
+    :meth:`SelfContact._nodes`) move by ``delta`` (P, 4, 3): the largest relative motion of a
+    point of one element and a point of the other (convex combinations of their nodes): of
+    the node and a corner (``kind`` 0), of an end of one edge and an end of the other (1)."""
+    if kind == 0:
+        rel = delta[:, 1:] - delta[:, :1]  # (P, 3, 3)
+    else:
+        rel = delta[:, 2:, None] - delta[:, None, :2]  # (P, 2, 2, 3)
+    return np.sqrt((rel * rel).sum(-1)).reshape(len(delta), -1).max(1)
 
 
 def _off(state: np.ndarray, ref: np.ndarray) -> float:

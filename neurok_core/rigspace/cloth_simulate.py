@@ -51,9 +51,9 @@ MAX_SUBSTEPS = 8  # steps a frame, at most
 FIGURE_FACES = 2000  # faces whose vertices the figures (strain, depth) follow in every frame
 CLOTH_STEPS = {"projective": ProjectiveClothStep, "quasi-newton": ClothStep}
 MAX_RESTORE = 2.0  # an undamped step's velocity is scaled by at most this to keep its energy
-LAYERS = 0.1  # the thickness between a cloth's layers, in edges of the simulation mesh
-LAYERS_APART = 1.0  # edges: nodes and elements this near at rest never meet as layers
-LAYERS_SKIN = 0.75  # edges a node may move before the layers' pairs are found again
+LAYERS = 0.4  # the thickness between a cloth's layers, in edges of the simulation mesh
+LAYERS_APART = 0.5  # edges: nodes and elements this near at rest never meet as layers
+LAYERS_SKIN = 0.4  # edges a node may move before the layers' pairs are found again
 LAYERS_HOLD = 6.4  # b'' / kappa at half the thickness: there as stiff as the contact on a node
 ATTACH = 0.01  # object sizes: a pin this near a moving body at rest moves with it
 
@@ -159,6 +159,8 @@ class _Run:
                 kappa=float(self.m.mean()) * contact**2 / LAYERS_HOLD,
                 exclude=LAYERS_APART * median,
                 skin=LAYERS_SKIN * median,
+                friction=conditions.friction,
+                slip=settings.friction_slip * self.size / (conditions.fps * 2),
             )
         self.damping = conditions.damping + material.air_damping  # 1/s
         zeta = material_damping(material.stretch_damping, self.damping)

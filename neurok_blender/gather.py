@@ -401,6 +401,7 @@ def gather(context, obj, settings: EngineSettings, moving=(), edits: int | None 
             friction=physics.friction,
             bounciness=physics.bounciness,
             material="" if physics.cloth_material == "NONE" else physics.cloth_material.lower(),
+            self_collision=bool(physics.cloth_self_collision),
         )
         conditions.validate(len(world))
     except ConditionError as exc:

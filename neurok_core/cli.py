@@ -214,6 +214,8 @@ def build_conditions(args, vertices: np.ndarray, faces: np.ndarray):
         pins=tuple(sorted(pins)),
     )
     fields.update(material_fields(args.material, vertices, faces))
+    if getattr(args, "self_collision", False):
+        fields["self_collision"] = True
     for name in ("mass", "stiffness"):  # else the preset's, the file's or the default
         value = getattr(args, name)
         if isinstance(value, list):  # --mass and --stiffness may be repeated (several meshes)
@@ -673,6 +675,12 @@ def make_parser() -> argparse.ArgumentParser:
         + ", ".join(SOLID_MATERIALS)
         + " (its mass from the density and the mesh's volume, stiffness, friction,"
         " bounciness; flags given win)",
+    )
+    sim.add_argument(
+        "--self-collision",
+        action="store_true",
+        help="a cloth's layers kept apart, with friction between them (as Blender's cloth's Self"
+        " Collisions; several times slower)",
     )
     sim.add_argument(
         "--exact-kinematics",

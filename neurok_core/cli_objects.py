@@ -111,6 +111,7 @@ def _objects(args, meshes: dict):
         fields.update(
             {k: v[stem] for k, v in (("mass", masses), ("stiffness", stiffness)) if stem in v}
         )
+        fields["self_collision"] = bool(getattr(args, "self_collision", False))
         conditions = SimulationConditions(
             forces=tuple(c["forces"]),
             drags=tuple(c["drags"]),

@@ -122,6 +122,7 @@ frames announced so far; nothing else is left half written (results are written 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -513,6 +514,9 @@ def run_request(request: dict[str, Any], warm: Warm | None = None) -> dict[str, 
     vertices, faces = load_mesh(request["mesh"])
     conditions = SimulationConditions.from_dict(request["conditions"])
     conditions.validate(len(vertices))
+    if preview and conditions.self_collision:  # a preview is Simulate's motion, roughly:
+        # without the cloth's layers' contact (several times its time)
+        conditions = dataclasses.replace(conditions, self_collision=False)
     if rig_space:  # the mesh's refusals, which the learned space's encoding makes itself
         from .geometry import validate_mesh
 

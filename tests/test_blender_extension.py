@@ -126,6 +126,7 @@ def test_gather_world_space_request(tmp_path, zip_path):
     assert "checkpoint folder" in out["latent_missing_checkpoint"]
     assert out["rig_missing_checkpoint"].endswith("nowhere")
     assert out["default_material"] == "" and out["denim"] == "denim"
+    assert out["default_self_collision"] is False and out["self_collision"] is True
 
 
 def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
@@ -139,7 +140,7 @@ def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):
     assert {"mass", "stiffness", "damping", "use_gravity", "pin_group", "dynamics"} <= set(
         mesh["props"]
     )
-    assert "cloth_material" in mesh["props"]
+    assert {"cloth_material", "cloth_self_collision"} <= set(mesh["props"])
     assert "bake_mode" in mesh["props"]
     assert "neurok.simulate" in mesh["operators"]
     assert {"strength", "use_frame_range", "frame_start", "frame_end"} <= set(

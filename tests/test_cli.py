@@ -252,7 +252,13 @@ def test_the_summary_warns_when_a_rig_space_motion_is_likely_implausible(tmp_pat
     flag += ["--mass", "0.2", "--damping", "0.8", "--frames", "24", "--quiet"]
     assert main([*flag, "--out", str(tmp_path / "hangs.npz")]) == 0
     assert "warning" not in capsys.readouterr().out
-    assert load_result(tmp_path / "hangs.npz").info["edge_strain_max"] < 0.02
+    hangs = load_result(tmp_path / "hangs.npz")
+    assert hangs.info["edge_strain_max"] < 0.02 and hangs.info["self_collision"] is False
+    # --self-collision: the cloth's layers kept apart (the conditions and the run say so)
+    assert main([*flag, "--self-collision", "--out", str(tmp_path / "apart.npz")]) == 0
+    assert "warning" not in capsys.readouterr().out
+    apart = load_result(tmp_path / "apart.npz")
+    assert apart.info["self_collision"] is True and apart.conditions["self_collision"] is True
     far = ",".join(f"{c:g}" for c in vertices[corner] + (5.0, 0.0, 0.0))
     assert main([*flag, "--drag", f"{corner}:{far}:12", "--out", str(tmp_path / "torn.npz")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -36,6 +36,7 @@ def full_conditions() -> SimulationConditions:
         substeps=2,
         tolerance=1e-3,
         device="cpu",
+        self_collision=True,
     )
 
 
@@ -57,6 +58,14 @@ def test_round_trip_through_json():
     back = SimulationConditions.from_dict(json.loads(text))
     assert back == c
     assert SimulationConditions.from_dict({}) == SimulationConditions()
+
+
+def test_self_collision_is_a_yes_or_no():
+    assert SimulationConditions().self_collision is False
+    with pytest.raises(ConditionError, match="self_collision must be true or false"):
+        SimulationConditions(self_collision="yes")
+    with pytest.raises(ConditionError, match="self_collision"):
+        SimulationConditions.from_dict({"self_collision": 1})
 
 
 def test_anchors_are_unique_and_ordered():

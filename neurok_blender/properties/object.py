@@ -76,6 +76,15 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         ),
         default="NONE",
     )
+    cloth_self_collision: BoolProperty(
+        name="Self Collision",
+        description=(
+            "For a cloth: keep its folds from passing through it, with friction between its"
+            " layers (as Blender's cloth Self Collisions; several times slower; Live Preview"
+            " leaves it out)"
+        ),
+        default=False,
+    )
     use_gravity: BoolProperty(
         name="Gravity",
         description="Use the scene's gravity (Scene Properties > Gravity)",

@@ -142,6 +142,7 @@ class NEUROK_PT_physics(_ObjectPanel, bpy.types.Panel):
         layout.prop(physics, "stiffness", text="Stiffness (Hz)")
         layout.prop(physics, "damping")
         layout.prop(physics, "cloth_material")
+        layout.prop(physics, "cloth_self_collision")
         row = layout.row(heading="Gravity")
         row.prop(physics, "use_gravity", text="")
         scene = context.scene

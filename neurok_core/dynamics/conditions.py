@@ -350,6 +350,8 @@ class SimulationConditions:
     material: a cloth's material, one of ``CLOTH_MATERIALS`` (Blender's cloth presets: it moves
         as Blender's preset does), or "" for the default one; acts on a cloth only (an object
         of open sheets in the rig space).
+    self_collision: a cloth's layers kept apart, with friction between them (as Blender's
+        cloth's Self Collisions; a cloth only, in the rig space; several times slower).
     With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
     translation added to its learned coordinates), so it can fall onto what it meets.
     """
@@ -373,6 +375,7 @@ class SimulationConditions:
     friction: float = 0.5
     bounciness: float = 0.1
     material: str = ""
+    self_collision: bool = False
 
     def __post_init__(self):
         s = object.__setattr__
@@ -431,6 +434,11 @@ class SimulationConditions:
                 f" got {self.material!r}"
             )
         s(self, "material", self.material.lower())
+        if not isinstance(self.self_collision, bool):
+            raise ConditionError(
+                f"self_collision must be true or false, got {self.self_collision!r}"
+            )
+        s(self, "self_collision", bool(self.self_collision))
         self._check_frames()
         self._check_conflicts()
 

@@ -150,7 +150,8 @@ class _Run:
         if self.contact is not None and self.contact.obstacles.moving and len(pins):
             self.attached = self._attach(pins, max(2.0 * margin, ATTACH * self.size))
         layers = None
-        if settings.cloth_self_contact and len(f) > 1:
+        self.self_contact = bool(settings.cloth_self_contact or conditions.self_collision)
+        if self.self_contact and len(f) > 1:
             # the barrier at half its thickness as stiff as the contact on a node
             layers = SelfContact(
                 nodes,
@@ -598,6 +599,7 @@ def simulate_cloth(
             "thickness": 0.0 if run.contact is None else run.contact.margin,
         },
         "moving_obstacles": [b.name for b in run.movers],
+        "self_collision": run.self_contact,
         "space_seconds": round(built, 3),
         "substeps": int(report.steps),
         "iterations": int(report.iterations),

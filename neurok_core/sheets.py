@@ -78,6 +78,14 @@ def is_cloth(vertices: np.ndarray, faces: np.ndarray) -> bool:
 def cloth_welding(vertices: np.ndarray, faces: np.ndarray):
     """:func:`welded`'s answer for a cloth (module docstring), which a cloth's simulation mesh
     starts from; None for a mesh that is no cloth."""
+    found = sheet_parts(vertices, faces)
+    return None if found is None or not found[1].all() else found[0]
+
+
+def sheet_parts(vertices: np.ndarray, faces: np.ndarray):
+    """(:func:`welded`'s answer, sheet (N,) bool): which vertices are on a loose part that is
+    a cloth on its own (open, nearly flat: module docstring); None for a mesh with a vertex in
+    no face, or no face."""
     v = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
     f = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     if not len(f) or not len(v) or not np.isfinite(v).all():
@@ -87,7 +95,7 @@ def cloth_welding(vertices: np.ndarray, faces: np.ndarray):
     if not used.all():
         return None
     welding = welded(v, f)
-    first, f, _ = welding
+    first, f, node = welding
     f = f[(f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])]
     if not len(f):
         return None
@@ -105,17 +113,17 @@ def cloth_welding(vertices: np.ndarray, faces: np.ndarray):
     once[:-1] &= new[1:]
     unique = keys[new]
     label = components(n, np.stack([unique // n, unique % n], 1))
-    open_nodes = keys[once] // n
     face_part = label[f[:, 0]]
     parts = np.unique(face_part)
-    if not np.isin(parts, label[open_nodes]).all():
-        return None
+    is_open = np.isin(parts, label[keys[once] // n])  # only an open part may be a sheet
     p = v[first]
-    if len(parts) == 1:
-        flat = flatness(p, f) >= FLAT
-    else:
-        flat = all(flatness(p, f[face_part == part]) >= FLAT for part in parts)
-    return welding if flat else None
+    sheets = [
+        part
+        for part, opened in zip(parts, is_open, strict=True)
+        if opened
+        and flatness(p, f if len(parts) == 1 else f[face_part == part]) >= FLAT
+    ]
+    return welding, np.isin(label[node], sheets)
 
 
 def flatness(vertices: np.ndarray, faces: np.ndarray) -> float:

@@ -359,7 +359,7 @@ def simulate_objects(
         )
     if not cloths:
         return _simulate_together(moving, scene, settings, on_progress, want_vertices, time_limit)
-    return _cloth_with_solids(
+    return cloth_with_solids(
         cloths[0],
         welding[cloths[0].name],
         moving,
@@ -395,11 +395,25 @@ def moving_bodies(objects, results, fps: float) -> tuple[list[MovingBody], float
     return bodies, residual
 
 
-def _cloth_with_solids(
-    cloth, welding, moving, scene, settings, on_progress, want_vertices, time_limit
+def cloth_with_solids(
+    cloth,
+    welding,
+    moving,
+    scene,
+    settings,
+    on_progress,
+    want_vertices,
+    time_limit,
+    *,
+    on_cloth_frame=None,
+    on_solids=None,
+    want_rig: bool = True,
+    want_figures: bool = True,
 ):
     """The solids of ``moving`` first (together), then the ``cloth`` meeting them on their
-    paths (module docstring); each object's result by name."""
+    paths (module docstring); each object's result by name. ``on_solids(results)`` sees the
+    solids' results before the cloth's run, ``on_cloth_frame`` (as ``simulate_rig``'s
+    ``on_frame``) the cloth's frames."""
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
     solids = [o for o in moving if o is not cloth]
 
@@ -419,11 +433,15 @@ def _cloth_with_solids(
                 settings=settings,
                 on_progress=first_half,
                 time_limit=time_limit,
+                want_rig=want_rig,
+                want_figures=want_figures,
             )
         }
         results[o.name].info["object"] = o.name
     else:
         results = _simulate_together(solids, scene, settings, first_half, True, time_limit)
+    if on_solids is not None:
+        on_solids(results)
     bodies, residual = moving_bodies(solids, results, scene.fps)
     left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
     own = object_conditions(scene, cloth.conditions)
@@ -434,10 +452,13 @@ def _cloth_with_solids(
         own,
         settings=settings,
         welding=welding,
+        on_frame=on_cloth_frame,
         on_progress=second_half,
         want_vertices=want_vertices,
         time_limit=left,
         movers=bodies,
+        want_rig=want_rig,
+        want_figures=want_figures,
     )
     result.info["object"] = cloth.name
     result.info["moving_obstacles_fit"] = residual

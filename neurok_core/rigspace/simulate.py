@@ -23,7 +23,7 @@ from ..errors import ConditionError
 from ..geometry import face_areas, farthest_point_subsample, locate, sample_surface
 from ..results import SimulationResult
 from ..rig import BoneRig, quats_from_matrices
-from ..sheets import cloth_welding
+from ..sheets import sheet_parts
 from .bones import ROPE_SLENDERNESS
 from .cloth_simulate import simulate_cloth
 from .contact import (
@@ -37,6 +37,7 @@ from .contact import (
 from .energies import Linear, Quadratic, Rigidity, SliderGlue, Springs, flat_kron
 from .integrator import Integrator, OutOfTime
 from .material import rest_hessian, soft_scale
+from .mixed import sheet_vertices, simulate_mixed
 from .newton_step import ProjectedNewton
 from .plausibility import plausibility
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
@@ -758,10 +759,11 @@ def simulate_rig(
     # dynamics refuse it
     check_mesh_start(vertices, conditions, DEFAULT_SETTINGS)
     kept = None if shelf is None else shelf.of_mesh(vertices, faces)
-    if kept is None:
-        welding = cloth_welding(vertices, faces)
+    if kept is None:  # which loose parts are sheets (a cloth: every one)
+        found = sheet_parts(vertices, faces)
     else:
-        welding = kept.get("welding", lambda: cloth_welding(vertices, faces))
+        found = kept.get("sheets", lambda: sheet_parts(vertices, faces))
+    welding = None if found is None or not found[1].all() else found[0]
     if welding is not None and structure is not None:
         raise ConditionError("a cloth has no joints: simulate it without a structure")
     if welding is not None:  # every part a sheet: simulated at its own resolution
@@ -779,6 +781,22 @@ def simulate_rig(
             want_figures=want_figures,
             kept=kept,
         )
+    sheet = None if found is None else sheet_vertices(vertices, faces, found)
+    if structure is None:  # solid parts and sheets in one mesh: each simulated as its kind
+        if sheet is not None:
+            return simulate_mixed(
+                vertices,
+                faces,
+                conditions,
+                sheet,
+                settings=settings,
+                on_frame=on_frame,
+                on_progress=on_progress,
+                want_vertices=want_vertices,
+                time_limit=time_limit,
+                want_rig=want_rig,
+                want_figures=want_figures,
+            )
     started = time.perf_counter()
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
 

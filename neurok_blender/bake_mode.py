@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What "Automatic" bakes as: a rig whenever the result carries one (the rig space's dynamics,
-or a model with bones), except for a cloth (baked as cloth is baked), else shape keys, or a
-point cache for a big mesh. The model is known
+or a model with bones), except for a mesh with cloth (baked as cloth is baked), else shape
+keys, or a point cache for a big mesh. The model is known
 from its checkpoint's ``config.json`` (read here, in Blender, without the engine: no torch)."""
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ def model_has_bones(checkpoint: str = "") -> bool:
     return _seen[key]
 
 
-def is_cloth_mesh(mesh) -> bool:
-    """Whether ``mesh`` (a ``bpy.types.Mesh``) is a cloth by the engine's own rule
-    (``neurok_core.sheets.is_cloth``: every loose part an open, nearly flat sheet), on its
+def has_cloth_mesh(mesh) -> bool:
+    """Whether ``mesh`` (a ``bpy.types.Mesh``) has cloth by the engine's own rule
+    (``neurok_core.sheets.has_cloth``: a loose part that is an open, nearly flat sheet: a
+    cloth, or a flag modelled on its pole), on its
     vertices and loop triangles; remembered per mesh and shape (the panel asks at every
     redraw, the rule costs about 0.2 s at 100k vertices)."""
     import numpy as np
 
-    from .core import is_cloth
+    from .core import has_cloth
 
     co = np.empty(3 * len(mesh.vertices))
     mesh.vertices.foreach_get("co", co)
@@ -52,7 +53,7 @@ def is_cloth_mesh(mesh) -> bool:
     mesh.calc_loop_triangles()
     tris = np.empty(3 * len(mesh.loop_triangles), dtype=np.int64)
     mesh.loop_triangles.foreach_get("vertices", tris)
-    answer = is_cloth(co.reshape(-1, 3), tris.reshape(-1, 3))
+    answer = has_cloth(co.reshape(-1, 3), tris.reshape(-1, 3))
     if len(_cloth_seen) > 64:
         _cloth_seen.clear()
     _cloth_seen[key] = (shape, answer)
@@ -63,13 +64,13 @@ def resolved_bake_mode(obj, checkpoint: str = "") -> str:
     """The object's bake mode with "AUTO" resolved: "RIG", "SHAPE_KEYS" or "POINT_CACHE". A rig
     when the result has one (the rig space always does; the latent space with a model with
     bones), and only where one can be made (a bone cannot shear: unequal axis scales take the
-    other way); not for a cloth in the rig space (:func:`is_cloth_mesh`), whose bones are only
-    fitted to its motion."""
+    other way); not for a mesh with cloth in the rig space (:func:`has_cloth_mesh`), whose cloth's
+    bones are only fitted to its motion."""
     mode = obj.neurok.output.bake_mode
     if mode != "AUTO":
         return mode
     rig_space = obj.neurok.physics.dynamics == "rig"
-    if (rig_space and not is_cloth_mesh(obj.data)) or (
+    if (rig_space and not has_cloth_mesh(obj.data)) or (
         not rig_space and model_has_bones(checkpoint)
     ):
         import numpy as np

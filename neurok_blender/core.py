@@ -7,8 +7,8 @@ refused in Blender, before any engine starts, with the engine's own messages) an
 carries its ``to_dict``; ``DYNAMICS`` names the coordinates a motion can be integrated in (the
 request's ``dynamics``, the Physics panel's choice), ``DEFAULT_DYNAMICS`` the default of both,
 ``CLOTH_MATERIALS`` a cloth's presets (the panel's Cloth Material), ``SOLID_MATERIALS`` and
-``solid_fields`` a solid's (Apply Solid Preset), ``is_cloth`` which meshes
-are cloth (Automatic bakes them as shape keys); the engine's rule for a likely implausible
+``solid_fields`` a solid's (Apply Solid Preset), ``has_cloth`` which meshes
+have cloth (Automatic bakes them as shape keys); the engine's rule for a likely implausible
 result (``neurok_core.doubts``) words Simulate's warning as it words the CLI's. ``write_pc2``
 writes point caches; a rig bake reads the engine's rig and poses it with ``neurok_core.rig``
 (``BoneRig``, the quaternion helpers). Installed, ``neurok_core`` ships beside
@@ -43,7 +43,7 @@ try:  # the installed extension: bl_ext.<repository>.neurok.neurok_core
         quat_to_matrix,
         quats_from_matrices,
     )
-    from ..neurok_core.sheets import is_cloth
+    from ..neurok_core.sheets import has_cloth
     from ..neurok_core.solids import SOLID_MATERIALS, is_closed, solid_fields
 except ImportError:  # a development checkout, where neurok_core is top level
     from neurok_core.doubts import (
@@ -72,7 +72,7 @@ except ImportError:  # a development checkout, where neurok_core is top level
         quat_to_matrix,
         quats_from_matrices,
     )
-    from neurok_core.sheets import is_cloth
+    from neurok_core.sheets import has_cloth
     from neurok_core.solids import SOLID_MATERIALS, is_closed, solid_fields
 
 __all__ = [
@@ -93,7 +93,7 @@ __all__ = [
     "quat_to_matrix",
     "edge_strain",
     "frames_on_barrier",
-    "is_cloth",
+    "has_cloth",
     "is_closed",
     "penetration",
     "short_warning",

@@ -75,6 +75,13 @@ def is_cloth(vertices: np.ndarray, faces: np.ndarray) -> bool:
     return cloth_welding(vertices, faces) is not None
 
 
+def has_cloth(vertices: np.ndarray, faces: np.ndarray) -> bool:
+    """Whether a loose part of the mesh is a cloth on its own (a cloth, or a flag modelled on
+    its pole: ``rigspace.mixed``)."""
+    found = sheet_parts(vertices, faces)
+    return found is not None and bool(found[1].any())
+
+
 def cloth_welding(vertices: np.ndarray, faces: np.ndarray):
     """:func:`welded`'s answer for a cloth (module docstring), which a cloth's simulation mesh
     starts from; None for a mesh that is no cloth."""
@@ -120,8 +127,7 @@ def sheet_parts(vertices: np.ndarray, faces: np.ndarray):
     sheets = [
         part
         for part, opened in zip(parts, is_open, strict=True)
-        if opened
-        and flatness(p, f if len(parts) == 1 else f[face_part == part]) >= FLAT
+        if opened and flatness(p, f if len(parts) == 1 else f[face_part == part]) >= FLAT
     ]
     return welding, np.isin(label[node], sheets)
 

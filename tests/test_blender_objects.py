@@ -77,3 +77,25 @@ def test_a_cloth_lying_on_a_moving_cube_is_carried_and_baked(tmp_path, zip_path)
         lo, hi = k.min(0), k.max(0)
         over = ((c[:, :2] > lo[:2]) & (c[:, :2] < hi[:2])).all(1)
         assert over.any() and c[over, 2].min() > hi[2] - 0.01 * 0.4
+
+
+def test_a_flag_modelled_on_its_post_bakes_as_cloth_and_hangs(tmp_path, zip_path):
+    (tmp_path / "tmpdir").mkdir()
+    (tmp_path / "no_model").mkdir()
+    out = run_scenario(
+        "flag_on_post",
+        tmp_path,
+        zip_path,
+        timeout=600,
+        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )
+    assert out["simulate"][0] == "FINISHED", out["simulate"]
+    assert out["mode"] == "SHAPE_KEYS"  # Automatic: a mesh with cloth bakes as cloth
+    frames, n = np.asarray(out["frames"]), out["post_vertices"]
+    flag = frames[:, n:]
+    fly = flag[0, :, 0] > 0.6  # the flag's far edge
+    assert flag[0, fly, 2].mean() - flag[-1, fly, 2].mean() > 0.1  # it hangs
+    assert np.abs(frames[:, :n] - frames[0, :n]).max() < 0.005  # the post stands
+    hoist = flag[0, :, 0] < 0.051
+    assert np.abs(flag[:, hoist] - flag[0, hoist]).max() < 0.005  # sewn to it

@@ -133,3 +133,41 @@ def cloth_on_cart(params) -> dict:
     out["cart"] = _frames("Cart").tolist()
     out["cloth"] = _frames("Cloth").tolist()
     return out
+
+
+@scenario
+def flag_on_post(params) -> dict:
+    """A flag modelled on its post as one mesh (the post's foot pinned by a vertex group):
+    Automatic bakes it as cloth is baked, and the flag hangs from the post."""
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 16
+    post_v, post_f = _box((0.1, 0.1, 1.2), (0.0, 0.0, 0.6), 4)
+    flag = [(0.05 + 0.05 * i, 0.0, 0.75 + 0.05 * j) for i in range(13) for j in range(9)]
+    quads = [
+        (i * 9 + j, (i + 1) * 9 + j, (i + 1) * 9 + j + 1, i * 9 + j + 1)
+        for i in range(12)
+        for j in range(8)
+    ]
+    n = len(post_v)
+    faces = [tuple(int(k) for k in face) for face in post_f]
+    faces += [tuple(n + k for k in quad) for quad in quads]
+    mesh = bpy.data.meshes.new("FlagOnPost")
+    mesh.from_pydata([tuple(map(float, x)) for x in post_v] + flag, [], faces)
+    mesh.update()
+    obj = bpy.data.objects.new("FlagOnPost", mesh)
+    scene.collection.objects.link(obj)
+    foot = obj.vertex_groups.new(name="Foot")
+    foot.add([i for i in range(n) if post_v[i][2] < 1e-6], 1.0, "REPLACE")
+    obj.neurok.physics.pin_group = "Foot"
+    obj.neurok.physics.collider_source = "NONE"
+    obj.neurok.physics.use_ground = False
+    activate(obj)
+    out = {"simulate": call(bpy.ops.neurok.simulate)}
+    out["mode"] = obj.neurok.results.mode
+    out["frames"] = _frames("FlagOnPost").tolist()
+    out["post_vertices"] = n
+    return out

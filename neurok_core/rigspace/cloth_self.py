@@ -124,6 +124,7 @@ class SelfContact:
         self.exclude, self.skin = float(exclude), float(skin)
         self.part = components(len(self.rest), self.edges)  # (n,) each node's loose part
         self.found = None  # (n, 3) where the candidates were found, or None
+        self.aligned = None  # ``found`` moved rigidly as near the last state asked as it goes
         self.valid = 0.0  # they serve states whose nodes lie this near ``found``
         self.lists = []  # per kind: (pairs (P, 2), their distances (P,) at ``found``, sorted)
         # the pairs never tested: close at rest in one part (sorted keys; none while they are
@@ -196,13 +197,16 @@ class SelfContact:
             self.lists.append((pairs[order], d[order]))
 
     def _reach(self, x: np.ndarray) -> float:
-        """How far the nodes of ``x`` lie from where the candidates were found (less a common
-        shift), after finding them again at ``x`` where that is :attr:`valid` or farther."""
+        """How far the nodes of ``x`` lie from where the candidates were found (moved rigidly
+        as near ``x`` as they go: :attr:`aligned`, a rigid motion changes no distance), after
+        finding them again at ``x`` where that is :attr:`valid` or farther."""
         if self.found is not None:
-            off = _off(x, self.found)
+            self.aligned = _fit(self.found, x)
+            off = _off(x, self.aligned)
             if off < self.valid:
                 return off
         self._find(x, self.skin)
+        self.aligned = self.found
         return 0.0
 
     def _pairs(self, x: np.ndarray, below: float):
@@ -210,7 +214,7 @@ class SelfContact:
         nodes (P, 4), weights (P, 4)), (edge-edge: the same), weights such that the distance's
         gradient on node ``nodes[:, k]`` is ``weights[:, k] n``."""
         off = self._reach(x)
-        shift = x - self.found  # (n, 3) each node's motion since the pairs were found
+        shift = x - self.aligned  # (n, 3) each node's motion since the pairs were found
         out = []
         for kind, (pairs, found) in enumerate(self.lists):
             count = int(np.searchsorted(found, below + 2.0 * off))
@@ -321,8 +325,8 @@ class SelfContact:
         end = x + dx
         t_max = 1.0
         self._reach(x)  # the kept candidates serve x
-        off = max(_off(x, self.found), _off(end, self.found))
-        if off < self.valid:  # and the segment (a ball is convex)
+        off = max(_off(x, self.aligned), _off(end, self.aligned))
+        if off < self.valid:  # and the segment (a ball about one state is convex)
             lists = self.lists
         else:  # the segment's own pairs, found at its middle (not kept)
             middle = x + 0.5 * dx
@@ -335,7 +339,7 @@ class SelfContact:
         # a pair found d apart is at least d - 2 off apart on the segment, and its floor is
         # at most ETA (d + 2 off): the farther ones cannot reach their floor
         far = 2.0 * off * (1.0 + ETA) / (1.0 - ETA)
-        ref = self.found if lists is self.lists else middle
+        ref = self.aligned if lists is self.lists else middle
         for kind, (pairs, found) in enumerate(lists):
             count = int(np.searchsorted(found, far))
             if not count:
@@ -415,3 +419,14 @@ def _off(state: np.ndarray, ref: np.ndarray) -> float:
     shift = state - ref
     shift -= shift.mean(0)
     return math.sqrt(float((shift * shift).sum(1).max()))
+
+
+def _fit(ref: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """``ref`` (n, 3) moved rigidly as near ``state`` (n, 3) as it goes (least squares: the
+    Kabsch rotation about the centroids)."""
+    a, b = ref.mean(0), state.mean(0)
+    u, _, vt = np.linalg.svd((ref - a).T @ (state - b))
+    flip = np.ones(3)
+    flip[2] = 1.0 if np.linalg.det(vt.T @ u.T) >= 0 else -1.0
+    rot = (vt.T * flip) @ u.T
+    return (ref - a) @ rot.T + b

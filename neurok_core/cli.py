@@ -180,13 +180,13 @@ def material_fields(name: str | None, vertices: np.ndarray, faces: np.ndarray) -
     """``--material NAME``'s fields: a cloth's preset (Blender's cloth presets) for a mesh of
     open sheets, a solid's (``neurok_core.solids``: mass from its density and the mesh's
     volume, stiffness, friction, bounciness) for any other; "rubber" is either."""
-    from .sheets import is_cloth
+    from .sheets import has_cloth
     from .solids import is_closed, solid_fields
 
     if name is None:
         return {}
     name = name.lower()
-    cloth = is_cloth(vertices, faces)
+    cloth = has_cloth(vertices, faces)  # a cloth, or a mesh with cloth (its cloth's preset)
     if cloth and name in CLOTH_MATERIALS:
         return {"material": name}
     if not cloth and name in SOLID_MATERIALS:
@@ -461,7 +461,8 @@ def cmd_simulate(args) -> int:
 def _space_words(info: dict) -> str:
     """The coordinates a run used, in a few words."""
     if info.get("dynamics") == "rig":
-        return f"rig space of {info['space']['bones']} bones"
+        bones = info["space"].get("bones")
+        return "rig space" if bones is None else f"rig space of {bones} bones"
     return f"kq = {info['reduced_dims']}"
 
 

@@ -14,9 +14,10 @@ mesh with the sheet's vertices embedded in its triangles). The energies:
 - **contact** with the ground and colliders: one-sided springs on each node's signed
   distance inside a margin, with lagged Coulomb friction, and nodes a step leaves inside an
   obstacle put back on its surface;
-- **its own layers** (where asked: ``RigSettings.cloth_self_contact``): IPC's barrier between
-  non-adjacent nodes and triangles and between edges, every iterate kept apart by the line
-  search (:mod:`.cloth_self`);
+- **its own layers** (where asked: ``SimulationConditions.self_collision``, or
+  ``RigSettings.cloth_self_contact`` for every run): IPC's barrier between non-adjacent nodes
+  and triangles and between edges, with friction between the layers, every iterate kept
+  apart by the line search (:mod:`.cloth_self`);
 - **loads**: gravity, forces and winds on the nodes (through the embedding), drag springs,
   air damping (the damping rate c: a node's kinetic energy decays as exp(-2 c t)).
 

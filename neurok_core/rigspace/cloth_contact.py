@@ -125,6 +125,7 @@ class ClothContact:
         self.lagged = None  # (points, normals (m, 3), normal forces (m,), anchors) of the step
         self._lag_blend = None  # the lagged points' weights on the nodes
         self._held = np.full((len(self.k), 3), np.nan)  # where friction holds each point
+        self._asked = None  # (the state, the holds before) of the last ``begin``
         self._step_points = np.arange(n)  # the step's points (``begin``)
         self._step_blend = self.blend[:n]
 
@@ -196,6 +197,12 @@ class ClothContact:
         returns (points, normals, sticking stiffness) of the points near an obstacle (within
         twice the margin) at ``x`` or at ``ahead`` (where the step's prediction takes them),
         whose springs join the step's matrix (``blocks``; None: none near)."""
+        # a step that begins again from the same ``x`` (its plan changed) starts from the
+        # same holds (a moving obstacle would carry them twice)
+        if self._asked is not None and self._asked[0] is x:
+            self._held = self._asked[1].copy()
+        else:
+            self._asked = (x, self._held.copy())
         self._choose(x, ahead)
         points, dist, normal, local = self._entries(x, self.reach)
         press = np.maximum(self.margin - dist, 0.0) * self.k[points]

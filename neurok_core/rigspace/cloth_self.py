@@ -299,7 +299,8 @@ class SelfContact:
             rows.append((3 * k[:, :, None, None] + r3).ravel())
             cols.append((3 * k[:, :, None, None] + c3).ravel())
             vals.append(block.ravel())
-        if self.lagged is not None:  # the friction's sticking: c / eps across each normal
+        if self.lagged is not None:  # the friction's sticking, c / eps across each normal,
+            # bounded per node as the barrier's (2 |w_k| on node k)
             nodes, w, n, c, _ = self.lagged
             across = np.eye(3)[None] - n[:, :, None] * n[:, None, :]  # (L, 3, 3)
             block = (2.0 * np.abs(w) * (c / self.slip)[:, None])[:, :, None, None] * across[:, None]

@@ -232,9 +232,9 @@ class _Run:
             x[nodes] = body.track.carry(self.mesh.nodes[nodes], t)
 
     def carried_pins(self, positions: np.ndarray, watch: np.ndarray) -> np.ndarray:
-        """(T, M) bool: ``positions`` (T, M, 3) of the vertices ``watch`` (M,), the pins among
-        them on a moving body put where it takes them in each frame (in place); True where a
-        vertex is such a pin."""
+        """(M,) bool, True at the pins on a moving body among the vertices ``watch`` (M,);
+        their ``positions`` (T, M, 3) put where the body takes them in each frame (in
+        place)."""
         index = np.full(len(self.vertices), -1)
         index[watch] = np.arange(len(watch))
         out = np.zeros(len(watch), dtype=bool)
@@ -544,7 +544,7 @@ def simulate_cloth(
                 run.contact.obstacles.at(t + h)
                 run.carry(x, t + h)
             x, v = step.advance(x, v, h, forces, drags)
-            if run.damping == 0.0:
+            if run.damping == 0.0 and not moving:  # (moving bodies do work on the cloth)
                 v, energy, target = run.keep_energy(
                     x, v, x0, mean0, h, forces, accel, drags, target
                 )

@@ -25,15 +25,17 @@ import time
 import numpy as np
 from scipy.spatial import cKDTree
 
-from ..dynamics.conditions import SimulationConditions
+from ..dynamics.conditions import Collider, SimulationConditions
 from ..dynamics.obstacles import MeshDistance
 from ..geometry import face_cross
 from ..results import SimulationResult
 from ..rig import BoneRig
 from ..sheets import cloth_welding, sheet_parts
+from .cloth_simulate import ATTACH, simulate_cloth
 
-SEW = 0.01  # object sizes: a sheet's rim vertex this near a solid part at rest is sewn to it
 FIGURES_WORST = ("edge_strain_max", "penetration_max")  # each the worse of the two runs
+# the runs' own words for how their steps held, the worse the later
+INTEGRATION = ("complete", "steps halved", "steps unconverged", "cut short")
 
 
 def sheet_vertices(vertices: np.ndarray, faces: np.ndarray, found=None) -> np.ndarray | None:
@@ -68,15 +70,15 @@ def _rim(faces: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-def _sewn(vertices, faces, sheet, size: float) -> np.ndarray:
-    """The sheet's rim vertices (indices into the mesh) within ``SEW`` sizes of a solid part
-    at rest."""
+def _sewn(vertices, faces, sheet) -> np.ndarray:
+    """The sheet's rim vertices (indices into the mesh) within ``ATTACH`` of the sheets' size
+    of a solid part at rest (the reach at which the cloth's run holds a pin on a solid)."""
     sv, sf, index = _sub(vertices, faces, sheet)
     rim = np.flatnonzero(sheet)[_rim(sf, len(sv))]
     if not len(rim):
         return rim
     ov, of, _ = _sub(vertices, faces, ~sheet)
-    reach = SEW * size
+    reach = ATTACH * (float(np.ptp(sv, 0).max()) or 1.0)
     solid = MeshDistance(ov, of, reach / 4, 2 * reach, "solid")
     near = solid.near(vertices[rim])
     out = np.zeros(len(rim), dtype=bool)
@@ -86,10 +88,11 @@ def _sewn(vertices, faces, sheet, size: float) -> np.ndarray:
 
 
 def split_conditions(conditions: SimulationConditions, vertices, faces, sheet: np.ndarray):
-    """(the solids' conditions, the sheets') of the mesh's ``conditions`` (module docstring),
-    on each one's own vertices (in the mesh's order), the sheets' sewn rim pinned."""
+    """(the solids' conditions, the sheets', how many rim vertices are sewn, the sheets' share
+    of the mass) of the mesh's ``conditions`` (module docstring), on each one's own vertices
+    (in the mesh's order), the sheets' sewn rim pinned (not a vertex a force or a drag holds:
+    it follows its load)."""
     n = len(vertices)
-    size = float(np.ptp(vertices, 0).max()) or 1.0
     index = np.full(n, -1)
     index[sheet] = np.arange(int(sheet.sum()))
     index[~sheet] = np.arange(int((~sheet).sum()))
@@ -117,7 +120,15 @@ def split_conditions(conditions: SimulationConditions, vertices, faces, sheet: n
     share = float(areas[sheet[faces[:, 0]]].sum()) / max(float(areas.sum()), 1e-300)
     share = min(max(share, 0.01), 0.99)  # neither part weightless
     pins = np.asarray(conditions.pins, dtype=np.int64)
-    sewn = _sewn(vertices, faces, sheet, size)
+    sewn = _sewn(vertices, faces, sheet)
+    loaded = set()
+    for c in (*conditions.forces, *conditions.drags):
+        if c.vertex is not None:
+            loaded.add(int(c.vertex))
+        else:
+            tree = tree or cKDTree(vertices)
+            loaded.add(int(tree.query(np.asarray(c.point))[1]))
+    sewn = np.asarray([i for i in sewn if int(i) not in loaded], dtype=np.int64)
     out = []
     for on_sheet, mass in ((False, 1.0 - share), (True, share)):
         own = pins[sheet[pins] == on_sheet] if len(pins) else pins
@@ -133,7 +144,7 @@ def split_conditions(conditions: SimulationConditions, vertices, faces, sheet: n
                 mass=conditions.mass * mass,
             )
         )
-    return out[0], out[1], len(sewn)
+    return out[0], out[1], len(sewn), share
 
 
 def _merged_rig(rigs, masks, n: int) -> BoneRig | None:
@@ -160,6 +171,20 @@ def _merged_rig(rigs, masks, n: int) -> BoneRig | None:
     )
 
 
+def _still_rig(count: int, frames: int) -> BoneRig:
+    """A rig of one bone that does not move, holding ``count`` vertices, over ``frames``."""
+    rotations = np.zeros((frames, 1, 4))
+    rotations[..., 0] = 1.0
+    return BoneRig(
+        np.zeros((1, 3)),
+        rotations,
+        np.zeros((frames, 1, 3)),
+        np.zeros((count, 1), dtype=np.int32),
+        np.ones((count, 1), dtype=np.float32),
+        blend="lbs",
+    )
+
+
 def simulate_mixed(
     vertices: np.ndarray,
     faces: np.ndarray,
@@ -177,17 +202,17 @@ def simulate_mixed(
     """Simulate a mesh of solid parts and sheets (``sheet`` (N,) bool: :func:`sheet_vertices`)
     under ``conditions`` (module docstring); the arguments as
     :func:`~neurok_core.rigspace.simulate.simulate_rig`'s. ``on_frame`` sees the mesh's frames
-    as the cloth's run makes them (the solids' run comes first)."""
+    as the cloth's run makes them (the solids' run comes first; solids pinned everywhere are
+    not run: they are the cloth's collider)."""
     from .objects import SceneObject, cloth_with_solids
 
     started = time.perf_counter()
+    on_progress = on_progress or (lambda *_: None)
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    solid_c, cloth_c, sewn = split_conditions(conditions, vertices, faces, sheet)
+    solid_c, cloth_c, sewn, share = split_conditions(conditions, vertices, faces, sheet)
     sv, sf, _ = _sub(vertices, faces, ~sheet)
     cv, cf, _ = _sub(vertices, faces, sheet)
-    solid = SceneObject("solid", sv, sf, solid_c)
-    cloth = SceneObject("cloth", cv, cf, cloth_c)
     solids_frames: list = []
 
     def on_cloth_frame(index: int, positions, energy: float):
@@ -200,39 +225,80 @@ def simulate_mixed(
             full[~sheet] = solids_frames[index]
         return on_frame(index, full, energy)
 
-    def on_solids(results):
-        positions = results["solid"].positions
-        if positions is not None:
-            solids_frames.extend(np.asarray(positions, dtype=np.float32))
-
-    results = cloth_with_solids(
-        cloth,
-        cloth_welding(cv, cf),
-        [solid, cloth],
-        conditions,
-        settings,
-        on_progress or (lambda *_: None),
-        want_vertices,
-        time_limit,
-        on_cloth_frame=on_cloth_frame,
-        on_solids=on_solids,
-        want_rig=want_rig,
-        want_figures=want_figures,
-    )
-    rs, rc = results["solid"], results["cloth"]
+    if len(solid_c.pins) == len(sv):  # the solids held everywhere: the cloth's collider
+        solids_frames.extend([sv.astype(np.float32)] * conditions.frames)
+        still = Collider(tuple(map(tuple, sv)), tuple(map(tuple, sf)), "solid")
+        cloth_c = dataclasses.replace(
+            cloth_c,
+            colliders=(*cloth_c.colliders, still),
+            winds=tuple(dataclasses.replace(w, strength=w.strength * share) for w in cloth_c.winds),
+        )
+        rc = simulate_cloth(
+            cv,
+            cf,
+            cloth_c,
+            settings=settings,
+            welding=cloth_welding(cv, cf),
+            on_frame=on_cloth_frame,
+            on_progress=on_progress,
+            want_vertices=want_vertices,
+            time_limit=time_limit,
+            want_rig=want_rig,
+            want_figures=want_figures,
+        )
+        count = len(rc.times)
+        rs = SimulationResult(
+            positions=np.broadcast_to(sv.astype(np.float32), (count, *sv.shape)),
+            rig=_still_rig(len(sv), count) if want_rig else None,
+            times=rc.times,
+            energy=np.zeros(count),
+            conditions=solid_c.to_dict(),
+            q=None,
+            info={"dynamics": "rig", "space": {"kind": "still", "bones": 1}, "pins": "exact"},
+        )
+    else:
+        cloth = SceneObject("cloth", cv, cf, cloth_c)
+        results = cloth_with_solids(
+            cloth,
+            cloth_welding(cv, cf),
+            [SceneObject("solid", sv, sf, solid_c), cloth],
+            conditions,
+            settings,
+            on_progress,
+            want_vertices,
+            time_limit,
+            on_cloth_frame=on_cloth_frame,
+            on_solids=lambda r: solids_frames.extend(
+                np.asarray(r["solid"].positions, dtype=np.float32)
+            ),
+            want_rig=want_rig,
+            want_figures=want_figures,
+            wind_share={"solid": 1.0 - share, "cloth": share},
+        )
+        rs, rc = results["solid"], results["cloth"]
     frames = min(len(rs.times), len(rc.times))
     positions = None
-    if rs.positions is not None and rc.positions is not None:
+    if want_vertices and rc.positions is not None:
         positions = np.empty((frames, len(vertices), 3), dtype=np.float32)
-        positions[:, ~sheet] = rs.positions[:frames]
+        positions[:, ~sheet] = np.asarray(rs.positions)[:frames]
         positions[:, sheet] = rc.positions[:frames]
     rig = _merged_rig([rs.rig, rc.rig], [~sheet, sheet], len(vertices)) if want_rig else None
-    info = {**rs.info, **{k: v for k, v in rc.info.items() if k in FIGURES_WORST}}
+    info = dict(rs.info)
+    info.pop("object", None)
     for key in FIGURES_WORST:
-        if key in rs.info and key in rc.info:
-            info[key] = max(rs.info[key], rc.info[key])
-    info["space"] = {"kind": "mixed", "solids": rs.info.get("space"), "cloth": rc.info["space"]}
+        if key in rs.info or key in rc.info:
+            info[key] = max(rs.info.get(key, 0.0), rc.info.get(key, 0.0))
+    said = [i.get("integration", "complete") for i in (rs.info, rc.info)]
+    info["integration"] = max(said, key=lambda w: INTEGRATION.index(w) if w in INTEGRATION else 0)
+    solid_bones = rs.info.get("space", {}).get("bones")
+    info["space"] = {
+        "kind": "mixed",
+        "bones": None if rig is None else rig.num_bones,
+        "solid_bones": solid_bones,
+        "cloth": rc.info["space"],
+    }
     info["sewn"] = int(sewn)
+    info["pins"] = "exact" if conditions.pins or sewn else "none"
     for key in ("cancelled", "timed_out"):
         info[key] = bool(rs.info.get(key) or rc.info.get(key))
     info["seconds"] = round(time.perf_counter() - started, 3)

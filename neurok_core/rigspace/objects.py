@@ -39,12 +39,12 @@ from ..dynamics.limits import check_mesh_start
 from ..dynamics.moving import MovingBody, fit_track
 from ..dynamics.settings import DEFAULT_SETTINGS
 from ..errors import ConditionError
-from ..geometry import unique_edges
 from ..results import SimulationResult
 from ..rig import BoneRig
-from ..sheets import cloth_welding, components
-from .bones import BoneLayout, Seam
+from ..sheets import sheet_parts
+from .bones import BoneLayout, Seam, loose_parts
 from .cloth_simulate import simulate_cloth
+from .mixed import sheet_vertices
 from .simulate import _noop, simulate_rig, simulate_space
 from .space import RigSettings, RigSpace, build_rig_space
 
@@ -350,7 +350,19 @@ def simulate_objects(
         )
         result.info["object"] = o.name
         return {o.name: result}
-    welding = {o.name: cloth_welding(o.vertices, o.faces) for o in moving}
+    found = {o.name: sheet_parts(o.vertices, o.faces) for o in moving}
+    mixed = [
+        o.name
+        for o in moving
+        if found[o.name] is not None
+        and sheet_vertices(o.vertices, o.faces, found[o.name]) is not None
+    ]
+    if mixed:
+        raise ConditionError(
+            f"{', '.join(mixed)}: a mesh of cloth and solid parts together moves alone for now;"
+            " simulate it on its own, or split its cloth and its solids into two objects"
+        )
+    welding = {name: f[0] if f is not None and f[1].all() else None for name, f in found.items()}
     cloths = [o for o in moving if welding[o.name] is not None]
     if len(cloths) > 1:
         raise ConditionError(
@@ -381,7 +393,7 @@ def moving_bodies(objects, results, fps: float) -> tuple[list[MovingBody], float
         positions = np.asarray(results[o.name].positions, dtype=np.float64)
         faces = np.asarray(o.faces, dtype=np.int64).reshape(-1, 3)
         vertices = np.asarray(o.vertices, dtype=np.float64)
-        label = components(len(vertices), unique_edges(faces))
+        label = loose_parts(vertices, faces)  # as the rig space's (a soup's seams joined)
         times = np.arange(len(positions)) / fps
         for part in np.unique(label[faces[:, 0]]):
             mine = np.flatnonzero(label == part)
@@ -409,13 +421,24 @@ def cloth_with_solids(
     on_solids=None,
     want_rig: bool = True,
     want_figures: bool = True,
+    wind_share=None,
 ):
     """The solids of ``moving`` first (together), then the ``cloth`` meeting them on their
     paths (module docstring); each object's result by name. ``on_solids(results)`` sees the
     solids' results before the cloth's run, ``on_cloth_frame`` (as ``simulate_rig``'s
-    ``on_frame``) the cloth's frames."""
+    ``on_frame``) the cloth's frames; ``wind_share`` {name: share}: the share of the scene's
+    winds an object takes (one mesh's parts: each its share of the mass)."""
+
+    def own(o):
+        c = object_conditions(scene, o.conditions)
+        share = (wind_share or {}).get(o.name)
+        if share is None or not c.winds:
+            return c
+        winds = tuple(dataclasses.replace(w, strength=w.strength * share) for w in c.winds)
+        return dataclasses.replace(c, winds=winds)
+
     deadline = None if time_limit is None else time.monotonic() + max(float(time_limit), 0.0)
-    solids = [o for o in moving if o is not cloth]
+    solids = [o for o in moving if o.name != cloth.name]
 
     def first_half(stage, fraction=None):
         on_progress(stage, None if fraction is None else 0.5 * fraction)
@@ -429,7 +452,7 @@ def cloth_with_solids(
             o.name: simulate_rig(
                 o.vertices,
                 o.faces,
-                object_conditions(scene, o.conditions),
+                own(o),
                 settings=settings,
                 on_progress=first_half,
                 time_limit=time_limit,
@@ -444,12 +467,14 @@ def cloth_with_solids(
         on_solids(results)
     bodies, residual = moving_bodies(solids, results, scene.fps)
     left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-    own = object_conditions(scene, cloth.conditions)
-    check_mesh_start(np.asarray(cloth.vertices, dtype=np.float64), own, DEFAULT_SETTINGS)
+    cloth_conditions = own(cloth)
+    check_mesh_start(
+        np.asarray(cloth.vertices, dtype=np.float64), cloth_conditions, DEFAULT_SETTINGS
+    )
     result = simulate_cloth(
         np.asarray(cloth.vertices, dtype=np.float64),
         cloth.faces,
-        own,
+        cloth_conditions,
         settings=settings,
         welding=welding,
         on_frame=on_cloth_frame,

@@ -8,7 +8,7 @@ force's strength changed, or a second Simulate of the object after a change of i
 depends on the rest mesh, the mass, the pins, whether the object is elastic and the settings;
 the loads (forces, drags, velocities, winds), gravity, damping and the frame range do not
 enter it. A run hashes its mesh once (``SpaceShelf.of_mesh``): each value kept of it is then
-named by what it is (``space_key`` for a space; "welding", "cloth mesh" for the mesh alone)
+named by what it is (``space_key`` for a space; "sheets", "cloth mesh" for the mesh alone)
 and that hash.
 """
 

@@ -36,7 +36,7 @@ def store_structure(settings, data: dict, matrix_world: np.ndarray) -> None:
     counts = np.bincount(labels, minlength=len(data["parts"]))
     for p, part in enumerate(data["parts"]):
         item = settings.parts.add()
-        item.kind = str(part["kind"])
+        item.kind = item.found_kind = str(part["kind"])
         item.confidence = float(part["confidence"])
         item.vertex_count = int(counts[p])
     settings.joints.clear()

@@ -30,6 +30,44 @@ def test_the_panel_s_joint_types_are_the_engine_s():
     assert tuple(item.elts[0].value for item in items.elts) == JOINT_TYPES
 
 
+def test_the_panel_s_part_kinds_are_the_engine_s():
+    import ast
+    from pathlib import Path
+
+    from conftest import ROOT
+
+    from neurok_core.structure import PART_KINDS
+
+    tree = ast.parse(Path(ROOT, "neurok_blender/properties/structure.py").read_text())
+    kinds = next(
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and node.targets[0].id == "PART_KINDS"
+    )
+    assert sorted(item.value for item in kinds.elts) == sorted(PART_KINDS)
+
+
+def test_a_part_made_rigid_in_the_panel_is_simulated_rigid_and_saved(tmp_path, zip_path):
+    (tmp_path / "tmpdir").mkdir()
+    (tmp_path / "no_model").mkdir()
+    out = run_scenario(
+        "part_kind",
+        tmp_path,
+        zip_path,
+        timeout=600,
+        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )
+    assert out["find"][0] == "FINISHED", out["find"]
+    assert out["kinds"] == ["rope"]
+    assert out["simulate_found"][0] == "FINISHED", out["simulate_found"]
+    assert out["simulate_rigid"][0] == "FINISHED", out["simulate_rigid"]
+    assert out["drop_found"] > 0.05  # a rope held at one end droops
+    assert out["drop_rigid"] < 0.002  # made rigid, held at one end, it stays straight
+    assert out["kind_after_edit"] == "rigid"
+    assert out["reloaded"] == ["rigid", "rope", "RIGID"]
+
+
 def test_an_edited_structure_is_simulated_saved_and_undone(tmp_path, zip_path):
     (tmp_path / "tmpdir").mkdir()
     (tmp_path / "no_model").mkdir()

@@ -291,9 +291,9 @@ def test_a_structure_that_does_not_fit_is_refused(tmp_path, capsys):
     split[:4] = 2  # a part the geometry does not have
     with pytest.raises(StructureError, match="parts must be those"):
         simulate_rig(v, f, cond, structure=Structure(split, (*found.parts, Part("rigid", 1.0))))
-    rope = (Part("rope", 1.0), found.parts[1])
-    with pytest.raises(StructureError, match="kind"):
-        simulate_rig(v, f, cond, structure=Structure(found.labels, rope, found.joints))
+    cloth = (Part("cloth", 1.0), found.parts[1])  # a solid part cannot become a cloth
+    with pytest.raises(StructureError, match="cannot be made a cloth"):
+        simulate_rig(v, f, cond, structure=Structure(found.labels, cloth, found.joints))
     trimesh.Trimesh(v, f, process=False).export(tmp_path / "laptop.obj")
     (tmp_path / "s.json").write_text(found.to_json())
     argv = ["simulate", str(tmp_path / "laptop.obj"), "--frames", "4", "--quiet"]
@@ -345,3 +345,31 @@ def test_the_worker_finds_a_structure_and_simulates_with_an_edited_one(tmp_path,
     (tmp_path / "latent.json").write_text(json.dumps(request))
     with pytest.raises(Exception, match="rig"):
         read_request(tmp_path / "latent.json")
+
+
+def test_a_part_s_kind_given_by_the_structure_is_how_it_moves():
+    """A 1.2 m rod held at one end droops as the rope the geometry calls it, also with the
+    structure found (its joint to the world is its pins'); made rigid in the structure, it
+    stays straight; made a bending solid, it droops under its own stiffness."""
+    from neurok_core.dynamics import SimulationConditions
+    from neurok_core.rigspace import simulate_rig
+    from training.eval.scene_meshes import tube
+
+    v, f = tube(0.0125, 1.2, 0.05)
+    v = v[:, [2, 1, 0]] + [0.0, 0.0, 1.0]  # along x, 1 m up
+    f = f[:, [0, 2, 1]]
+    pins = tuple(int(i) for i in np.flatnonzero(v[:, 0] < 0.051))
+    cond = SimulationConditions(frames=24, fps=24, mass=1.0, damping=0.5, pins=pins)
+    found = find_structure(v, f, pins=pins)
+    assert [p.kind for p in found.parts] == ["rope"]
+    tip = v[:, 0] > 1.19
+
+    def drop(structure) -> float:
+        result = simulate_rig(v, f, cond, structure=structure)
+        return float(1.0 - result.positions[-1, tip, 2].mean())
+
+    assert drop(found) > 0.5  # a rope held at one end hangs
+    rigid = Structure(found.labels, (Part("rigid", 1.0),), found.joints)
+    assert drop(rigid) < 1e-3
+    bending = Structure(found.labels, (Part("bending solid", 1.0),), found.joints)
+    assert 1e-3 < drop(bending)

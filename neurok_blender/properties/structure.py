@@ -29,10 +29,34 @@ JOINT_TYPE_ITEMS = (
     ("contact", "Contact Only", "Touching, not attached: stopped by contact alone"),
 )
 AXIS_TYPES = frozenset({"hinge", "slider"})
+# the engine's part kinds (``neurok_core.structure.PART_KINDS``), as the panel offers them
+PART_KINDS = ("rigid", "bending solid", "rope", "cloth")
+PART_KIND_ITEMS = (
+    ("RIGID", "Rigid", "Moves as one rigid body (a handle, a link)", 0),
+    ("BENDING", "Bending Solid", "Bends and wobbles as its Stiffness says (a jelly, rubber)", 1),
+    ("ROPE", "Rope", "Bends freely along its length (a rope, a cable)", 2),
+    ("CLOTH", "Cloth", "An open, flat sheet, simulated as cloth (the mesh's own kind)", 3),
+)
+
+
+def _kind_index(self) -> int:
+    return PART_KINDS.index(self.kind) if self.kind in PART_KINDS else 0
+
+
+def _set_kind(self, value: int) -> None:
+    self.kind = PART_KINDS[value]
 
 
 class NeuROKStructurePart(bpy.types.PropertyGroup):
     kind: StringProperty(name="Kind", description="rigid, bending solid, cloth or rope")
+    found_kind: StringProperty(name="Found", description="The kind the geometry gave")
+    kind_choice: EnumProperty(
+        name="Kind",
+        description="What the part is: Simulate moves it as such (a rope made a rigid handle)",
+        items=PART_KIND_ITEMS,
+        get=_kind_index,
+        set=_set_kind,
+    )
     confidence: FloatProperty(name="Confidence", min=0.0, max=1.0)
     vertex_count: IntProperty(name="Vertices", min=0)
 

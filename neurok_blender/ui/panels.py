@@ -181,8 +181,18 @@ class NEUROK_PT_structure(_ObjectPanel, bpy.types.Panel):
             f"{n} {k}" for k, n in sorted(Counter(p.kind for p in structure.parts).items())
         )
         layout.label(text=f"{len(structure.parts)} parts: {kinds}")
+        for k, part in enumerate(structure.parts):
+            self.draw_part(layout, k, part)
         for k, joint in enumerate(structure.joints):
             self.draw_joint(layout, k, joint)
+
+    @staticmethod
+    def draw_part(layout, index: int, part):
+        row = layout.row(align=True)
+        row.label(text=f"Part {index}: {part.vertex_count:,} vertices")
+        row.prop(part, "kind_choice", text="")
+        if part.found_kind and part.kind != part.found_kind:
+            row.label(text="", icon="MODIFIER")  # the artist's, not the geometry's
 
     @staticmethod
     def draw_joint(layout, index: int, joint):

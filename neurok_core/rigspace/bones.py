@@ -24,6 +24,7 @@ Shapes: vertices (N, 3) float64 metres; faces (F, 3) int64.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from dataclasses import dataclass
 
@@ -652,10 +653,16 @@ def _area_shares(vertices, faces, face_seg, count):
 
 
 def geometric_bones(
-    vertices: np.ndarray, faces: np.ndarray, *, elastic: bool, density: float = 1.0
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    *,
+    elastic: bool,
+    density: float = 1.0,
+    kinds: dict | None = None,
 ) -> BoneLayout:
     """Bones and weights of a mesh from its geometry (module docstring); ``density``: see
-    ``_heads_of`` (more bones where a part bends, for a fit to a target's folds)."""
+    ``_heads_of`` (more bones where a part bends, for a fit to a target's folds); ``kinds``
+    {part: kind}: parts whose kind is given (an artist's structure) instead of found."""
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     loose = loose_parts(vertices, faces)
@@ -677,6 +684,8 @@ def geometric_bones(
         # a segment of a closed part is a solid's piece; an unbent part is its loose part
         whole = True if bent[p] else bool(closed[loose_of[p]])
         info = classify_part(vertices, faces[face_part == p], index, elastic, whole)
+        if kinds and p in kinds and len(index) >= 4:
+            info = dataclasses.replace(info, kind=kinds[p])
         infos.append(info)
         h = _heads_of(info, vertices, density)
         offset = sum(len(x) for x in heads)

@@ -345,6 +345,18 @@ def build_rig_space(
     size = float(np.ptp(vertices, axis=0).max()) if n else 1.0
     size = size if size > 0 else 1.0
     layout = geometric_bones(vertices, faces, elastic=elastic, density=bone_density)
+    if structure is not None:  # the kinds the structure gives its parts (an artist's edit)
+        from .structure_joints import part_kinds
+
+        if structure.num_vertices != n:
+            raise StructureError(
+                f"the structure is for {structure.num_vertices} vertices, the mesh has {n}"
+            )
+        kinds = part_kinds(structure, layout)
+        if kinds:
+            layout = geometric_bones(
+                vertices, faces, elastic=elastic, density=bone_density, kinds=kinds
+            )
     heads = layout.heads.copy()
     bone_parts = layout.bone_parts.copy()
     nb = len(heads)
@@ -362,6 +374,7 @@ def build_rig_space(
     num_parts = len(layout.part_info)
     fixed_parts = np.zeros(num_parts, dtype=bool)
     pin_glue: list[tuple[int, np.ndarray]] = []  # (part, pinned points) held by glue
+    pin_still: list[int] = []  # the parts whose pins hold them by a still bone
     still_share = np.zeros(n)
     for p, info in enumerate(layout.part_info):
         mine = pinned[info.vertices]
@@ -375,6 +388,7 @@ def build_rig_space(
         elif role == "glue":
             pin_glue.append((p, vertices[held]))
         else:
+            pin_still.append(p)
             own = bone_parts == p
             h = heads[own]
             spacing = size
@@ -408,7 +422,7 @@ def build_rig_space(
             raise StructureError(
                 f"the structure is for {structure.num_vertices} vertices, the mesh has {n}"
             )
-        held = [p for p, _ in pin_glue]
+        held = [p for p, _ in pin_glue] + pin_still  # the pins hold them to the world
         joints = structure_joints(structure, vertices, faces, layout, fixed_parts, size, held)
     for p, points in pin_glue:
         joints.append(Joint.to_world(p, points, size))

@@ -40,9 +40,10 @@ NEAREST = 32  # for parts that do not touch: each part's vertices nearest the ot
 _KIND = {"rigid": "rigid", "bending solid": "elastic", "cloth": "sheet", "rope": "chain"}
 
 
-def part_mapping(structure, layout: BoneLayout) -> np.ndarray:
+def part_mapping(structure, layout: BoneLayout, kinds: bool = True) -> np.ndarray:
     """(P_s,) the layout's part of each of the structure's parts; a StructureError where the
-    structure's parts are not the geometry's (a part split, merged, or of another kind)."""
+    structure's parts are not the geometry's (a part split or merged), or, with ``kinds``,
+    of another kind than the layout's."""
     labels, parts = structure.labels, layout.parts
     pairs = np.unique(np.stack([labels, parts], 1), axis=0)
     if len(pairs) != len(np.unique(labels)) or len(pairs) != len(np.unique(parts)):
@@ -53,15 +54,36 @@ def part_mapping(structure, layout: BoneLayout) -> np.ndarray:
     out = np.full(len(structure.parts), -1, dtype=np.int64)
     out[pairs[:, 0]] = pairs[:, 1]
     for s, p in enumerate(out):
-        if p < 0:
+        if p < 0 or not kinds:
             continue
         given = structure.parts[s].kind
         found = layout.part_info[p].kind
         if _KIND.get(given) != found:
             raise StructureError(
-                f"part {s}: the structure makes it a {given}, the geometry a"
-                f" {_structure_kind(found)}; changing a part's kind is not supported yet"
+                f"part {s}: the structure makes it a {given}, the space a {_structure_kind(found)}"
             )
+    return out
+
+
+def part_kinds(structure, layout: BoneLayout) -> dict:
+    """{layout part: the rig space's kind} of the parts whose kind the structure changes (an
+    artist's edit: a rope made a rigid rod, a rigid link a bending solid); a StructureError
+    where an edit would make a solid part cloth or a cloth solid (a cloth is simulated at its
+    own resolution: its kind is the mesh's)."""
+    out = {}
+    for s, p in enumerate(part_mapping(structure, layout, kinds=False)):
+        if p < 0:
+            continue
+        given = _KIND.get(structure.parts[s].kind)
+        found = layout.part_info[p].kind
+        if given == found:
+            continue
+        if "sheet" in (given, found):
+            raise StructureError(
+                f"part {s}: a {_structure_kind(found)} cannot be made a"
+                f" {structure.parts[s].kind} (a cloth's kind is its mesh's: an open, flat sheet)"
+            )
+        out[int(p)] = given
     return out
 
 
@@ -166,4 +188,4 @@ def structure_joints(
     return out
 
 
-__all__ = ["part_mapping", "structure_joints"]
+__all__ = ["part_kinds", "part_mapping", "structure_joints"]

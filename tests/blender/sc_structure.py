@@ -63,6 +63,7 @@ def structure_panel(params) -> dict:
     class Panel:
         layout = RecordingLayout(log)
         draw_joint = staticmethod(bpy.types.NEUROK_PT_structure.draw_joint)
+        draw_part = staticmethod(bpy.types.NEUROK_PT_structure.draw_part)
 
     bpy.types.NEUROK_PT_structure.draw(Panel(), bpy.context)
     out["panel_labels"] = log["labels"]
@@ -98,6 +99,78 @@ def structure_panel(params) -> dict:
     out["changed_mesh"] = call(bpy.ops.neurok.simulate)
     out["clear"] = call(bpy.ops.neurok.clear_structure)
     out["parts_after_clear"] = len(obj.neurok.structure.parts)
+    return out
+
+
+@scenario
+def part_kind(params) -> dict:
+    """A 1.2 m rod held at one end: Find Structure calls it a rope (it droops); the artist
+    makes it Rigid in the panel, and Simulate holds it straight; the choice saved and
+    reloaded with the .blend."""
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, 12
+    # a closed tube along +x at 1 m: 25 rings of 10 vertices, a centre on each cap
+    sides, rings = 10, 25
+    t = 2 * np.pi * np.arange(sides) / sides
+    co = [
+        (1.2 * i / (rings - 1), 0.0125 * np.cos(a), 1.0 + 0.0125 * np.sin(a))
+        for i in range(rings)
+        for a in t
+    ]
+    co += [(0.0, 0.0, 1.0), (1.2, 0.0, 1.0)]
+    faces = [
+        (
+            i * sides + j,
+            i * sides + (j + 1) % sides,
+            (i + 1) * sides + (j + 1) % sides,
+            (i + 1) * sides + j,
+        )
+        for i in range(rings - 1)
+        for j in range(sides)
+    ]
+    start, end = rings * sides, rings * sides + 1
+    faces += [(start, (j + 1) % sides, j) for j in range(sides)]
+    last = (rings - 1) * sides
+    faces += [(end, last + j, last + (j + 1) % sides) for j in range(sides)]
+    mesh = bpy.data.meshes.new("Rod")
+    mesh.from_pydata([tuple(map(float, c)) for c in co], [], faces)
+    mesh.update()
+    obj = bpy.data.objects.new("Rod", mesh)
+    scene.collection.objects.link(obj)
+    held = obj.vertex_groups.new(name="Held")
+    held.add([v.index for v in obj.data.vertices if v.co.x < 0.01], 1.0, "REPLACE")
+    obj.neurok.physics.pin_group = "Held"
+    obj.neurok.physics.collider_source = "NONE"
+    obj.neurok.physics.use_ground = False
+    obj.neurok.output.bake_mode = "SHAPE_KEYS"
+    activate(obj)
+    out = {"vertices": len(obj.data.vertices)}
+    out["find"] = call(bpy.ops.neurok.find_structure)
+    s = obj.neurok.structure
+    out["kinds"] = [part.kind for part in s.parts]
+
+    def tip_drop() -> float:
+        frames = _frames(bpy.data.objects["Rod"])
+        far = frames[0, :, 0] > frames[0, :, 0].max() - 0.01
+        return float(frames[0, far, 2].mean() - frames[-1, far, 2].mean())
+
+    out["simulate_found"] = call(bpy.ops.neurok.simulate)
+    out["drop_found"] = tip_drop()
+    obj = bpy.data.objects["Rod"]
+    obj.neurok.structure.parts[0].kind_choice = "RIGID"
+    out["kind_after_edit"] = obj.neurok.structure.parts[0].kind
+    activate(obj)
+    out["simulate_rigid"] = call(bpy.ops.neurok.simulate)
+    out["drop_rigid"] = tip_drop()
+    path = str(Path(params["tmp"]) / "kind.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    part = bpy.data.objects["Rod"].neurok.structure.parts[0]
+    out["reloaded"] = [part.kind, part.found_kind, part.kind_choice]
     return out
 
 

@@ -1,7 +1,8 @@
 """The cloth at its own resolution (neurok_core.rigspace.cloth) beside Blender's cloth, in one
 process, on the same flag, preset by preset.
 
-    python -m training.benchmarks.bench_cloth [--nx 30 --nz 20] [--json out.json]
+    python -m training.benchmarks.bench_cloth [--nx 30 --nz 20] [--self-collision]
+        [--cases Cotton:flat,Silk:flat] [--json out.json]
 
 A 1.16 x 0.76 m quad-grid flag (``nx`` x ``nz`` vertices) pinned along its hoist (x = 0), under
 gravity for 48 frames at 24 fps, in two poses: **upright** (in the XZ plane, the hoist
@@ -13,7 +14,8 @@ with ``bpy.ops.ptcache.bake``; NeuROK: ``simulate_cloth`` on the same mesh (spli
 triangles), 0.15 kg/m^2, the material of the same name and no damping of the user's. Rows:
 every preset lying flat, Cotton upright. Prints the far edge's mean drop at 1 s and 2 s (and
 how far NeuROK's is from Blender's), the mean edge strain at the end and the seconds of each,
-and writes JSON.
+and writes JSON. ``--self-collision`` turns on both: Blender's cloth's Self Collisions (its
+defaults: 15 mm, friction 5) and NeuROK's (``SimulationConditions.self_collision``).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ def _apply_preset(settings, preset: str) -> None:
             setattr(settings, name, type(getattr(settings, name))(ast.literal_eval(value)))
 
 
-def blender_cloth(v, quads, pins, preset: str) -> tuple[np.ndarray, float]:
-    """Blender's cloth (its ``preset``) on the mesh: (positions (T, N, 3), bake seconds)."""
+def blender_cloth(v, quads, pins, preset: str, layers: bool = False) -> tuple[np.ndarray, float]:
+    """Blender's cloth (its ``preset``; ``layers``: its Self Collisions on) on the mesh:
+    (positions (T, N, 3), bake seconds)."""
     import bpy
 
     from training.benchmarks.bench_blender import quad_object
@@ -74,6 +77,7 @@ def blender_cloth(v, quads, pins, preset: str) -> tuple[np.ndarray, float]:
     modifier = obj.modifiers.new("Cloth", "CLOTH")
     modifier.settings.vertex_group_mass = "Pin"
     _apply_preset(modifier.settings, preset)
+    modifier.collision_settings.use_self_collision = layers
     cache = modifier.point_cache
     cache.frame_start, cache.frame_end = 1, FRAMES
     bpy.context.view_layer.objects.active = obj
@@ -93,7 +97,9 @@ def blender_cloth(v, quads, pins, preset: str) -> tuple[np.ndarray, float]:
     return np.stack(out), seconds
 
 
-def neurok_cloth(v, quads, pins, material: str, step: str) -> tuple[np.ndarray, float, dict]:
+def neurok_cloth(
+    v, quads, pins, material: str, step: str, layers: bool = False
+) -> tuple[np.ndarray, float, dict]:
     from neurok_core.dynamics import SimulationConditions
     from neurok_core.rigspace.cloth_simulate import simulate_cloth
     from neurok_core.rigspace.space import RigSettings
@@ -101,7 +107,11 @@ def neurok_cloth(v, quads, pins, material: str, step: str) -> tuple[np.ndarray, 
     tris = np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]])
     area = 1.16 * 0.76
     cond = SimulationConditions(
-        pins=tuple(pins.tolist()), mass=0.15 * area, frames=FRAMES, material=material
+        pins=tuple(pins.tolist()),
+        mass=0.15 * area,
+        frames=FRAMES,
+        material=material,
+        self_collision=layers,
     )
     start = time.perf_counter()
     result = simulate_cloth(v, tris, cond, settings=RigSettings(cloth_step=step), want_rig=False)
@@ -125,14 +135,24 @@ def main(argv=None) -> int:
     parser.add_argument("--nx", type=int, default=30)
     parser.add_argument("--nz", type=int, default=20)
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--self-collision", action="store_true", help="both cloths keep their layers apart"
+    )
+    parser.add_argument(
+        "--cases", default=None, help="PRESET:POSE,... (default: every preset flat, Cotton upright)"
+    )
     add_cloth_step_option(parser)
     args = parser.parse_args(argv)
     cases = [(p, "flat") for p in ("Cotton", "Denim", "Leather", "Rubber", "Silk")]
+    cases.append(("Cotton", "upright"))
+    if args.cases:
+        cases = [tuple(c.split(":")) for c in args.cases.split(",") if c]
     rows = []
-    for preset, pose in [*cases, ("Cotton", "upright")]:
+    layers = args.self_collision
+    for preset, pose in cases:
         v, quads, pins, far = flag(args.nx, args.nz, pose == "flat")
-        ours, ours_s, info = neurok_cloth(v, quads, pins, preset.lower(), args.cloth_step)
-        theirs, theirs_s = blender_cloth(v, quads, pins, preset)
+        ours, ours_s, info = neurok_cloth(v, quads, pins, preset.lower(), args.cloth_step, layers)
+        theirs, theirs_s = blender_cloth(v, quads, pins, preset, layers)
         rows.append(
             {
                 "preset": preset,

@@ -4,7 +4,7 @@ Static Collider holds them up, one undo step takes the whole bake back."""
 
 import numpy as np
 import pytest
-from blender.harness import built_zip, run_scenario
+from blender.harness import built_zip, run_engine_scenario
 
 pytestmark = [pytest.mark.blender, pytest.mark.slow]
 
@@ -15,16 +15,7 @@ def zip_path(tmp_path_factory):
 
 
 def test_selected_objects_move_together_and_bake_each_onto_itself(tmp_path, zip_path):
-    (tmp_path / "tmpdir").mkdir()
-    (tmp_path / "no_model").mkdir()
-    out = run_scenario(
-        "several_objects",
-        tmp_path,
-        zip_path,
-        timeout=600,
-        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
-        checkpoint=str(tmp_path / "no_model"),
-    )
+    out = run_engine_scenario("several_objects", tmp_path, zip_path)
     assert out["add_velocity"][0] == "FINISHED"
     assert out["arrow_z"] == pytest.approx([1.0, 0.0, 0.0], abs=1e-6)
     assert "Moves 2 selected objects together" in out["panel_labels"]  # the Floor is static
@@ -54,16 +45,7 @@ def test_selected_objects_move_together_and_bake_each_onto_itself(tmp_path, zip_
 
 
 def test_a_cloth_lying_on_a_moving_cube_is_carried_and_baked(tmp_path, zip_path):
-    (tmp_path / "tmpdir").mkdir()
-    (tmp_path / "no_model").mkdir()
-    out = run_scenario(
-        "cloth_on_cart",
-        tmp_path,
-        zip_path,
-        timeout=600,
-        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
-        checkpoint=str(tmp_path / "no_model"),
-    )
+    out = run_engine_scenario("cloth_on_cart", tmp_path, zip_path)
     assert out["add_velocity"][0] == "FINISHED"
     assert out["simulate"][0] == "FINISHED", out["simulate"]
     assert out["results"]["Cart"] != "NONE" and out["results"]["Cloth"] != "NONE"
@@ -80,16 +62,7 @@ def test_a_cloth_lying_on_a_moving_cube_is_carried_and_baked(tmp_path, zip_path)
 
 
 def test_a_flag_modelled_on_its_post_bakes_as_cloth_and_hangs(tmp_path, zip_path):
-    (tmp_path / "tmpdir").mkdir()
-    (tmp_path / "no_model").mkdir()
-    out = run_scenario(
-        "flag_on_post",
-        tmp_path,
-        zip_path,
-        timeout=600,
-        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
-        checkpoint=str(tmp_path / "no_model"),
-    )
+    out = run_engine_scenario("flag_on_post", tmp_path, zip_path)
     assert out["simulate"][0] == "FINISHED", out["simulate"]
     assert out["mode"] == "SHAPE_KEYS"  # Automatic: a mesh with cloth bakes as cloth
     frames, n = np.asarray(out["frames"]), out["post_vertices"]

@@ -3,7 +3,7 @@ Structure, the panel and the viewport's joints, a Simulate that follows an edite
 edit saved with the .blend and undone, a changed mesh refused."""
 
 import pytest
-from blender.harness import built_zip, run_scenario
+from blender.harness import built_zip, run_engine_scenario, run_scenario
 
 from neurok_core.structure import JOINT_TYPES
 
@@ -48,16 +48,7 @@ def test_the_panel_s_part_kinds_are_the_engine_s():
 
 
 def test_a_part_made_rigid_in_the_panel_is_simulated_rigid_and_saved(tmp_path, zip_path):
-    (tmp_path / "tmpdir").mkdir()
-    (tmp_path / "no_model").mkdir()
-    out = run_scenario(
-        "part_kind",
-        tmp_path,
-        zip_path,
-        timeout=600,
-        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
-        checkpoint=str(tmp_path / "no_model"),
-    )
+    out = run_engine_scenario("part_kind", tmp_path, zip_path)
     assert out["find"][0] == "FINISHED", out["find"]
     assert out["kinds"] == ["rope"]
     assert out["simulate_found"][0] == "FINISHED", out["simulate_found"]
@@ -69,16 +60,7 @@ def test_a_part_made_rigid_in_the_panel_is_simulated_rigid_and_saved(tmp_path, z
 
 
 def test_an_edited_structure_is_simulated_saved_and_undone(tmp_path, zip_path):
-    (tmp_path / "tmpdir").mkdir()
-    (tmp_path / "no_model").mkdir()
-    out = run_scenario(
-        "structure_panel",
-        tmp_path,
-        zip_path,
-        timeout=600,
-        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
-        checkpoint=str(tmp_path / "no_model"),
-    )
+    out = run_engine_scenario("structure_panel", tmp_path, zip_path)
     assert out["find"][0] == "FINISHED", out["find"]
     assert [kind for kind, _ in out["parts"]] == ["rigid", "rigid"]
     assert sum(count for _, count in out["parts"]) == 2 * out["nb"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from ..metrics import best_rotations
 from .obstacles import MeshDistance
 
 
@@ -75,17 +76,8 @@ def fit_track(rest: np.ndarray, frames: np.ndarray, times: np.ndarray):
     from its fitted place (0 for a part that moved rigidly)."""
     rest = np.asarray(rest, dtype=np.float64)
     frames = np.asarray(frames, dtype=np.float64)
-    centre = rest.mean(0)
-    means = frames.mean(1)  # (T, 3)
-    a = rest - centre  # (V, 3)
-    b = frames - means[:, None]  # (T, V, 3)
-    cov = np.einsum("vi,tvj->tij", a, b)  # (T, 3, 3) sum of a b^T
-    u, _, vt = np.linalg.svd(cov)
-    sign = np.sign(np.linalg.det(vt.transpose(0, 2, 1) @ u.transpose(0, 2, 1)))
-    fix = np.ones((len(frames), 3))
-    fix[:, 2] = np.where(sign == 0, 1.0, sign)
-    rot = vt.transpose(0, 2, 1) @ (fix[:, :, None] * u.transpose(0, 2, 1))  # (T, 3, 3)
-    trans = means - np.einsum("tij,j->ti", rot, centre)
+    rot = best_rotations(rest, frames)  # (T, 3, 3)
+    trans = frames.mean(1) - np.einsum("tij,j->ti", rot, rest.mean(0))
     fitted = np.einsum("tij,vj->tvi", rot, rest) + trans[:, None]
     residual = float(np.linalg.norm(fitted - frames, axis=2).max()) if frames.size else 0.0
     return RigidTrack(np.asarray(times, dtype=np.float64), rot, trans), residual

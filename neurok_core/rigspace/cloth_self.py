@@ -23,8 +23,13 @@ Which pairs: two elements of one loose part that were close at rest (within ``ex
 each other: neighbours on the surface, which bending keeps from folding onto each other) are
 never tested; the others are found by k-d trees of the nodes and the triangles' centres, or
 the edges' middles, kept while no node has moved ``skin`` from where they were found (less
-the nodes' mean shift), and found again when one has; kept sorted by distance, so that an
-evaluation measures only those that may be near.
+the rigid motion nearest the nodes': it changes no distance), and found again when one has;
+kept sorted by distance, so that an evaluation measures only the pairs whose own nodes' motion
+may have brought them near.
+
+Friction between the layers is IPC's lagged friction: each pair nearer than ``dhat`` at a
+step's start pushes with -b'(d), and its tangential relative motion over the step costs
+mu -b'(d) f0(|u_T|) (the rig space's C2 mollifier, ``contact.py``).
 
 Shapes: nodes (n, 3) float64 metres; faces (F, 3) int64; a state x (n, 3).
 """
@@ -38,6 +43,7 @@ from scipy.spatial import cKDTree
 
 from ..dynamics.obstacles import closest_on_triangles
 from ..geometry import unique_edges
+from ..metrics import best_rotations
 from ..sheets import components
 
 ETA = 0.1  # a line search's step keeps every pair at least this share of its distance apart
@@ -424,10 +430,6 @@ def _off(state: np.ndarray, ref: np.ndarray) -> float:
 
 def _fit(ref: np.ndarray, state: np.ndarray) -> np.ndarray:
     """``ref`` (n, 3) moved rigidly as near ``state`` (n, 3) as it goes (least squares: the
-    Kabsch rotation about the centroids)."""
-    a, b = ref.mean(0), state.mean(0)
-    u, _, vt = np.linalg.svd((ref - a).T @ (state - b))
-    flip = np.ones(3)
-    flip[2] = 1.0 if np.linalg.det(vt.T @ u.T) >= 0 else -1.0
-    rot = (vt.T * flip) @ u.T
-    return (ref - a) @ rot.T + b
+    Kabsch rotation about the centroids, :func:`~neurok_core.metrics.best_rotations`)."""
+    rot = best_rotations(ref, state[None])[0]
+    return (ref - ref.mean(0)) @ rot.T + state.mean(0)

@@ -99,13 +99,9 @@ class _Run:
             material.compression,
             bending_matrix(nodes, f) * rigidity,
         )
-        # a pinned vertex's node, or every corner of the triangle it is embedded in (its
-        # offset turns with the triangle: one free corner would move it)
         self.free = np.ones(len(nodes), dtype=bool)
         pins = np.asarray(conditions.pins, dtype=np.int64)
-        own = self.mesh.node[pins]
-        self.free[own[own >= 0]] = False
-        self.free[self.mesh.faces[self.mesh.tri[pins[own < 0]]].ravel()] = False
+        self.free[self._pin_nodes(pins)] = False
         # a collision thickness as cloth solvers keep one (Blender's cloth: 15 mm): at a
         # quarter of an edge off an obstacle, no edge between two nodes cuts a pole whose
         # radius is 0.4 edges or more (a flag wraps round its pole)
@@ -198,6 +194,14 @@ class _Run:
             for c in anchored
         }
 
+    def _pin_nodes(self, pins: np.ndarray) -> np.ndarray:
+        """The nodes (sorted) that hold the vertices ``pins``: a pinned vertex's node, or every
+        corner of the triangle it is embedded in (its offset turns with the triangle: one free
+        corner would move it)."""
+        own = self.mesh.node[pins]
+        corners = self.mesh.faces[self.mesh.tri[pins[own < 0]]].ravel()
+        return np.unique(np.concatenate([own[own >= 0], corners]))
+
     def _attach(self, pins: np.ndarray, reach: float) -> list:
         """The pins within ``reach`` (m) of a moving body at rest, each with the nearest such
         body, and the nodes that hold them (a node held by two bodies goes with the first)."""
@@ -215,11 +219,7 @@ class _Run:
             mine = pins[owner == i]
             if not len(mine):
                 continue
-            own = self.mesh.node[mine]
-            nodes = np.concatenate(
-                [own[own >= 0], self.mesh.faces[self.mesh.tri[mine[own < 0]]].ravel()]
-            )
-            nodes = np.unique(nodes)
+            nodes = self._pin_nodes(mine)
             nodes = nodes[~taken[nodes]]
             taken[nodes] = True
             out.append((body, mine, nodes))

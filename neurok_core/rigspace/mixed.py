@@ -27,7 +27,7 @@ from scipy.spatial import cKDTree
 
 from ..dynamics.conditions import Collider, SimulationConditions
 from ..dynamics.obstacles import MeshDistance
-from ..geometry import face_cross
+from ..geometry import edge_keys, face_cross
 from ..results import SimulationResult
 from ..rig import BoneRig
 from ..sheets import cloth_welding, sheet_parts
@@ -61,12 +61,12 @@ def _sub(vertices, faces, mask):
 
 def _rim(faces: np.ndarray, count: int) -> np.ndarray:
     """(count,) bool: the vertices on an edge of one face."""
-    pairs = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), 1)
-    keys, counts = np.unique(pairs[:, 0] * count + pairs[:, 1], return_counts=True)
+    keys, n = edge_keys(faces)
+    keys, counts = np.unique(keys, return_counts=True)
     once = keys[counts == 1]
     out = np.zeros(count, dtype=bool)
-    out[once // count] = True
-    out[once % count] = True
+    out[once // n] = True
+    out[once % n] = True
     return out
 
 
@@ -98,19 +98,19 @@ def split_conditions(conditions: SimulationConditions, vertices, faces, sheet: n
     index[~sheet] = np.arange(int((~sheet).sum()))
     tree = None
 
-    def side(c) -> bool:  # whether a condition's anchor is on a sheet
+    def anchor(c) -> int:  # a condition's vertex (at a point: the nearest)
         nonlocal tree
         if c.vertex is not None:
-            return bool(sheet[c.vertex])
+            return int(c.vertex)
         tree = tree or cKDTree(vertices)
-        return bool(sheet[tree.query(np.asarray(c.point))[1]])
+        return int(tree.query(np.asarray(c.point))[1])
 
     def mine(items, on_sheet: bool):
         out = []
         for c in items:
             if getattr(c, "anchor", None) is None:  # a whole-object velocity: both parts
                 out.append(c)
-            elif side(c) == on_sheet:
+            elif bool(sheet[anchor(c)]) == on_sheet:
                 out.append(
                     c if c.vertex is None else dataclasses.replace(c, vertex=int(index[c.vertex]))
                 )
@@ -121,14 +121,8 @@ def split_conditions(conditions: SimulationConditions, vertices, faces, sheet: n
     share = min(max(share, 0.01), 0.99)  # neither part weightless
     pins = np.asarray(conditions.pins, dtype=np.int64)
     sewn = _sewn(vertices, faces, sheet)
-    loaded = set()
-    for c in (*conditions.forces, *conditions.drags):
-        if c.vertex is not None:
-            loaded.add(int(c.vertex))
-        else:
-            tree = tree or cKDTree(vertices)
-            loaded.add(int(tree.query(np.asarray(c.point))[1]))
-    sewn = np.asarray([i for i in sewn if int(i) not in loaded], dtype=np.int64)
+    loaded = [anchor(c) for c in (*conditions.forces, *conditions.drags)]
+    sewn = sewn[~np.isin(sewn, loaded)]
     out = []
     for on_sheet, mass in ((False, 1.0 - share), (True, share)):
         own = pins[sheet[pins] == on_sheet] if len(pins) else pins

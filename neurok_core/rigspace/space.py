@@ -87,7 +87,7 @@ class RigSettings:
     step: str = "auto"  # "midpoint", "newton" (projected, rigid parts exact) or "auto"
     cloth_step: str = "quasi-newton"  # a cloth's: "quasi-newton" or "projective" (previews)
     # a cloth's layers kept apart (``cloth_self``: its folds do not pass through it), at
-    # 3-30x a cloth run's time: off by default, as Blender's cloth's Self Collisions
+    # 3-25x a cloth run's time: off by default, as Blender's cloth's Self Collisions
     cloth_self_contact: bool = False
 
 
@@ -418,10 +418,6 @@ def build_rig_space(
     else:
         from .structure_joints import structure_joints
 
-        if structure.num_vertices != n:
-            raise StructureError(
-                f"the structure is for {structure.num_vertices} vertices, the mesh has {n}"
-            )
         held = [p for p, _ in pin_glue] + pin_still  # the pins hold them to the world
         joints = structure_joints(structure, vertices, faces, layout, fixed_parts, size, held)
     for p, points in pin_glue:

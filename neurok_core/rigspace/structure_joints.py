@@ -40,10 +40,10 @@ NEAREST = 32  # for parts that do not touch: each part's vertices nearest the ot
 _KIND = {"rigid": "rigid", "bending solid": "elastic", "cloth": "sheet", "rope": "chain"}
 
 
-def part_mapping(structure, layout: BoneLayout, kinds: bool = True) -> np.ndarray:
+def part_mapping(structure, layout: BoneLayout) -> np.ndarray:
     """(P_s,) the layout's part of each of the structure's parts; a StructureError where the
-    structure's parts are not the geometry's (a part split or merged), or, with ``kinds``,
-    of another kind than the layout's."""
+    structure's parts are not the geometry's (a part split or merged). Their kinds are the
+    structure's (:func:`part_kinds`: the layout is made with them)."""
     labels, parts = structure.labels, layout.parts
     pairs = np.unique(np.stack([labels, parts], 1), axis=0)
     if len(pairs) != len(np.unique(labels)) or len(pairs) != len(np.unique(parts)):
@@ -53,15 +53,6 @@ def part_mapping(structure, layout: BoneLayout, kinds: bool = True) -> np.ndarra
         )
     out = np.full(len(structure.parts), -1, dtype=np.int64)
     out[pairs[:, 0]] = pairs[:, 1]
-    for s, p in enumerate(out):
-        if p < 0 or not kinds:
-            continue
-        given = structure.parts[s].kind
-        found = layout.part_info[p].kind
-        if _KIND.get(given) != found:
-            raise StructureError(
-                f"part {s}: the structure makes it a {given}, the space a {_structure_kind(found)}"
-            )
     return out
 
 
@@ -71,7 +62,7 @@ def part_kinds(structure, layout: BoneLayout) -> dict:
     where an edit would make a solid part cloth or a cloth solid (a cloth is simulated at its
     own resolution: its kind is the mesh's)."""
     out = {}
-    for s, p in enumerate(part_mapping(structure, layout, kinds=False)):
+    for s, p in enumerate(part_mapping(structure, layout)):
         if p < 0:
             continue
         given = _KIND.get(structure.parts[s].kind)

@@ -65,6 +65,19 @@ def empty_scene() -> None:
     scene.frame_set(1)
 
 
+def engine_scene(params, last_frame: int):
+    """An empty scene of frames 1 to ``last_frame`` whose engine runs on the CPU with the
+    checkpoint folder ``params["checkpoint"]`` (a folder without a model: the rig space needs
+    none); returns the scene."""
+    empty_scene()
+    p = prefs()
+    p.checkpoint = params["checkpoint"]
+    p.device = "CPU"
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, last_frame
+    return scene
+
+
 def activate(obj) -> None:
     for other in bpy.context.view_layer.objects:
         other.select_set(False)

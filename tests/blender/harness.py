@@ -75,3 +75,18 @@ def run_scenario(
         f"scenario {name} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     )
     return json.loads(result.read_text())
+
+
+def run_engine_scenario(name: str, tmp_path: Path, zip_path: Path, timeout: float = 600) -> dict:
+    """:func:`run_scenario` with a real engine on one thread, its own temporary folder and a
+    checkpoint folder without a model (``params["checkpoint"]``: the rig space needs none)."""
+    (tmp_path / "tmpdir").mkdir(exist_ok=True)
+    (tmp_path / "no_model").mkdir(exist_ok=True)
+    return run_scenario(
+        name,
+        tmp_path,
+        zip_path,
+        timeout=timeout,
+        env={"TMPDIR": str(tmp_path / "tmpdir"), "OMP_NUM_THREADS": "1"},
+        checkpoint=str(tmp_path / "no_model"),
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bpy
 import numpy as np
-from bl_helpers import activate, call, empty_scene, evaluated_positions, prefs, scenario
+from bl_helpers import activate, call, engine_scene, evaluated_positions, scenario
 from mathutils import Vector
 from sc_rig_space import _box
 
@@ -32,12 +32,7 @@ def _frames(name: str) -> np.ndarray:
 
 @scenario
 def several_objects(params) -> dict:
-    empty_scene()
-    p = prefs()
-    p.checkpoint = params["checkpoint"]  # a folder without a model: the rig space needs none
-    p.device = "CPU"
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 16
+    scene = engine_scene(params, 16)
     hit = _cube("Hit", (-0.35, 0.0, 0.1005))
     still = _cube("Still", (0.0, 0.0, 0.1005))
     floor = _cube("Floor", (0.0, 0.0, -0.05), size=(1.5, 1.0, 0.1), cuts=0)
@@ -104,12 +99,7 @@ def several_objects(params) -> dict:
 def cloth_on_cart(params) -> dict:
     """A cloth (a grid) lying on a cube thrown along the floor: both move, each baked onto
     itself; the cube carries the cloth."""
-    empty_scene()
-    p = prefs()
-    p.checkpoint = params["checkpoint"]
-    p.device = "CPU"
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 16
+    scene = engine_scene(params, 16)
     cart = _cube("Cart", (0.0, 0.0, 0.1005), size=(0.3, 0.3, 0.2))
     bpy.ops.mesh.primitive_grid_add(
         x_subdivisions=12, y_subdivisions=12, size=0.4, location=(0.0, 0.0, 0.21)
@@ -139,12 +129,7 @@ def cloth_on_cart(params) -> dict:
 def flag_on_post(params) -> dict:
     """A flag modelled on its post as one mesh (the post's foot pinned by a vertex group):
     Automatic bakes it as cloth is baked, and the flag hangs from the post."""
-    empty_scene()
-    p = prefs()
-    p.checkpoint = params["checkpoint"]
-    p.device = "CPU"
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 16
+    scene = engine_scene(params, 16)
     post_v, post_f = _box((0.1, 0.1, 1.2), (0.0, 0.0, 0.6), 4)
     flag = [(0.05 + 0.05 * i, 0.0, 0.75 + 0.05 * j) for i in range(13) for j in range(9)]
     quads = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import bpy
 import numpy as np
-from bl_helpers import activate, addon, call, empty_scene, prefs, scenario
+from bl_helpers import activate, addon, call, empty_scene, engine_scene, scenario
 from sc_rig import _frames
 from sc_rig_space import _laptop, _push_lid
 
@@ -28,12 +28,7 @@ def _simulate(out: dict, tag: str) -> None:
 
 @scenario
 def structure_panel(params) -> dict:
-    empty_scene()
-    p = prefs()
-    p.checkpoint = params["checkpoint"]
-    p.device = "CPU"
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 16
+    engine_scene(params, 16)
     obj, nb = _laptop()
     obj.location = (0.2, 0.1, 0.3)
     obj.neurok.physics.pin_group = "Base"
@@ -107,12 +102,7 @@ def part_kind(params) -> dict:
     """A 1.2 m rod held at one end: Find Structure calls it a rope (it droops); the artist
     makes it Rigid in the panel, and Simulate holds it straight; the choice saved and
     reloaded with the .blend."""
-    empty_scene()
-    p = prefs()
-    p.checkpoint = params["checkpoint"]
-    p.device = "CPU"
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, 12
+    scene = engine_scene(params, 12)
     # a closed tube along +x at 1 m: 25 rings of 10 vertices, a centre on each cap
     sides, rings = 10, 25
     t = 2 * np.pi * np.arange(sides) / sides

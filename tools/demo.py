@@ -58,7 +58,7 @@ def check_checkpoint(path: str | None) -> str:
     if not (bundled_checkpoint() / "config.json").is_file():
         raise DemoError(
             f"the bundled default model is missing ({bundled_checkpoint()}); train one"
-            " (README, Training) and pass --checkpoint RUN/checkpoint"
+            " (training/README.md) and pass --checkpoint RUN/checkpoint"
         )
     return ""
 

@@ -551,7 +551,7 @@ def cmd_structure(args) -> int:
     if bad:
         raise ConditionError(f"--pin: vertex {bad[0]} out of range (the mesh has {len(vertices)})")
     started = time.perf_counter()
-    structure = find_structure(vertices, faces, pins, learned=args.learned)
+    structure = find_structure(vertices, faces, pins, learned=not args.geometry)
     out.write_text(structure.to_json() + "\n")
     kinds = ", ".join(f"{n} {k}" for k, n in Counter(p.kind for p in structure.parts).items())
     types = ", ".join(f"{n} {t}" for t, n in Counter(j.type for j in structure.joints).items())
@@ -734,9 +734,9 @@ def make_parser() -> argparse.ArgumentParser:
     struct.add_argument("--pin", action="append", default=[], metavar="V1,V2,...")
     struct.add_argument("--pin-below", type=float, default=None, help="pin vertices with z <= this")
     struct.add_argument(
-        "--learned",
+        "--geometry",
         action="store_true",
-        help="joints re-typed by the bundled joint typer (docs/experiments/structure.md)",
+        help="joint types from geometry's rules alone, without the bundled joint typer",
     )
     struct.set_defaults(run=cmd_structure)
 

@@ -3,7 +3,9 @@
 
 A :class:`Structure` is a plain value: a part label per vertex, a :class:`Part` (kind and
 confidence) per part and a :class:`PartJoint` per touching pair. :func:`find_structure` reads it
-off what the rig space already decides from geometry (design section 12), without a model:
+off what the rig space already decides from geometry (design section 12), then lets the
+bundled joint typer (:mod:`neurok_core.structure_learned`) type the joints between parts and
+choose their axes where a joint is like those it was trained on. From geometry:
 
 - parts and their kinds from :func:`~neurok_core.rigspace.bones.geometric_bones` (loose parts,
   split where a closed part bends): rigid -> "rigid", chain -> "rope", sheet -> "cloth",
@@ -13,6 +15,7 @@ off what the rig space already decides from geometry (design section 12), withou
   hinge, revolute and axle -> "hinge" (about the joint's axis), slider -> "slider" (along its
   axis), ball -> "ball", an interface with no
   glue (a wide patch) -> "contact" (the parts only touch);
+- pieces that nothing joins, a small gap apart, joined across it (:func:`bridges`);
 - pins as :func:`~neurok_core.rigspace.space.pin_role` decides: a part held fully is "fixed" to
   the world (part -1), a rigid part pinned at a point or along a line a "ball" or "hinge" to it
   (:meth:`~neurok_core.rigspace.joints.Joint.to_world`), a part that bends, pinned somewhere, is
@@ -35,8 +38,10 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from .errors import StructureError
+from .geometry import sample_surface_points
 from .rigspace.bones import ROPE_SLENDERNESS, PartInfo, geometric_bones
 from .rigspace.joints import (
     AXLE_DISTINCT,
@@ -64,6 +69,8 @@ JOINT_TYPES = ("fixed", "hinge", "slider", "ball", "contact")
 AXIS_TYPES = ("hinge", "slider")  # the types that need an axis
 WORLD = -1
 UNIT_TOLERANCE = 1e-3  # an axis' length may differ from 1 by this much
+BRIDGE = 0.05  # object sizes: pieces that nothing joins, this near, are joined (``bridges``)
+BRIDGE_SAMPLES = 500  # surface points of a part that ``bridges`` measures its gaps with
 
 # the rig space's kinds -> the structure's
 _PART_KIND = {"rigid": "rigid", "elastic": "bending solid", "sheet": "cloth", "chain": "rope"}
@@ -359,13 +366,78 @@ def _point(x) -> tuple[float, float, float]:
     return tuple(float(c) for c in x)
 
 
-def find_structure(vertices, faces, pins=(), learned: bool = False) -> Structure:
+def bridges(vertices, faces, labels, fixed_parts, joints, size: float) -> list[PartJoint]:
+    """Joints across the gaps between pieces that nothing else joins: the parts (``labels``
+    (N,) of ``vertices``) fall into groups that ``joints`` connect (the fixed parts one group
+    with the world); the nearest two parts of two groups, closer than ``BRIDGE`` object sizes,
+    are joined by a "ball" at the gap's middle (confidence 0.5: geometry cannot say more, the
+    joint typer may), nearest gaps first, until no two groups are that near (a minimum
+    spanning forest over the groups, as Kruskal's). A robot's links or a model's pieces built
+    a few millimetres apart hang together; pieces farther apart stay loose."""
+    count = int(labels.max()) + 1 if len(labels) else 0
+    owner = np.arange(count + 1)  # the world last
+
+    def root(i: int) -> int:
+        while owner[i] != i:
+            owner[i] = owner[owner[i]]
+            i = owner[i]
+        return i
+
+    def join(a: int, b: int) -> bool:
+        a, b = root(a), root(b)
+        owner[max(a, b)] = min(a, b)
+        return a != b
+
+    for p in np.flatnonzero(fixed_parts):
+        join(int(p), count)
+    for j in joints:
+        join(j.part_a % (count + 1), j.part_b % (count + 1))
+    groups = {root(p) for p in range(count)}
+    if len(groups) < 2:
+        return []
+    limit = BRIDGE * size
+    rng = np.random.default_rng(0)
+    points, boxes = [], []
+    for p in range(count):
+        mask = labels[faces].min(1) == p  # faces wholly inside the part
+        v = vertices[labels == p]
+        if mask.any():
+            more = sample_surface_points(vertices, faces[mask], BRIDGE_SAMPLES, rng)
+            v = np.concatenate([v, more])
+        points.append(v)
+        boxes.append((v.min(0), v.max(0)))
+    lo = np.array([b[0] for b in boxes])  # (P, 3)
+    hi = np.array([b[1] for b in boxes])
+    pairs = []  # (gap, a, b, point)
+    trees: dict[int, cKDTree] = {}
+    for a in range(count):
+        apart = np.maximum(np.maximum(lo[a + 1 :] - hi[a], lo[a] - hi[a + 1 :]), 0.0)
+        for b in a + 1 + np.flatnonzero(np.linalg.norm(apart, axis=1) <= limit):
+            if root(a) == root(int(b)):
+                continue
+            tree = trees.setdefault(int(b), cKDTree(points[b]))
+            d, k = tree.query(points[a], distance_upper_bound=limit)
+            i = int(np.argmin(d))
+            if np.isfinite(d[i]):
+                middle = 0.5 * (points[a][i] + points[b][k[i]])
+                pairs.append((float(d[i]), a, int(b), middle))
+    out = []
+    for _, a, b, middle in sorted(pairs, key=lambda x: x[:3]):
+        if join(a, b):
+            out.append(PartJoint("ball", a, b, _point(middle), confidence=0.5))
+    return out
+
+
+def find_structure(
+    vertices, faces, pins=(), learned: bool = True, typer=None, mode: str = "learned"
+) -> Structure:
     """The :class:`Structure` of a mesh (``vertices`` (N, 3) metres, ``faces`` (F, 3)) with the
-    vertices ``pins`` held, from its geometry (module docstring); with ``learned`` its joints
-    between parts re-typed by the bundled joint typer
-    (:func:`neurok_core.structure_learned.retype`, mode "learned"): on held-out generated
-    objects 0.74 of the true joints typed right against geometry's 0.39, but two boxes sunk
-    into each other come out a hinge, so it is not the default (docs/experiments/structure.md)."""
+    vertices ``pins`` held, from its geometry (module docstring) and, unless ``learned`` is
+    False, its joints between parts typed and their axes chosen by the bundled joint typer
+    where a joint is like those it was trained on
+    (:func:`neurok_core.structure_learned.retype` in ``mode``, by ``typer`` or the bundled
+    one; figures in docs/experiments/structure.md); the others, and the axles geometry finds
+    (a round part turning about its own axis), keep geometry's type."""
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
     size = float(np.ptp(vertices, axis=0).max()) if len(vertices) else 1.0
@@ -388,12 +460,14 @@ def find_structure(vertices, faces, pins=(), learned: bool = False) -> Structure
             joints.append(PartJoint("fixed", p, WORLD, _point(held.mean(0))))
     interfaces = find_interfaces(vertices, faces, layout, fixed_parts, size)
     found = interface_joints(interfaces)
+    axles = [len(joints) + k for k, j in enumerate(found) if j is not None and j.kind == "axle"]
     joints += [_structure_joint(i, j) for i, j in zip(interfaces, found, strict=True)]
+    joints += bridges(vertices, faces, layout.parts, fixed_parts, joints, size)
     structure = Structure(layout.parts.astype(np.int64), tuple(parts), tuple(joints))
     if learned:
         from .structure_learned import retype
 
-        structure = retype(vertices, structure, mode="learned")
+        structure = retype(vertices, structure, typer, mode=mode, keep=axles)
     return structure
 
 

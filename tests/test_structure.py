@@ -373,3 +373,22 @@ def test_a_part_s_kind_given_by_the_structure_is_how_it_moves():
     assert drop(rigid) < 1e-3
     bending = Structure(found.labels, (Part("bending solid", 1.0),), found.joints)
     assert 1e-3 < drop(bending)
+
+
+def test_pieces_a_gap_apart_are_bridged_and_pieces_far_apart_are_not():
+    """A block 1 cm above a base (a robot's links built a few millimetres apart): nothing
+    touches, so the two are joined across the gap by a ball at its middle; 6 cm apart (20% of
+    the size) they stay loose; touching, the contact's joint is the only one."""
+    base = box_mesh((0.3, 0.3, 0.2), (0.0, 0.0, 0.0), 1)
+    for gap, want in ((0.01, 1), (0.06, 0)):
+        v, f = join_meshes(base, box_mesh((0.1, 0.1, 0.05), (0.0, 0.0, 0.125 + gap), 1))
+        s = find_structure(v, f, learned=False)
+        assert len(s.joints) == want
+        if want:
+            (joint,) = s.joints
+            assert joint.type == "ball" and {joint.part_a, joint.part_b} == {0, 1}
+            assert abs(joint.point[2] - (0.1 + gap / 2)) < 0.004  # in the gap
+            assert s.bodies().max() == 1  # a ball: two bodies that hang together
+            assert len(find_structure(v, f).joints) == 1  # the typer may type it, not drop it
+    v, f = join_meshes(base, box_mesh((0.1, 0.1, 0.05), (0.0, 0.0, 0.125), 1))
+    assert [j.type for j in find_structure(v, f, learned=False).joints] == ["contact"]

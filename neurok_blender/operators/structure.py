@@ -76,7 +76,8 @@ class StructureFlow(EngineJobFlow):
 
 class NEUROK_OT_find_structure(StructureFlow, JobOperator, bpy.types.Operator):
     """Find the active mesh's parts and the joints between them (fixed, hinge, slider, ball,
-    contact) from its geometry; edit them in the Structure panel, and Simulate holds them"""
+    contact) from its geometry and the bundled joint typer; edit them in the Structure panel,
+    and Simulate holds them"""
 
     bl_idname = "neurok.find_structure"
     bl_label = "Find Structure"

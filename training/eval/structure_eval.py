@@ -1,7 +1,7 @@
 """How well :func:`~neurok_core.structure.find_structure` finds what moves how.
 
     python -m training.eval.structure_eval [--per-family 4] [--families laptop,door]
-        [--seed 44] [--robots kuka_iiwa,r2d2] [--typing geometry|learned|both] [--out FILE]
+        [--seed 44] [--robots kuka_iiwa,r2d2] [--typing learned|geometry|both] [--out FILE]
 
 Objects with known joints, built directly through the data generator's API
 (``training.data.articulated.ARTICULATED``): every articulated family, ``--per-family``
@@ -169,16 +169,14 @@ def robot_cases(names):
             close(robot)
 
 
-def evaluate_case(case: Case, typing: str = "geometry", typer=None) -> dict:
-    """The figures of one object (module docstring); ``typing``: "geometry" alone
-    (``find_structure``'s default), or the joints re-typed by ``typer`` (default the bundled
-    joint typer) in ``retype``'s mode "learned" (``find_structure(learned=True)``) or "both"."""
-    from neurok_core.structure_learned import retype
-
+def evaluate_case(case: Case, typing: str = "learned", typer=None) -> dict:
+    """The figures of one object (module docstring); ``typing``: the joints typed by ``typer``
+    (default the bundled joint typer) in ``retype``'s mode "learned" (``find_structure``'s
+    default) or "both", or by "geometry" alone (``find_structure(learned=False)``)."""
     started = time.perf_counter()
-    structure = find_structure(case.vertices, case.faces, learned=False)
-    if typing != "geometry":
-        structure = retype(case.vertices, structure, typer, mode=typing)
+    learned = typing != "geometry"
+    mode = typing if learned else "learned"
+    structure = find_structure(case.vertices, case.faces, learned=learned, typer=typer, mode=mode)
     seconds = time.perf_counter() - started
     link_of = _part_links(structure, case.links)
     records = []
@@ -277,10 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="records and totals (.json)")
     parser.add_argument(
         "--typing",
-        choices=("geometry", "learned", "both"),
-        default="geometry",
-        help="joint types: geometry alone (find_structure's default), the bundled typer's "
-        "(find_structure(learned=True)), or the typer's where it is surer than geometry (both)",
+        choices=("learned", "geometry", "both"),
+        default="learned",
+        help="joint types: the bundled typer's where a joint is familiar to it "
+        "(find_structure's default), geometry's alone (find_structure(learned=False)), or "
+        "the typer's where it is surer than geometry (both)",
     )
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]

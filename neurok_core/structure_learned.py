@@ -216,9 +216,7 @@ def structure_features(vertices: np.ndarray, structure) -> tuple[list[int], np.n
     return index, np.asarray(rows).reshape(-1, FEATURES), views
 
 
-def retype(
-    vertices: np.ndarray, structure, typer: JointTyper | None = None, mode="both", keep=()
-):
+def retype(vertices: np.ndarray, structure, typer: JointTyper | None = None, mode="both", keep=()):
     """``structure`` with each joint between two parts typed by ``typer`` (default: the
     bundled one), its confidence the type's probability, an axis from its interface where the
     new type needs one and geometry gave none (module docstring). Joints unlike the typer's

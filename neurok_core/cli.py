@@ -738,6 +738,9 @@ def make_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="joint types from geometry's rules alone, without the bundled joint typer",
     )
+    # the typer was opt-in before it became the default: the old flag is accepted, and does
+    # what the default does
+    struct.add_argument("--learned", action="store_true", help=argparse.SUPPRESS)
     struct.set_defaults(run=cmd_structure)
 
     info = sub.add_parser("info", help="describe a checkpoint")

@@ -366,14 +366,17 @@ def _point(x) -> tuple[float, float, float]:
     return tuple(float(c) for c in x)
 
 
-def bridges(vertices, faces, labels, fixed_parts, joints, size: float) -> list[PartJoint]:
+def bridges(
+    vertices, faces, face_part, labels, fixed_parts, joints, size: float
+) -> list[PartJoint]:
     """Joints across the gaps between pieces that nothing else joins: the parts (``labels``
-    (N,) of ``vertices``) fall into groups that ``joints`` connect (the fixed parts one group
-    with the world); the nearest two parts of two groups, closer than ``BRIDGE`` object sizes,
-    are joined by a "ball" at the gap's middle (confidence 0.5: geometry cannot say more, the
-    joint typer may), nearest gaps first, until no two groups are that near (a minimum
-    spanning forest over the groups, as Kruskal's). A robot's links or a model's pieces built
-    a few millimetres apart hang together; pieces farther apart stay loose."""
+    (N,) of ``vertices``, ``face_part`` (F,) of ``faces``) fall into groups that ``joints``
+    connect (the fixed parts one group with the world); the nearest two parts of two groups,
+    closer than ``BRIDGE`` object sizes, are joined by a "ball" at the gap's middle
+    (confidence 0.5: geometry cannot say more, the joint typer may), nearest gaps first,
+    until no two groups are that near (a minimum spanning forest over the groups, as
+    Kruskal's). A robot's links or a model's pieces built a few millimetres apart hang
+    together; pieces farther apart stay loose."""
     count = int(labels.max()) + 1 if len(labels) else 0
     owner = np.arange(count + 1)  # the world last
 
@@ -399,7 +402,7 @@ def bridges(vertices, faces, labels, fixed_parts, joints, size: float) -> list[P
     rng = np.random.default_rng(0)
     points, boxes = [], []
     for p in range(count):
-        mask = labels[faces].min(1) == p  # faces wholly inside the part
+        mask = face_part == p
         v = vertices[labels == p]
         if mask.any():
             more = sample_surface_points(vertices, faces[mask], BRIDGE_SAMPLES, rng)
@@ -415,7 +418,9 @@ def bridges(vertices, faces, labels, fixed_parts, joints, size: float) -> list[P
         for b in a + 1 + np.flatnonzero(np.linalg.norm(apart, axis=1) <= limit):
             if root(a) == root(int(b)):
                 continue
-            tree = trees.setdefault(int(b), cKDTree(points[b]))
+            if int(b) not in trees:
+                trees[int(b)] = cKDTree(points[b])
+            tree = trees[int(b)]
             d, k = tree.query(points[a], distance_upper_bound=limit)
             i = int(np.argmin(d))
             if np.isfinite(d[i]):
@@ -462,7 +467,7 @@ def find_structure(
     found = interface_joints(interfaces)
     axles = [len(joints) + k for k, j in enumerate(found) if j is not None and j.kind == "axle"]
     joints += [_structure_joint(i, j) for i, j in zip(interfaces, found, strict=True)]
-    joints += bridges(vertices, faces, layout.parts, fixed_parts, joints, size)
+    joints += bridges(vertices, faces, face_part, layout.parts, fixed_parts, joints, size)
     structure = Structure(layout.parts.astype(np.int64), tuple(parts), tuple(joints))
     if learned:
         from .structure_learned import retype

@@ -14,15 +14,19 @@ re-types each joint between two parts from features of the pair and their interf
 - the geometric axis (if any) against the interface's principal directions, and each part's
   principal directions against the interface's first;
 - the share of each part's vertices inside the other's bounding box (a pin sunk in a hole);
-- the gap between the parts (object sizes; 0 where they touch): a bridge's
-  (:func:`~neurok_core.structure.bridges`) interface is taken across it.
+- the distance between the parts' nearest vertices (object sizes): a bridge's gap
+  (:func:`~neurok_core.structure.bridges`), about the vertex spacing where they touch; the
+  interface is taken that much wider.
 
 The network (``JointTyper``: two hidden ReLU layers, a softmax over ``JOINT_TYPES``) is a
 numpy forward pass over weights stored with their feature means and spreads
-(``weights/structure/joint_typer.npz``). A joint re-typed to a hinge or a slider without a
-geometric axis takes the interface's: its first principal direction where the interface is a
-line (a lid's edge, a runner), else its normal (a disc: a knuckle's face, a wheel's hub).
-Joints to the world (pins) are the user's word and are kept.
+(``weights/structure/joint_typer.npz``), with the training joints' standardised features: a
+joint far from all of them (:meth:`JointTyper.familiar`) keeps geometry's type. Each hinge and
+slider it types, or keeps, takes the axis the axis chooser stored with it picks
+(:mod:`neurok_core.structure_axes`); a typer file without one gives a re-typed hinge or slider
+the interface's first principal direction where the interface is a line (a lid's edge, a
+runner), else its normal (a disc: a knuckle's face, a wheel's hub). Joints to the world
+(pins) are the user's word and are kept.
 
 Shapes: vertices (N, 3) float64 metres; features (J, FEATURES) float64.
 """
@@ -36,12 +40,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .errors import CheckpointError
-from .structure_axes import AxisChooser, mlp
+from .structure_axes import ALIGNMENTS, SOURCES, AxisChooser, mlp
 
 JOINT_TYPES = ("fixed", "hinge", "slider", "ball", "contact")  # as structure.JOINT_TYPES
 FEATURES = 36
 REACH = 0.02  # object sizes: a part's vertices this near the other's are the interface
 NEIGHBOURS = 5  # the neighbour of the reference set whose distance says a joint is familiar
+AXIS_FEATURES = SOURCES + ALIGNMENTS + 2 + FEATURES  # an axis candidate's (structure_axes)
 LINE_RATIO = 0.5  # an interface whose second spread is under this share of its first: a line
 DEFAULT_TYPER = Path(__file__).resolve().parent / "weights" / "structure" / "joint_typer.npz"
 
@@ -107,7 +112,8 @@ class JointTyper:
     them, over features standardised by ``mean`` and ``scale`` (FEATURES,); ``reference``
     (R, FEATURES): its training set's standardised features, and ``novelty``: the distance to
     the ``NEIGHBOURS``-th nearest of them beyond which a joint is unlike what it was trained on
-    (:meth:`familiar`; without them, every joint is familiar)."""
+    (:meth:`familiar`; without them, every joint is familiar); ``axes``: its axis chooser. The
+    bundled file is read once a process (a file written over it is read by the next)."""
 
     def __init__(
         self, layers, mean, scale, reference=None, novelty=None, axes: AxisChooser | None = None
@@ -145,6 +151,8 @@ class JointTyper:
             raise CheckpointError(f"the joint typer at {path} does not fit {FEATURES} features")
         if typer.reference is not None and typer.reference.shape[1:] != (FEATURES,):
             raise CheckpointError(f"the joint typer at {path}: its reference set does not fit")
+        if typer.axes is not None and typer.axes.mean.shape != (AXIS_FEATURES,):
+            raise CheckpointError(f"the joint typer at {path}: its axis chooser does not fit")
         if key == str(DEFAULT_TYPER.resolve()):
             _LOADED[key] = typer
         return typer
@@ -153,7 +161,7 @@ class JointTyper:
         arrays = {"layers": np.array(len(self.layers)), "mean": self.mean, "scale": self.scale}
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"], arrays[f"b{i}"] = w, b
-        if self.reference is not None:
+        if self.reference is not None and self.novelty is not None:
             arrays["reference"] = self.reference
             arrays["novelty"] = np.array(self.novelty)
         if self.axes is not None:
@@ -182,8 +190,9 @@ class JointTyper:
     def familiar(self, features: np.ndarray) -> np.ndarray:
         """(J,) bool: the joints within ``novelty`` of the reference set (:meth:`distances`),
         whose types the typer may give: out of the generator's world (two boxes sunk into each
-        other, a rod sunk by its end: 6.5-10 against the held-out joints' 4.6 at their 99th
-        percentile) it is confidently wrong, so geometry's rules keep those."""
+        other, a rod sunk by its end: 6.5-10, where the bundled typer's novelty is 4.69 and
+        the held-out generated joints' 99th percentile 4.6) it is confidently wrong, so
+        geometry's rules keep those."""
         if self.novelty is None:
             return np.ones(len(np.atleast_2d(features)), dtype=bool)
         return self.distances(features) <= self.novelty
@@ -218,8 +227,9 @@ def structure_features(vertices: np.ndarray, structure) -> tuple[list[int], np.n
 
 def retype(vertices: np.ndarray, structure, typer: JointTyper | None = None, mode="both", keep=()):
     """``structure`` with each joint between two parts typed by ``typer`` (default: the
-    bundled one), its confidence the type's probability, an axis from its interface where the
-    new type needs one and geometry gave none (module docstring). Joints unlike the typer's
+    bundled one), its confidence the type's probability, each hinge's and slider's axis the
+    typer's axis chooser's (without one: geometry's, or the interface's where the new type
+    needs one and geometry gave none; module docstring). Joints unlike the typer's
     training set (:meth:`JointTyper.familiar`) keep geometry's type. ``mode`` "learned": every
     other joint takes the typer's type; "both": only where the typer is surer of its type than
     geometry's rules were of theirs (its probability over their confidence). The joints of
@@ -254,6 +264,6 @@ def retype(vertices: np.ndarray, structure, typer: JointTyper | None = None, mod
                 axis = tuple(float(c) for c in (d[:, 0] if line or kind == "slider" else d[:, 2]))
             if axis is None:  # no interface to read an axis off: keep geometry's type
                 continue
-        limits = j.limits if kind == j.type else None
+        limits = j.limits if kind == j.type and axis == j.axis else None
         joints[k] = replace(j, type=kind, axis=axis, limits=limits, confidence=confidence)
     return replace(structure, joints=tuple(joints))

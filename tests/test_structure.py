@@ -36,7 +36,7 @@ def _laptop(angle_deg=100.0):
 
 def test_a_laptop_hinges_along_the_shared_edge():
     v, f = _laptop()
-    s = find_structure(v, f)
+    s = find_structure(v, f, learned=False)
     assert [p.kind for p in s.parts] == ["rigid", "rigid"]
     (joint,) = s.joints
     assert joint.type == "hinge" and {joint.part_a, joint.part_b} == {0, 1}
@@ -49,7 +49,7 @@ def test_two_boxes_sunk_into_each_other_are_fixed():
     v, f = join_meshes(
         box_mesh((0.3, 0.3, 0.2), (0, 0, 0), 1), box_mesh((0.3, 0.3, 0.05), (0, 0, 0.12), 1)
     )
-    s = find_structure(v, f)
+    s = find_structure(v, f, learned=False)
     (joint,) = s.joints
     assert joint.type == "fixed" and joint.axis is None
     assert s.bodies().max() == 0  # the weld makes them one body
@@ -67,7 +67,7 @@ def test_a_pin_through_a_plate_is_a_hinge_about_the_pin(axis):
     centred on the pin's axis, so the plate turns about it (the rig space's "axle")."""
     plate = box_mesh((0.3, 0.2, 0.02), (0.0, 0.0, 0.0), subdivisions=2)
     v, f = join_meshes(plate, _cylinder(0.02, 0.06, (0.05, 0.0, 0.0), axis))
-    (joint,) = find_structure(v, f).joints
+    (joint,) = find_structure(v, f, learned=False).joints
     assert joint.type == "hinge"
     assert line_angle(np.asarray(joint.axis), np.asarray(axis)) < 3.0
     assert np.linalg.norm(np.cross(np.asarray(joint.point) - (0.05, 0, 0), axis)) < 0.005
@@ -81,7 +81,7 @@ def test_a_rod_sunk_by_its_end_and_an_off_centre_pin_are_fixed():
     rod = _cylinder(0.01, 0.4, (0.0, 0.0, 0.23))  # 2 cm wide, 3 cm of it in the block
     corner = _cylinder(0.03, 0.05, (0.05, 0.05, 0.0))  # a quarter of it inside
     for other in (rod, corner):
-        (joint,) = find_structure(*join_meshes(block, other)).joints
+        (joint,) = find_structure(*join_meshes(block, other), learned=False).joints
         assert joint.type == "fixed"
 
 
@@ -91,7 +91,7 @@ def test_a_sphere_resting_on_a_box_turns_about_the_vertical():
     sphere = trimesh.creation.icosphere(3, 0.05)
     ball = (np.asarray(sphere.vertices) + (0.0, 0.0, 0.15), np.asarray(sphere.faces))
     v, f = join_meshes(box_mesh((0.3, 0.3, 0.2), (0, 0, 0), 1), ball)
-    (joint,) = find_structure(v, f).joints
+    (joint,) = find_structure(v, f, learned=False).joints
     assert joint.type == "hinge"
     assert line_angle(np.asarray(joint.axis), np.array([0.0, 0.0, 1.0])) < 5.0
 
@@ -99,7 +99,7 @@ def test_a_sphere_resting_on_a_box_turns_about_the_vertical():
 def test_pins_hold_a_part_to_the_world_and_a_slab_on_it_only_touches():
     base = box_mesh((0.3, 0.3, 0.2), (0, 0, 0), 1)
     v, f = join_meshes(base, box_mesh((0.3, 0.3, 0.05), (0, 0, 0.125), 1))
-    s = find_structure(v, f, pins=range(len(base[0])))
+    s = find_structure(v, f, pins=range(len(base[0])), learned=False)
     types = {(j.part_a, j.part_b): j.type for j in s.joints}
     assert types == {(0, -1): "fixed", (1, -1): "contact"}
     fixed = next(j for j in s.joints if j.type == "fixed")
@@ -115,7 +115,7 @@ def test_confidence_is_half_at_a_threshold_and_grows_away_from_it():
 
 def test_the_json_round_trip_keeps_every_field(tmp_path):
     v, f = _laptop()
-    s = find_structure(v, f)
+    s = find_structure(v, f, learned=False)
     back = Structure.from_json(s.to_json(), len(v))
     np.testing.assert_array_equal(back.labels, s.labels)
     assert back.parts == s.parts and back.joints == s.joints
@@ -392,3 +392,29 @@ def test_pieces_a_gap_apart_are_bridged_and_pieces_far_apart_are_not():
             assert len(find_structure(v, f).joints) == 1  # the typer may type it, not drop it
     v, f = join_meshes(base, box_mesh((0.1, 0.1, 0.05), (0.0, 0.0, 0.125), 1))
     assert [j.type for j in find_structure(v, f, learned=False).joints] == ["contact"]
+
+
+def test_a_bridge_to_a_pinned_piece_holds_across_its_gap_in_the_rig_step():
+    """A block 1 cm under a pinned base: its structure (a bridge to the base, the base's pins)
+    simulates, the bridge holding the block up across the gap where alone it falls; a joint
+    to a pinned piece far away is still refused."""
+    import dataclasses
+
+    from neurok_core.dynamics import SimulationConditions
+    from neurok_core.rigspace import simulate_rig
+
+    base = box_mesh((0.3, 0.3, 0.2), (0.0, 0.0, 0.0), 1)
+    v, f = join_meshes(base, box_mesh((0.1, 0.1, 0.05), (0.0, 0.0, -0.135), 1))
+    nb = len(base[0])
+    cond = SimulationConditions(pins=tuple(range(nb)), frames=12, damping=0.5)
+    found = find_structure(v, f, pins=cond.pins, learned=False)
+    assert sorted(j.type for j in found.joints) == ["ball", "fixed"]
+    held = simulate_rig(v, f, cond, structure=found).positions
+    fell = simulate_rig(v, f, cond).positions  # no structure: nothing holds the block
+    drop = lambda p: float(p[0, nb:, 2].mean() - p[-1, nb:, 2].mean())  # noqa: E731
+    assert drop(held) < 0.005 < 0.05 < drop(fell)
+    far_v, far_f = join_meshes(base, box_mesh((0.1, 0.1, 0.05), (0.0, 0.0, 0.4), 1))
+    far = find_structure(far_v, far_f, pins=cond.pins, learned=False)
+    to_world = (dataclasses.replace(far.joints[0], type="ball", part_a=1, part_b=-1),)
+    with pytest.raises(StructureError, match="touches no pinned part"):
+        simulate_rig(far_v, far_f, cond, structure=Structure(far.labels, far.parts, to_world))

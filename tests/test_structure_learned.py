@@ -9,7 +9,7 @@ from mesh_pieces import box_mesh, join_meshes
 
 from neurok_core.errors import CheckpointError
 from neurok_core.structure import Structure, find_structure
-from neurok_core.structure_axes import AxisChooser, candidate_features
+from neurok_core.structure_axes import AxisChooser
 from neurok_core.structure_learned import (
     FEATURES,
     JOINT_TYPES,
@@ -98,15 +98,13 @@ def test_retyping_keeps_the_parts_and_the_pins_and_gives_an_axis_to_each_hinge()
                     assert new == old  # a pin is the user's word
                 if new.type in ("hinge", "slider"):
                     assert new.axis is not None and abs(np.linalg.norm(new.axis) - 1) < 1e-9
-        s = retype(v, geometric, _typer(seed, axes=True), mode="learned")
-        for new, (_, _, views) in zip(
-            [s.joints[k] for k in structure_features(v, geometric)[0]],
-            [structure_features(v, geometric)] * len(s.joints),
-            strict=False,
-        ):
-            if new.type in ("hinge", "slider"):  # the chooser's pick: one of the candidates
-                dirs, _ = candidate_features(views[0], np.zeros(FEATURES), new.type)
-                assert np.isclose(np.abs(dirs @ np.asarray(new.axis)).max(), 1.0)
+        typer = _typer(seed, axes=True)
+        s = retype(v, geometric, typer, mode="learned")
+        index, features, views = structure_features(v, geometric)
+        for k, row, view in zip(index, features, views, strict=True):
+            new = s.joints[k]
+            if new.type in ("hinge", "slider"):  # the chooser's pick, for each such joint
+                assert new.axis == typer.axes.choose(view, row, new.type)
     with pytest.raises(ValueError, match="mode"):
         retype(v, geometric, _typer(), mode="other")
     index, features, _ = structure_features(v, geometric)

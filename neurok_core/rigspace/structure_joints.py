@@ -35,6 +35,8 @@ from .joints import Joint, find_interfaces
 
 WELD_POINTS = 6  # glue points of a fixed joint, spread over its interface
 NEAREST = 32  # for parts that do not touch: each part's vertices nearest the other's
+WORLD_GAP = 0.05  # object sizes: a joint to pinned parts this near holds across the gap
+# (as the structure's bridges, ``structure.BRIDGE``)
 
 # the structure's part kinds -> the rig space's
 _KIND = {"rigid": "rigid", "bending solid": "elastic", "cloth": "sheet", "rope": "chain"}
@@ -82,19 +84,27 @@ def _structure_kind(kind: str) -> str:
     return next((k for k, v in _KIND.items() if v == kind), kind)
 
 
-def _contact_points(vertices, layout, a: int, b: int, interfaces) -> np.ndarray:
-    """(M, 3) where parts ``a`` and ``b`` (-1: the world) meet: their interface's samples, or
-    for parts that do not touch, each one's vertices nearest the other."""
+def _contact_points(
+    vertices, layout, a: int, b: int, interfaces, fixed_parts, size: float
+) -> np.ndarray:
+    """(M, 3) where parts ``a`` and ``b`` (-1: the world, the ``fixed_parts``) meet: their
+    interface's samples, or for parts that do not touch (a bridge across a gap), each one's
+    vertices nearest the other; a joint to a world farther than ``WORLD_GAP`` object sizes
+    is refused."""
     found = interfaces.get((min(a, b), max(a, b))) if b >= 0 else interfaces.get((a, -1))
     if found is not None and len(found.near):
         return found.near
-    if b < 0:
-        raise StructureError(
-            f"a joint holds part {a} to the world, but it touches no pinned part: pin some of"
-            " its vertices, or make the joint another part's"
-        )
     va = vertices[layout.part_info[a].vertices]
-    vb = vertices[layout.part_info[b].vertices]
+    if b >= 0:
+        vb = vertices[layout.part_info[b].vertices]
+    else:
+        pinned = [layout.part_info[p].vertices for p in np.flatnonzero(fixed_parts)]
+        vb = vertices[np.concatenate(pinned)] if pinned else va[:0]
+        if not len(vb) or cKDTree(vb).query(va)[0].min() > WORLD_GAP * size:
+            raise StructureError(
+                f"a joint holds part {a} to the world, but it touches no pinned part: pin some"
+                " of its vertices, or make the joint another part's"
+            )
     da, _ = cKDTree(vb).query(va)
     db, _ = cKDTree(va).query(vb)
     near_a = va[np.argsort(da)[:NEAREST]]
@@ -140,7 +150,7 @@ def structure_joints(
             a, b = b, a
         if b >= 0 and fixed_parts[b]:
             b = -1  # the pinned parts are the world
-        points = _contact_points(vertices, layout, a, b, interfaces)
+        points = _contact_points(vertices, layout, a, b, interfaces, fixed_parts, size)
         point = np.asarray(j.point, dtype=np.float64)
         if j.type == "fixed":
             # spread over the interface and over part a itself: a line interface (a lid's

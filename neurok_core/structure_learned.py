@@ -45,6 +45,8 @@ from .structure_axes import ALIGNMENTS, SOURCES, AxisChooser, mlp
 JOINT_TYPES = ("fixed", "hinge", "slider", "ball", "contact")  # as structure.JOINT_TYPES
 FEATURES = 36
 REACH = 0.02  # object sizes: a part's vertices this near the other's are the interface
+FIXED = JOINT_TYPES.index("fixed")
+WELD_SURE = 0.99  # the typer's probability of "fixed" below which a joint takes its next type
 NEIGHBOURS = 5  # the neighbour of the reference set whose distance says a joint is familiar
 AXIS_FEATURES = SOURCES + ALIGNMENTS + 2 + FEATURES  # an axis candidate's (structure_axes)
 LINE_RATIO = 0.5  # an interface whose second spread is under this share of its first: a line
@@ -229,7 +231,9 @@ def retype(vertices: np.ndarray, structure, typer: JointTyper | None = None, mod
     """``structure`` with each joint between two parts typed by ``typer`` (default: the
     bundled one), its confidence the type's probability, each hinge's and slider's axis the
     typer's axis chooser's (without one: geometry's, or the interface's where the new type
-    needs one and geometry gave none; module docstring). Joints unlike the typer's
+    needs one and geometry gave none; module docstring). A joint is welded only where the
+    typer's probability of "fixed" is at least ``WELD_SURE`` (a weld takes every motion away;
+    an unsure one takes the likeliest other type). Joints unlike the typer's
     training set (:meth:`JointTyper.familiar`) keep geometry's type. ``mode`` "learned": every
     other joint takes the typer's type; "both": only where the typer is surer of its type than
     geometry's rules were of theirs (its probability over their confidence). The joints of
@@ -242,7 +246,11 @@ def retype(vertices: np.ndarray, structure, typer: JointTyper | None = None, mod
     index, features, views = structure_features(vertices, structure)
     if not index:
         return structure
-    probs = typer(features)
+    probs = typer(features).copy()
+    # a weld takes every motion away: only where the typer is sure of it
+    unsure = probs[:, FIXED] < WELD_SURE
+    probs[unsure, FIXED] = 0.0
+    probs /= probs.sum(1, keepdims=True)
     familiar = typer.familiar(features)
     joints = list(structure.joints)
     for k, row, p, view, known in zip(index, features, probs, views, familiar, strict=True):

@@ -47,6 +47,7 @@ from .rigspace.joints import (
     AXLE_DISTINCT,
     AXLE_OFF,
     AXLE_ROUND,
+    BRIDGE,
     DISC,
     LINE,
     POINT,
@@ -69,7 +70,6 @@ JOINT_TYPES = ("fixed", "hinge", "slider", "ball", "contact")
 AXIS_TYPES = ("hinge", "slider")  # the types that need an axis
 WORLD = -1
 UNIT_TOLERANCE = 1e-3  # an axis' length may differ from 1 by this much
-BRIDGE = 0.05  # object sizes: pieces that nothing joins, this near, are joined (``bridges``)
 BRIDGE_SAMPLES = 500  # surface points of a part that ``bridges`` measures its gaps with
 
 # the rig space's kinds -> the structure's

@@ -53,6 +53,7 @@ from ..dynamics.obstacles import MeshDistance
 from ..geometry import sample_surface_points
 
 TOUCH = 0.01  # object sizes: surfaces closer than this touch
+BRIDGE = 0.05  # object sizes: pieces nothing joins, this near, are joined across the gap
 OVERLAP = 0.002  # object sizes: deeper than this inside the other part: the parts overlap
 LINE = 0.25
 DISC = 0.6

@@ -31,12 +31,10 @@ from scipy.spatial import cKDTree
 from ..errors import StructureError
 from ..geometry import farthest_point_subsample
 from .bones import BoneLayout
-from .joints import Joint, find_interfaces
+from .joints import BRIDGE, Joint, find_interfaces
 
 WELD_POINTS = 6  # glue points of a fixed joint, spread over its interface
 NEAREST = 32  # for parts that do not touch: each part's vertices nearest the other's
-WORLD_GAP = 0.05  # object sizes: a joint to pinned parts this near holds across the gap
-# (as the structure's bridges, ``structure.BRIDGE``)
 
 # the structure's part kinds -> the rig space's
 _KIND = {"rigid": "rigid", "bending solid": "elastic", "cloth": "sheet", "rope": "chain"}
@@ -89,8 +87,8 @@ def _contact_points(
 ) -> np.ndarray:
     """(M, 3) where parts ``a`` and ``b`` (-1: the world, the ``fixed_parts``) meet: their
     interface's samples, or for parts that do not touch (a bridge across a gap), each one's
-    vertices nearest the other; a joint to a world farther than ``WORLD_GAP`` object sizes
-    is refused."""
+    vertices nearest the other; a joint to a world farther than ``BRIDGE`` object sizes (the
+    structure's bridges' reach) is refused."""
     found = interfaces.get((min(a, b), max(a, b))) if b >= 0 else interfaces.get((a, -1))
     if found is not None and len(found.near):
         return found.near
@@ -100,12 +98,12 @@ def _contact_points(
     else:
         pinned = [layout.part_info[p].vertices for p in np.flatnonzero(fixed_parts)]
         vb = vertices[np.concatenate(pinned)] if pinned else va[:0]
-        if not len(vb) or cKDTree(vb).query(va)[0].min() > WORLD_GAP * size:
-            raise StructureError(
-                f"a joint holds part {a} to the world, but it touches no pinned part: pin some"
-                " of its vertices, or make the joint another part's"
-            )
-    da, _ = cKDTree(vb).query(va)
+    da = cKDTree(vb).query(va)[0] if len(vb) else np.full(len(va), np.inf)
+    if b < 0 and not da.min() <= BRIDGE * size:
+        raise StructureError(
+            f"a joint holds part {a} to the world, but it touches no pinned part: pin some"
+            " of its vertices, or make the joint another part's"
+        )
     db, _ = cKDTree(va).query(vb)
     near_a = va[np.argsort(da)[:NEAREST]]
     near_b = vb[np.argsort(db)[:NEAREST]]

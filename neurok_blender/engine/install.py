@@ -21,8 +21,15 @@ from .lock import LOCK
 
 TORCH_VERSION = "2.13.0"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-REQUIREMENTS = ("numpy>=1.24", "scipy>=1.11", "trimesh>=4.0", "safetensors>=0.4", "libigl>=2.5")
-EXPECTED_PACKAGES = 22  # torch, its dependencies and ours: only scales the progress bar
+REQUIREMENTS = (
+    "numpy>=1.24",
+    "scipy>=1.11",
+    "trimesh>=4.0",
+    "safetensors>=0.4",
+    "libigl>=2.5",
+    "numba>=0.60",
+)
+EXPECTED_PACKAGES = 24  # torch, its dependencies and ours: only scales the progress bar
 
 NETWORK_ERRORS = (
     "NewConnectionError",

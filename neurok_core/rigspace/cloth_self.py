@@ -36,18 +36,15 @@ Shapes: nodes (n, 3) float64 metres; faces (F, 3) int64; a state x (n, 3).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy.spatial import cKDTree
 
-from ..dynamics.obstacles import closest_on_triangles
 from ..geometry import unique_edges
-from ..metrics import best_rotations
 from ..sheets import components
+from . import cloth_self_kernels as kernels
 
 ETA = 0.1  # a line search's step keeps every pair at least this share of its distance apart
-REACH = 1.0  # skins: a step's nodes move at most this far relative to each other
+REACH = 1.0  # skins: a step's nodes move at most this far relative to each other (<= 1: the
+# candidates found at its start serve the whole step, ``max_step``)
 ACCD_ROUNDS = 12  # conservative advancement's rounds, at most, before a step is cut short
 
 
@@ -67,39 +64,23 @@ def point_triangle(p, a, b, c):
     """(d (P,), n (P, 3), beta (P, 3)): each point's distance to its triangle, the unit
     direction from the closest point to the point, and the closest point's barycentric
     coordinates (all arguments (P, 3))."""
-    closest = closest_on_triangles(p, a, b, c)[0]
-    e0, e1, off = b - a, c - a, closest - a
-    d00, d01, d11 = (e0 * e0).sum(1), (e0 * e1).sum(1), (e1 * e1).sum(1)
-    d20, d21 = (off * e0).sum(1), (off * e1).sum(1)
-    den = np.maximum(d00 * d11 - d01 * d01, 1e-300)
-    v = np.clip((d11 * d20 - d01 * d21) / den, 0.0, 1.0)
-    w = np.clip((d00 * d21 - d01 * d20) / den, 0.0, 1.0 - v)
-    beta = np.stack([1.0 - v - w, v, w], 1)
-    gap = p - closest
-    d = np.sqrt((gap * gap).sum(1))
-    return d, gap / np.maximum(d, 1e-300)[:, None], beta
+    d, n, w = _geometry(0, p, a, b, c)
+    return d, n, -w[:, 1:]
 
 
 def edge_edge(p0, p1, q0, q1):
     """(d (P,), n (P, 3), s (P,), t (P,)): the distance between segments p0-p1 and q0-q1
     (all (P, 3)), the unit direction from q's closest point to p's, and the closest points'
-    parameters (p0 + s (p1 - p0), q0 + t (q1 - q0)); parallel segments take s at p's end
-    nearest q0's projection (clamped) as Ericson's segment test does."""
-    u, v, w0 = p1 - p0, q1 - q0, p0 - q0
-    a, b, c = (u * u).sum(1), (u * v).sum(1), (v * v).sum(1)
-    d, e = (u * w0).sum(1), (v * w0).sum(1)
-    den = a * c - b * b
-    tiny = 1e-12 * np.maximum(a * c, 1e-300)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(den > tiny, (b * e - c * d) / np.where(den > tiny, den, 1.0), 0.0)
-        s = np.clip(s, 0.0, 1.0)
-        t = np.where(c > 0, (b * s + e) / np.where(c > 0, c, 1.0), 0.0)
-        # t outside [0, 1]: clamp it and take s again for the clamped t
-        t = np.clip(t, 0.0, 1.0)
-        s = np.where(a > 0, np.clip((b * t - d) / np.where(a > 0, a, 1.0), 0.0, 1.0), 0.0)
-    gap = (p0 + s[:, None] * u) - (q0 + t[:, None] * v)
-    dist = np.sqrt((gap * gap).sum(1))
-    return dist, gap / np.maximum(dist, 1e-300)[:, None], s, t
+    parameters (p0 + s (p1 - p0), q0 + t (q1 - q0)); parallel segments take s at p0 first
+    (``cloth_self_kernels``)."""
+    d, n, w = _geometry(1, p0, p1, q0, q1)
+    return d, n, w[:, 1], -w[:, 3]
+
+
+def _geometry(kind: int, *points):
+    """``cloth_self_kernels.geometry`` of pairs given as four (P, 3) arrays of points."""
+    x = np.ascontiguousarray(np.stack(points, 1).reshape(-1, 3), dtype=np.float64)
+    return kernels.geometry(kind, np.arange(len(x), dtype=np.int64).reshape(-1, 4), x)
 
 
 class SelfContact:
@@ -132,7 +113,8 @@ class SelfContact:
         self.found = None  # (n, 3) where the candidates were found, or None
         self.aligned = None  # ``found`` moved rigidly as near the last state asked as it goes
         self.valid = 0.0  # they serve states whose nodes lie this near ``found``
-        self.lists = []  # per kind: (pairs (P, 2), their distances (P,) at ``found``, sorted)
+        # per kind: (pairs (P, 2), their distances (P,) at ``found``, sorted; their nodes (P, 4))
+        self.lists = []
         # the pairs never tested: close at rest in one part (sorted keys; none while they are
         # found, by :meth:`_near`, which leaves these out)
         self._apart = [np.zeros(0, dtype=np.int64)] * 2
@@ -153,54 +135,24 @@ class SelfContact:
 
     def _near(self, kind: int, x: np.ndarray, within: float):
         """((P, 2) pairs, (P,) distances) of the node-triangle (``kind`` 0) or edge-edge pairs
-        (kind 1) closer than ``within`` at ``x``: no incident ones, none of :attr:`_apart`.
-        From k-d trees of the nodes and the triangles' centres, or the edges' middles."""
-        # a pair is kept where its bounding spheres (each triangle's about its centre, each
-        # edge's about its middle) come within ``within``: the k-d trees' radius is the
-        # largest element's, so most of what they give is farther
-        if kind == 0:
-            corners = x[self.faces]  # (F, 3, 3)
-            centre = corners.mean(1)
-            radii = np.sqrt(((corners - centre[:, None]) ** 2).sum(2)).max(1)  # (F,)
-            found = cKDTree(x).sparse_distance_matrix(
-                cKDTree(centre), within + float(radii.max()), output_type="ndarray"
-            )
-            keep = found["v"] <= within + radii[found["j"]]
-            pairs = np.stack([found["i"][keep], found["j"][keep]], 1).astype(np.int64)
-            pairs = pairs[(self.faces[pairs[:, 1]] != pairs[:, :1]).all(1)]
-        else:
-            ends = x[self.edges]  # (E, 2, 3)
-            middle = ends.mean(1)
-            halves = 0.5 * np.sqrt(((ends[:, 1] - ends[:, 0]) ** 2).sum(1))  # (E,)
-            pairs = (
-                cKDTree(middle)
-                .query_pairs(within + 2.0 * float(halves.max()), output_type="ndarray")
-                .astype(np.int64)
-            )
-            gap = middle[pairs[:, 0]] - middle[pairs[:, 1]]
-            reach = within + halves[pairs[:, 0]] + halves[pairs[:, 1]]
-            pairs = np.sort(pairs[(gap * gap).sum(1) <= reach * reach], 1)
-            e = self.edges[pairs]  # (P, 2, 2)
-            pairs = pairs[(e[:, 0, :, None] != e[:, 1, None, :]).all((1, 2))]
-        apart = self._apart[kind]
-        if len(apart) and len(pairs):
-            key = self._key(kind, pairs)
-            at = np.minimum(np.searchsorted(apart, key), len(apart) - 1)
-            pairs = pairs[apart[at] != key]
-        d = self._distance(kind, self._nodes(kind, pairs), x)
-        return pairs[d < within], d[d < within]
+        (kind 1) closer than ``within`` at ``x``: no incident ones, none of :attr:`_apart`
+        (``cloth_self_kernels.candidates``: a grid of the elements' centres)."""
+        elems = self.faces if kind == 0 else self.edges
+        return kernels.candidates(kind, x, elems, float(within), self._apart[kind])
 
     def _find(self, x: np.ndarray, valid: float) -> None:
         """Find the candidate pairs at ``x`` for states whose nodes lie within ``valid`` of
         theirs, up to a common shift: those closer than the thickness plus twice that (no
         other pair comes within the thickness), sorted by their distance at ``x``."""
         self.found, self.valid = x.copy(), float(valid)
-        within = self.dhat + 2.0 * self.valid
-        self.lists = []
-        for kind in range(2):
-            pairs, d = self._near(kind, x, within)
-            order = np.argsort(d)
-            self.lists.append((pairs[order], d[order]))
+        self.lists = [self._listed(kind, x, self.dhat + 2.0 * self.valid) for kind in range(2)]
+
+    def _listed(self, kind: int, x: np.ndarray, within: float):
+        """(pairs (P, 2), distances (P,), nodes (P, 4)) of :meth:`_near`, nearest first."""
+        pairs, d = self._near(kind, x, within)
+        order = np.argsort(d)
+        pairs = pairs[order]
+        return pairs, d[order], np.ascontiguousarray(self._nodes(kind, pairs))
 
     def _reach(self, x: np.ndarray) -> float:
         """How far the nodes of ``x`` lie from where the candidates were found (moved rigidly
@@ -216,28 +168,20 @@ class SelfContact:
         return 0.0
 
     def _pairs(self, x: np.ndarray, below: float):
-        """The candidates whose distance may be under ``below`` at ``x``: (node-triangle: d, n,
-        nodes (P, 4), weights (P, 4)), (edge-edge: the same), weights such that the distance's
-        gradient on node ``nodes[:, k]`` is ``weights[:, k] n``."""
+        """The candidates under ``below`` apart at ``x``: (node-triangle: d, n, nodes (P, 4),
+        weights (P, 4)), (edge-edge: the same), weights such that the distance's gradient on
+        node ``nodes[:, k]`` is ``weights[:, k] n``."""
         off = self._reach(x)
         shift = x - self.aligned  # (n, 3) each node's motion since the pairs were found
         out = []
-        for kind, (pairs, found) in enumerate(self.lists):
+        for kind, (_, found, nodes) in enumerate(self.lists):
             count = int(np.searchsorted(found, below + 2.0 * off))
             if not count:
                 continue
-            nodes = self._nodes(kind, pairs[:count])
             # a pair's distance changes by at most its own nodes' relative motion
-            near = found[:count] - _apart_motion(kind, shift[nodes]) < below
-            nodes = nodes[near]
-            if not len(nodes):
-                continue
-            if kind == 0:
-                d, n, beta = point_triangle(*(x[nodes[:, k]] for k in range(4)))
-                out.append((d, n, nodes, np.column_stack([np.ones(len(d)), -beta])))
-            else:
-                d, n, s, t = edge_edge(*(x[nodes[:, k]] for k in range(4)))
-                out.append((d, n, nodes, np.stack([1.0 - s, s, t - 1.0, -t], 1)))
+            idx, d, n, w = kernels.near(kind, nodes[:count], found[:count], x, shift, below)
+            if len(idx):
+                out.append((d, n, nodes[idx], w))
         return out
 
     def begin(self, x: np.ndarray) -> None:
@@ -333,61 +277,22 @@ class SelfContact:
         t_max = 1.0
         self._reach(x)  # the kept candidates serve x
         off = max(_off(x, self.aligned), _off(end, self.aligned))
-        if off < self.valid:  # and the segment (a ball about one state is convex)
-            lists = self.lists
-        else:  # the segment's own pairs, found at its middle (not kept)
-            middle = x + 0.5 * dx
-            off = _off(end, middle)
-            lists = []
-            for kind in range(2):
-                pairs, d = self._near(kind, middle, self.dhat + 2.0 * off)
-                order = np.argsort(d)
-                lists.append((pairs[order], d[order]))
+        if off >= self.valid:  # and the segment (a ball about one state is convex), or they
+            # are found again at x: the segment moves no node more than ``skin`` from it
+            self._find(x, self.skin)
+            self.aligned = self.found
+            off = _off(end, x)
         # a pair found d apart is at least d - 2 off apart on the segment, and its floor is
         # at most ETA (d + 2 off): the farther ones cannot reach their floor
         far = 2.0 * off * (1.0 + ETA) / (1.0 - ETA)
-        ref = self.aligned if lists is self.lists else middle
-        for kind, (pairs, found) in enumerate(lists):
+        moved = x - self.aligned  # each node's motion since they were found
+        lists = self.lists
+        for kind, (_, found, nodes) in enumerate(lists):
             count = int(np.searchsorted(found, far))
-            if not count:
-                continue
-            nodes = self._nodes(kind, pairs[:count])
-            rel = np.maximum(_apart_motion(kind, dx[nodes]), 1e-300)  # (P,) along the segment
-            # the distance at x is within the pair's own motion since it was found of the
-            # distance then: the pairs that cannot reach their floor need no exact distance
-            moved = _apart_motion(kind, (x - ref)[nodes])
-            maybe = found[:count] - moved - rel * t_max < ETA * (found[:count] + moved)
-            nodes, rel = nodes[maybe], rel[maybe]
-            if not len(nodes):
-                continue
-            d = self._distance(kind, nodes, x)
-            floor = ETA * d
-            live = np.flatnonzero(d - rel * t_max < floor)  # those that may reach their floor
-            t, d, floor, rel, nodes = (
-                np.zeros(len(live)),
-                d[live],
-                floor[live],
-                rel[live],
-                nodes[live],
-            )
-            for _ in range(ACCD_ROUNDS):
-                grow = 0.9 * np.maximum(d - floor, 0.0) / rel
-                safe = t + grow >= t_max  # no closer than its floor up to t_max
-                stuck = ~safe & (grow <= 1e-6 * t_max)  # at its floor: the step ends there
-                if stuck.any():
-                    t_max = min(t_max, float(t[stuck].min()))
-                t = t + grow
-                keep = ~safe & ~stuck & (t < t_max)
-                t, floor, rel, nodes = t[keep], floor[keep], rel[keep], nodes[keep]
-                if not len(t):
-                    break
-                d = self._distance(kind, nodes, x, dx, t)
-                keep = d - rel * (t_max - t) < floor  # may still reach its floor
-                t, d, floor, rel, nodes = t[keep], d[keep], floor[keep], rel[keep], nodes[keep]
-                if not len(t):
-                    break
-            else:
-                t_max = min(t_max, float(t.min()))
+            if count:
+                t_max = kernels.advance(
+                    kind, nodes[:count], found[:count], x, dx, moved, t_max, ETA, ACCD_ROUNDS
+                )
         return scale * t_max
 
     def _nodes(self, kind: int, pairs: np.ndarray) -> np.ndarray:
@@ -397,39 +302,14 @@ class SelfContact:
             return np.column_stack([pairs[:, 0], self.faces[pairs[:, 1]]])
         return self.edges[pairs].reshape(-1, 4)
 
-    def _distance(self, kind: int, nodes, x, dx=None, t=None) -> np.ndarray:
-        """The distances (P,) of pairs of ``nodes`` (P, 4) (as :meth:`_nodes`) at ``x``, or
-        each at x + t dx (``t`` (P,))."""
-        pts = x[nodes]  # (P, 4, 3)
-        if dx is not None:
-            pts = pts + t[:, None, None] * dx[nodes]
-        if kind == 0:
-            return point_triangle(pts[:, 0], pts[:, 1], pts[:, 2], pts[:, 3])[0]
-        return edge_edge(pts[:, 0], pts[:, 1], pts[:, 2], pts[:, 3])[0]
-
-
-def _apart_motion(kind: int, delta: np.ndarray) -> np.ndarray:
-    """(P,) how much the distance of each pair may change when its nodes (as
-    :meth:`SelfContact._nodes`) move by ``delta`` (P, 4, 3): the largest relative motion of a
-    point of one element and a point of the other (convex combinations of their nodes): of
-    the node and a corner (``kind`` 0), of an end of one edge and an end of the other (1)."""
-    if kind == 0:
-        rel = delta[:, 1:] - delta[:, :1]  # (P, 3, 3)
-    else:
-        rel = delta[:, 2:, None] - delta[:, None, :2]  # (P, 2, 2, 3)
-    return np.sqrt((rel * rel).sum(-1)).reshape(len(delta), -1).max(1)
-
 
 def _off(state: np.ndarray, ref: np.ndarray) -> float:
     """The largest distance of a node of ``state`` (n, 3) from its place in ``ref``, less the
     nodes' mean shift."""
-    shift = state - ref
-    shift -= shift.mean(0)
-    return math.sqrt(float((shift * shift).sum(1).max()))
+    return kernels.spread(state, ref)
 
 
 def _fit(ref: np.ndarray, state: np.ndarray) -> np.ndarray:
     """``ref`` (n, 3) moved rigidly as near ``state`` (n, 3) as it goes (least squares: the
-    Kabsch rotation about the centroids, :func:`~neurok_core.metrics.best_rotations`)."""
-    rot = best_rotations(ref, state[None])[0]
-    return (ref - ref.mean(0)) @ rot.T + state.mean(0)
+    Kabsch rotation about the centroids)."""
+    return kernels.rigid_fit(ref, state)

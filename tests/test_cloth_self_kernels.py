@@ -1,0 +1,131 @@
+"""The compiled loops of the cloth's self-contact (neurok_core/rigspace/cloth_self_kernels.py)
+against independent references: the obstacles' closest points on triangles, a dense search of
+two segments' parameters, every pair by brute force, the metrics' Kabsch fit."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from neurok_core.dynamics.obstacles import closest_on_triangles
+from neurok_core.geometry import unique_edges
+from neurok_core.metrics import best_rotations
+from neurok_core.rigspace import cloth_self_kernels as kernels
+
+
+def _pairs_of(points_per_pair: list[np.ndarray]):
+    """(nodes (P, 4), x (4P, 3)) of pairs given as P arrays (4, 3)."""
+    x = np.concatenate(points_per_pair).astype(np.float64)
+    return np.arange(len(x), dtype=np.int64).reshape(-1, 4), x
+
+
+def test_point_triangle_matches_the_obstacles_closest_points():
+    rng = np.random.default_rng(0)
+    quads = [rng.normal(size=(4, 3)) for _ in range(400)]
+    quads += [np.array([[0.3, 0.2, 1.0], [0, 0, 0], [1, 0, 0], [2, 0, 0]])]  # a sliver
+    quads += [np.array([[0.5, 0.5, 0.0], [0, 0, 0], [1, 0, 0], [0, 1, 0]])]  # in its plane
+    nodes, x = _pairs_of(quads)
+    d, n, w = kernels.geometry(0, nodes, x)
+    p, a, b, c = (x[nodes[:, k]] for k in range(4))
+    closest = closest_on_triangles(p, a, b, c)[0]
+    np.testing.assert_allclose(d, np.linalg.norm(p - closest, axis=1), atol=1e-12)
+    # the weights are the closest point's barycentric coordinates, the normal points at p
+    mine = -(w[:, 1:2] * a + w[:, 2:3] * b + w[:, 3:4] * c)
+    np.testing.assert_allclose(mine, closest, atol=1e-9)
+    np.testing.assert_allclose(w.sum(1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(p - d[:, None] * n, closest, atol=1e-9)
+
+
+def test_edge_edge_is_the_least_distance_of_a_dense_search():
+    rng = np.random.default_rng(1)
+    quads = [rng.normal(size=(4, 3)) for _ in range(60)]
+    quads += [np.array([[0, 0, 0], [1, 0, 0], [0.5, 0.1, 0], [1.5, 0.1, 0]])]  # parallel
+    quads += [np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 0]])]  # on one line
+    nodes, x = _pairs_of(quads)
+    d, n, w = kernels.geometry(1, nodes, x)
+    grid = np.linspace(0.0, 1.0, 401)
+    for k, (p0, p1, q0, q1) in enumerate(x.reshape(-1, 4, 3)):
+        on_p = p0 + grid[:, None] * (p1 - p0)  # (G, 3)
+        on_q = q0 + grid[:, None] * (q1 - q0)
+        dense = np.linalg.norm(on_p[:, None] - on_q[None], axis=2).min()
+        step = (np.linalg.norm(p1 - p0) + np.linalg.norm(q1 - q0)) / 400
+        assert d[k] <= dense + 1e-12
+        assert d[k] >= dense - step
+        # the weights place the two closest points d apart along n
+        gap = w[k, 0] * p0 + w[k, 1] * p1 + w[k, 2] * q0 + w[k, 3] * q1
+        np.testing.assert_allclose(gap, d[k] * n[k], atol=1e-9)
+
+
+def _crumpled_sheet(seed: int):
+    """A 12 x 9 grid sheet folded twice over itself and shaken: close layers."""
+    rng = np.random.default_rng(seed)
+    nx, ny = 12, 9
+    u, v = np.meshgrid(np.linspace(0, 1, nx), np.linspace(0, 0.7, ny), indexing="ij")
+    angle = 3.0 * u.ravel()
+    x = np.stack([0.2 * np.cos(angle) + 0.05 * u.ravel(), v.ravel(), 0.2 * np.sin(angle)], 1)
+    x += rng.normal(scale=0.01, size=x.shape)
+    i, j = np.meshgrid(np.arange(nx - 1), np.arange(ny - 1), indexing="ij")
+    a = (i * ny + j).ravel()
+    faces = np.concatenate(
+        [np.stack([a, a + ny, a + ny + 1], 1), np.stack([a, a + ny + 1, a + 1], 1)]
+    )
+    return x, faces.astype(np.int64)
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_candidates_are_every_pair_within_reach_by_brute_force(kind, seed):
+    x, faces = _crumpled_sheet(seed)
+    elems = faces if kind == 0 else unique_edges(faces)
+    within = 0.06
+    if kind == 0:
+        every = np.array(
+            [(i, f) for i in range(len(x)) for f in range(len(faces)) if i not in faces[f]]
+        )
+        nodes = np.column_stack([every[:, 0], faces[every[:, 1]]])
+    else:
+        every = np.array(
+            [
+                (e, f)
+                for e, f in itertools.combinations(range(len(elems)), 2)
+                if not set(elems[e]) & set(elems[f])
+            ]
+        )
+        nodes = elems[every].reshape(-1, 4)
+    d = kernels.distances(kind, np.ascontiguousarray(nodes), x)
+    keys = every[:, 0] * len(elems) + every[:, 1]
+    truth = dict(zip(keys[d < within].tolist(), d[d < within].tolist(), strict=True))
+    apart = np.sort(keys[d < within][::3])  # a third left out, as pairs near at rest are
+    pairs, dist = kernels.candidates(kind, x, elems, within, apart)
+    for key in apart.tolist():
+        truth.pop(key)
+    assert len(truth) > 50
+    found = dict(zip((pairs[:, 0] * len(elems) + pairs[:, 1]).tolist(), dist.tolist(), strict=True))
+    assert len(found) == len(pairs)
+    assert found.keys() == truth.keys()
+    for key, value in found.items():
+        assert value == pytest.approx(truth[key], abs=1e-12)
+
+
+def test_near_keeps_exactly_the_pairs_under_the_bound():
+    x, faces = _crumpled_sheet(2)
+    nodes = np.ascontiguousarray(unique_edges(faces)[:200].reshape(-1, 4))
+    found = kernels.distances(1, nodes, x)
+    moved = x + np.random.default_rng(3).normal(scale=0.005, size=x.shape)
+    idx, d, n, w = kernels.near(1, nodes, found, moved, moved - x, 0.05)
+    truth = np.flatnonzero(kernels.distances(1, nodes, moved) < 0.05)
+    np.testing.assert_array_equal(idx, truth)
+    np.testing.assert_allclose(d, kernels.distances(1, nodes, moved)[truth])
+
+
+def test_rigid_fit_and_spread_match_numpy():
+    rng = np.random.default_rng(4)
+    ref = rng.normal(size=(50, 3))
+    rot = best_rotations(np.eye(3), (rng.normal(size=(1, 3, 3))))[0]
+    state = ref @ rot.T + np.array([0.3, -1.0, 2.0]) + rng.normal(scale=1e-3, size=ref.shape)
+    fitted = kernels.rigid_fit(ref, state)
+    r = best_rotations(ref, state[None])[0]
+    np.testing.assert_allclose(fitted, (ref - ref.mean(0)) @ r.T + state.mean(0), atol=1e-12)
+    shift = state - ref
+    shift -= shift.mean(0)
+    assert kernels.spread(state, ref) == pytest.approx(np.sqrt((shift**2).sum(1).max()))

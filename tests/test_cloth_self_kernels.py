@@ -96,7 +96,7 @@ def test_candidates_are_every_pair_within_reach_by_brute_force(kind, seed):
     keys = every[:, 0] * len(elems) + every[:, 1]
     truth = dict(zip(keys[d < within].tolist(), d[d < within].tolist(), strict=True))
     apart = np.sort(keys[d < within][::3])  # a third left out, as pairs near at rest are
-    pairs, dist = kernels.candidates(kind, x, elems, within, apart)
+    pairs, quads, dist = kernels.candidates(kind, x, elems, within, apart)
     for key in apart.tolist():
         truth.pop(key)
     assert len(truth) > 50
@@ -105,6 +105,9 @@ def test_candidates_are_every_pair_within_reach_by_brute_force(kind, seed):
     assert found.keys() == truth.keys()
     for key, value in found.items():
         assert value == pytest.approx(truth[key], abs=1e-12)
+    # each pair's nodes: the node and the triangle's corners, or the two edges' ends
+    own = np.column_stack([pairs[:, 0], faces[pairs[:, 1]]]) if kind == 0 else elems[pairs]
+    np.testing.assert_array_equal(quads, own.reshape(-1, 4))
 
 
 def test_near_keeps_exactly_the_pairs_under_the_bound():
@@ -112,8 +115,12 @@ def test_near_keeps_exactly_the_pairs_under_the_bound():
     nodes = np.ascontiguousarray(unique_edges(faces)[:200].reshape(-1, 4))
     found = kernels.distances(1, nodes, x)
     moved = x + np.random.default_rng(3).normal(scale=0.005, size=x.shape)
-    idx, d, n, w = kernels.near(1, nodes, found, moved, moved - x, 0.05)
+    idx, d, n, w = kernels.near(1, nodes, found, moved, moved - x, 0.05, np.inf)
     truth = np.flatnonzero(kernels.distances(1, nodes, moved) < 0.05)
+    # a cutoff as far as the nodes moved leaves the same pairs; a nearer one, fewer
+    bound = 0.05 + 2 * np.abs(moved - x).max() * np.sqrt(3)
+    assert np.array_equal(kernels.near(1, nodes, found, moved, moved - x, 0.05, bound)[0], idx)
+    assert len(kernels.near(1, nodes, found, moved, moved - x, 0.05, 0.02)[0]) < len(idx)
     np.testing.assert_array_equal(idx, truth)
     np.testing.assert_allclose(d, kernels.distances(1, nodes, moved)[truth])
 

@@ -21,11 +21,11 @@ n, -t n on the other's (s, t the closest points' parameters).
 
 Which pairs: two elements of one loose part that were close at rest (within ``exclude`` of
 each other: neighbours on the surface, which bending keeps from folding onto each other) are
-never tested; the others are found by k-d trees of the nodes and the triangles' centres, or
-the edges' middles, kept while no node has moved ``skin`` from where they were found (less
-the rigid motion nearest the nodes': it changes no distance), and found again when one has;
-kept sorted by distance, so that an evaluation measures only the pairs whose own nodes' motion
-may have brought them near.
+never tested; the others are found by a uniform grid of the triangles' centres, or the
+edges' middles, kept while no node has moved ``skin`` from where they were found (less the
+rigid motion nearest the nodes': it changes no distance), and found again when one has; an
+evaluation measures only the pairs whose own nodes' motion may have brought them near. The
+loops over pairs are compiled (:mod:`.cloth_self_kernels`).
 
 Friction between the layers is IPC's lagged friction: each pair nearer than ``dhat`` at a
 step's start pushes with -b'(d), and its tangential relative motion over the step costs
@@ -113,8 +113,7 @@ class SelfContact:
         self.found = None  # (n, 3) where the candidates were found, or None
         self.aligned = None  # ``found`` moved rigidly as near the last state asked as it goes
         self.valid = 0.0  # they serve states whose nodes lie this near ``found``
-        # per kind: (pairs (P, 2), their distances (P,) at ``found``, sorted; their nodes (P, 4))
-        self.lists = []
+        self.lists = []  # per kind: (the pairs' distances (P,) at ``found``, their nodes (P, 4))
         # the pairs never tested: close at rest in one part (sorted keys; none while they are
         # found, by :meth:`_near`, which leaves these out)
         self._apart = [np.zeros(0, dtype=np.int64)] * 2
@@ -123,10 +122,10 @@ class SelfContact:
         ]
 
     # -- the candidates --------------------------------------------------------------------
-    def _keys(self, kind: int, pairs: np.ndarray, d: np.ndarray) -> np.ndarray:
-        """Sorted keys of the pairs ``pairs`` (P, 2) in one part whose distance ``d`` (P,) at
-        rest is under ``exclude`` (``kind`` 0: node-triangle, 1: edge-edge)."""
-        nodes = self._nodes(kind, pairs)
+    def _keys(self, kind: int, pairs: np.ndarray, nodes: np.ndarray, d: np.ndarray):
+        """Sorted keys of the pairs ``pairs`` (P, 2) (their ``nodes`` (P, 4)) in one part whose
+        distance ``d`` (P,) at rest is under ``exclude`` (``kind`` 0: node-triangle, 1:
+        edge-edge)."""
         same = self.part[nodes[:, 0]] == self.part[nodes[:, 1 + kind]]
         return np.sort(self._key(kind, pairs[same & (d < self.exclude)]))
 
@@ -134,25 +133,21 @@ class SelfContact:
         return pairs[:, 0] * (len(self.faces) if kind == 0 else len(self.edges)) + pairs[:, 1]
 
     def _near(self, kind: int, x: np.ndarray, within: float):
-        """((P, 2) pairs, (P,) distances) of the node-triangle (``kind`` 0) or edge-edge pairs
-        (kind 1) closer than ``within`` at ``x``: no incident ones, none of :attr:`_apart`
-        (``cloth_self_kernels.candidates``: a grid of the elements' centres)."""
+        """(pairs (P, 2), nodes (P, 4), distances (P,)) of the node-triangle (``kind`` 0) or
+        edge-edge pairs (kind 1) closer than ``within`` at ``x``: no incident ones, none of
+        :attr:`_apart` (``cloth_self_kernels.candidates``: a grid of the elements' centres)."""
         elems = self.faces if kind == 0 else self.edges
         return kernels.candidates(kind, x, elems, float(within), self._apart[kind])
 
     def _find(self, x: np.ndarray, valid: float) -> None:
         """Find the candidate pairs at ``x`` for states whose nodes lie within ``valid`` of
         theirs, up to a common shift: those closer than the thickness plus twice that (no
-        other pair comes within the thickness), sorted by their distance at ``x``."""
+        other pair comes within the thickness), with their distances at ``x``."""
         self.found, self.valid = x.copy(), float(valid)
-        self.lists = [self._listed(kind, x, self.dhat + 2.0 * self.valid) for kind in range(2)]
-
-    def _listed(self, kind: int, x: np.ndarray, within: float):
-        """(pairs (P, 2), distances (P,), nodes (P, 4)) of :meth:`_near`, nearest first."""
-        pairs, d = self._near(kind, x, within)
-        order = np.argsort(d)
-        pairs = pairs[order]
-        return pairs, d[order], np.ascontiguousarray(self._nodes(kind, pairs))
+        self.lists = []
+        for kind in range(2):
+            _, nodes, d = self._near(kind, x, self.dhat + 2.0 * self.valid)
+            self.lists.append((d, nodes))
 
     def _reach(self, x: np.ndarray) -> float:
         """How far the nodes of ``x`` lie from where the candidates were found (moved rigidly
@@ -174,12 +169,10 @@ class SelfContact:
         off = self._reach(x)
         shift = x - self.aligned  # (n, 3) each node's motion since the pairs were found
         out = []
-        for kind, (_, found, nodes) in enumerate(self.lists):
-            count = int(np.searchsorted(found, below + 2.0 * off))
-            if not count:
-                continue
-            # a pair's distance changes by at most its own nodes' relative motion
-            idx, d, n, w = kernels.near(kind, nodes[:count], found[:count], x, shift, below)
+        for kind, (found, nodes) in enumerate(self.lists):
+            # a pair's distance changes by at most its own nodes' relative motion (at most
+            # 2 off): those found farther than below + 2 off are not near
+            idx, d, n, w = kernels.near(kind, nodes, found, x, shift, below, below + 2.0 * off)
             if len(idx):
                 out.append((d, n, nodes[idx], w))
         return out
@@ -286,21 +279,9 @@ class SelfContact:
         # at most ETA (d + 2 off): the farther ones cannot reach their floor
         far = 2.0 * off * (1.0 + ETA) / (1.0 - ETA)
         moved = x - self.aligned  # each node's motion since they were found
-        lists = self.lists
-        for kind, (_, found, nodes) in enumerate(lists):
-            count = int(np.searchsorted(found, far))
-            if count:
-                t_max = kernels.advance(
-                    kind, nodes[:count], found[:count], x, dx, moved, t_max, ETA, ACCD_ROUNDS
-                )
+        for kind, (found, nodes) in enumerate(self.lists):
+            t_max = kernels.advance(kind, nodes, found, x, dx, moved, t_max, ETA, ACCD_ROUNDS, far)
         return scale * t_max
-
-    def _nodes(self, kind: int, pairs: np.ndarray) -> np.ndarray:
-        """(P, 4) the nodes of node-triangle (``kind`` 0: the node, the corners) or edge-edge
-        pairs (the ends of one edge, then the other's)."""
-        if kind == 0:
-            return np.column_stack([pairs[:, 0], self.faces[pairs[:, 1]]])
-        return self.edges[pairs].reshape(-1, 4)
 
 
 def _off(state: np.ndarray, ref: np.ndarray) -> float:

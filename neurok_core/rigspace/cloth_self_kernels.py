@@ -171,11 +171,12 @@ def geometry(kind, nodes, x):
 
 
 @njit(cache=True)
-def near(kind, nodes, found, x, shift, below):
+def near(kind, nodes, found, x, shift, below, cutoff):
     """The pairs under ``below`` apart at ``x``: (index (R,) into ``nodes``, d (R,), n (R, 3),
     w (R, 4)), of the candidates ``nodes`` found ``found`` apart before their nodes moved by
-    ``shift`` (n, 3): a pair whose own nodes' relative motion cannot bring it under
-    ``below`` is left without its distance taken."""
+    ``shift`` (n, 3): a pair found ``cutoff`` or more apart (no node moved enough to bring
+    it under ``below``), or whose own nodes' relative motion cannot, is left without its
+    distance taken."""
     count = len(nodes)
     idx, d, n, w = (
         np.empty(count, np.int64),
@@ -185,6 +186,8 @@ def near(kind, nodes, found, x, shift, below):
     )
     r = 0
     for p in range(count):
+        if found[p] >= cutoff:
+            continue
         i, j, k, m = nodes[p, 0], nodes[p, 1], nodes[p, 2], nodes[p, 3]
         if found[p] - _motion(kind, shift, i, j, k, m) >= below:
             continue
@@ -201,14 +204,17 @@ def near(kind, nodes, found, x, shift, below):
 
 
 @njit(cache=True)
-def advance(kind, nodes, found, x, dx, moved, t_max, eta, rounds):
+def advance(kind, nodes, found, x, dx, moved, t_max, eta, rounds, cutoff):
     """Conservative advancement (``SelfContact.max_step``): the largest t <= ``t_max`` such
     that along x + s dx, 0 <= s <= t, every pair of ``nodes`` stays at least ``eta`` of its
     distance at x apart. ``found``: each pair's distance where it was found, before its nodes
     moved by ``moved`` (n, 3) to ``x``; a pair closes by at most rel ds (rel its nodes'
     largest relative displacement along ``dx``), so its t may grow by 0.9 of the distance
-    left over rel, repeated up to ``rounds`` times (then the step ends where it got)."""
+    left over rel, repeated up to ``rounds`` times (then the step ends where it got). Pairs
+    found ``cutoff`` or more apart cannot reach their floor and are not followed."""
     for p in range(len(nodes)):
+        if found[p] >= cutoff:
+            continue
         i, j, k, m = nodes[p, 0], nodes[p, 1], nodes[p, 2], nodes[p, 3]
         rel = max(_motion(kind, dx, i, j, k, m), TINY)
         off = _motion(kind, moved, i, j, k, m)
@@ -280,12 +286,13 @@ def _cells(points, cell, lo, dims):
 
 @njit(cache=True)
 def candidates(kind, x, elems, within, apart):
-    """(pairs (P, 2) int64, d (P,)): the pairs closer than ``within`` at ``x`` of a node and a
-    triangle ``elems`` (F, 3) it is no corner of (``kind`` 0; pairs (node, triangle)), or of
-    two edges ``elems`` (E, 2) with no node in common (1; pairs (e, f), e < f), none whose
-    key (node F + triangle, or e E + f) is among the sorted ``apart``. A uniform grid of the
-    elements' centres, its cells as wide as ``within`` plus the largest element's reach
-    (no pair that near lies more than one cell apart), finds them."""
+    """(pairs (P, 2) int64, nodes (P, 4) int64, d (P,)): the pairs closer than ``within``
+    at ``x`` of a node and a triangle ``elems`` (F, 3) it is no corner of (``kind`` 0; pairs
+    (node, triangle), nodes the node and the corners), or of two edges ``elems`` (E, 2) with
+    no node in common (1; pairs (e, f), e < f; nodes one edge's ends, then the other's),
+    none whose key (node F + triangle, or e E + f) is among the sorted ``apart``. A uniform
+    grid of the elements' centres, its cells as wide as ``within`` plus the largest
+    element's reach (no pair that near lies more than one cell apart), finds them."""
     centre, radius = _spheres(x, elems)
     m = len(elems)
     reach = radius.max() if m else 0.0
@@ -303,7 +310,10 @@ def candidates(kind, x, elems, within, apart):
         cell *= 1.5
     order, starts = _cells(centre, cell, lo, dims)
     queries = x if kind == 0 else centre
+    # each query's run of ``apart`` (its keys q m + e are contiguous, sorted)
+    first = np.searchsorted(apart, np.arange(len(queries) + 1) * m)
     out = np.empty((max(16, 4 * len(queries)), 2), np.int64)
+    quad = np.empty((len(out), 4), np.int64)
     dist = np.empty(len(out))
     r = 0
     for q in range(len(queries)):
@@ -332,12 +342,16 @@ def candidates(kind, x, elems, within, apart):
                         spread = within + radius[e] + (radius[q] if kind == 1 else 0.0)
                         if g0 * g0 + g1 * g1 + g2 * g2 > spread * spread:
                             continue
-                        pair_key = q * m + e
-                        at = np.searchsorted(apart, pair_key)
-                        if at < len(apart) and apart[at] == pair_key:
-                            continue
                         d = _pair(kind, x, x, 0.0, i, j, k, l)[0]
                         if d >= within:
+                            continue
+                        pair_key = q * m + e
+                        left = False  # among this query's keys of ``apart``
+                        for slot in range(first[q], first[q + 1]):
+                            if apart[slot] == pair_key:
+                                left = True
+                                break
+                        if left:
                             continue
                         if r == len(out):
                             grown = np.empty((2 * len(out), 2), np.int64)
@@ -346,9 +360,13 @@ def candidates(kind, x, elems, within, apart):
                             longer = np.empty(2 * len(dist))
                             longer[:r] = dist
                             dist = longer
+                            wider = np.empty((2 * len(quad), 4), np.int64)
+                            wider[:r] = quad
+                            quad = wider
                         out[r, 0], out[r, 1], dist[r] = q, e, d
+                        quad[r, 0], quad[r, 1], quad[r, 2], quad[r, 3] = i, j, k, l
                         r += 1
-    return out[:r].copy(), dist[:r].copy()
+    return out[:r].copy(), quad[:r].copy(), dist[:r].copy()
 
 
 @njit(cache=True)

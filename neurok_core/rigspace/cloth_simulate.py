@@ -37,7 +37,6 @@ from .cloth import (
 )
 from .cloth_contact import ClothContact, face_samples, rim_samples
 from .cloth_projective import ProjectiveClothStep
-from .cloth_self import SelfContact
 from .plausibility import _Collider, sample_faces
 from .rates import TWO_PI, contact_omega, drag_omega, drag_progress, material_damping
 from .space import RigSettings
@@ -148,6 +147,8 @@ class _Run:
         layers = None
         self.self_contact = bool(settings.cloth_self_contact or conditions.self_collision)
         if self.self_contact and len(f) > 1:
+            from .cloth_self import SelfContact  # here: its compiled loops load numba (~1 s)
+
             # the barrier at half its thickness as stiff as the contact on a node
             layers = SelfContact(
                 nodes,

@@ -136,3 +136,22 @@ def test_rigid_fit_and_spread_match_numpy():
     shift = state - ref
     shift -= shift.mean(0)
     assert kernels.spread(state, ref) == pytest.approx(np.sqrt((shift**2).sum(1).max()))
+
+
+def test_candidates_refuse_a_state_that_is_not_finite():
+    x, faces = _crumpled_sheet(5)
+    x[7, 1] = np.nan
+    with pytest.raises(ValueError, match="not finite"):
+        kernels.candidates(0, x, faces, 0.05, np.zeros(0, dtype=np.int64))
+
+
+def test_candidates_of_pieces_far_apart_keep_the_grid_small():
+    """Two sheets a kilometre apart: the grid's cells grow until it has a few an element
+    (not 1e18 of a sheet's own size), and each sheet's own pairs are still found."""
+    x, faces = _crumpled_sheet(6)
+    far = np.concatenate([x, x + 1000.0])
+    both = np.concatenate([faces, faces + len(x)])
+    none = np.zeros(0, dtype=np.int64)
+    near, _, d = kernels.candidates(0, x, faces, 0.05, none)
+    pairs, _, dist = kernels.candidates(0, far, both, 0.05, none)
+    assert len(pairs) == 2 * len(near)

@@ -293,6 +293,9 @@ def candidates(kind, x, elems, within, apart):
     none whose key (node F + triangle, or e E + f) is among the sorted ``apart``. A uniform
     grid of the elements' centres, its cells as wide as ``within`` plus the largest
     element's reach (no pair that near lies more than one cell apart), finds them."""
+    for i in range(len(x)):  # a grid over a non-finite box would be unbounded
+        if not (np.isfinite(x[i, 0]) and np.isfinite(x[i, 1]) and np.isfinite(x[i, 2])):
+            raise ValueError("a cloth node's position is not finite")
     centre, radius = _spheres(x, elems)
     m = len(elems)
     reach = radius.max() if m else 0.0
@@ -302,12 +305,14 @@ def candidates(kind, x, elems, within, apart):
         lo[c] = min(x[:, c].min(), centre[:, c].min() if m else x[:, c].min())
         hi[c] = max(x[:, c].max(), centre[:, c].max() if m else x[:, c].max())
     dims = np.empty(3, np.int64)
-    while True:  # at most about 8 cells an element (a flat or long cloth: few in its boxes)
-        for c in range(3):
-            dims[c] = int((hi[c] - lo[c]) / cell) + 1
-        if dims[0] * dims[1] * dims[2] <= 8 * m + 64:
-            break
+    # at most about 8 cells an element (a flat or long cloth: few in its boxes; counted in
+    # floats: pieces far apart would overflow an integer count)
+    while ((hi[0] - lo[0]) / cell + 1) * ((hi[1] - lo[1]) / cell + 1) * (
+        (hi[2] - lo[2]) / cell + 1
+    ) > 8 * m + 64:
         cell *= 1.5
+    for c in range(3):
+        dims[c] = int((hi[c] - lo[c]) / cell) + 1
     order, starts = _cells(centre, cell, lo, dims)
     queries = x if kind == 0 else centre
     # each query's run of ``apart`` (its keys q m + e are contiguous, sorted)

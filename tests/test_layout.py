@@ -44,14 +44,16 @@ def test_core_imports_without_blender():
 
 
 def test_blender_side_imports_without_torch():
+    """Blender's Python has neither torch nor numba: the add-on (and what it imports of the
+    engine) needs neither."""
     proc = run_blocked(
-        {"torch"},
+        {"torch", "numba"},
         """
         import pkgutil, importlib, neurok_blender
         for mod in pkgutil.walk_packages(neurok_blender.__path__, "neurok_blender."):
             importlib.import_module(mod.name)
         import sys
-        assert "torch" not in sys.modules
+        assert "torch" not in sys.modules and "numba" not in sys.modules
         print("ok")
         """,
     )
@@ -73,7 +75,7 @@ def imported_packages(path) -> set[str]:
 # Who may not import whom: the add-on ships alone (Blender's Python has no torch, the zip no
 # training or tools); the engine knows nothing of Blender; training runs without the add-on.
 FORBIDDEN = {
-    "neurok_blender": {"torch", "training", "tools"},
+    "neurok_blender": {"torch", "numba", "training", "tools"},
     "neurok_core": {"bpy", "bmesh", "mathutils", "neurok_blender", "training", "tools"},
     "training": {"neurok_blender"},
 }

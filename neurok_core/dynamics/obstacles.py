@@ -35,7 +35,7 @@ from ..geometry import edge_keys
 
 BLOCK = 8  # cells per block side
 MAX_TABLE = 4_000_000  # blocks a grid indexes with an array (32 MB), at most
-_PAIRS = 400_000  # point-triangle pairs per vectorised chunk
+_PAIRS = 400_000  # point-triangle pairs a grid fill lists at once (memory bounded)
 FINE_FACES = 4000  # a mesh of more faces fills its grid by a k-d tree of its triangles
 FINE_NEAREST = 32  # centroids a node of a fine mesh's grid finds in one search
 FINE_PAIRS = 32  # node-triangle pairs a node of a fine mesh's grid tries, about (chunking)
@@ -136,6 +136,7 @@ class MeshDistance:
         self._candidates: list[np.ndarray] = []  # each slot's candidate triangles
         self._counts = np.zeros(16, dtype=np.int64)  # and how many
         self._centroids, self._reach = None, 0.0  # a fine mesh's triangles (``_fill_fine``)
+        self._by_octave = None  # ``within``'s k-d trees of the triangles
 
     def _pseudo_normals(self) -> None:
         v, f, fn = self.vertices, self.faces, self.face_normals
@@ -207,38 +208,51 @@ class MeshDistance:
         out = np.full(len(p), np.inf)
         if not len(p):
             return out
-        centre = 0.5 * (self.tri_lo + self.tri_hi)  # (F, 3)
-        radius = 0.5 * np.linalg.norm(self.tri_hi - self.tri_lo, axis=1) + band  # (F,)
-        lists = cKDTree(p).query_ball_point(centre, radius)
-        counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-        if not counts.sum():
+        tree, rows, tris = cKDTree(p), [], []
+        for mine, centres, half in self._octaves():
+            found = centres.sparse_distance_matrix(
+                tree, float(half.max()) + band, output_type="ndarray"
+            )
+            keep = found["v"] <= half[found["i"]] + band
+            rows.append(found["j"][keep].astype(np.int64))
+            tris.append(mine[found["i"][keep]])
+        rows, tris = np.concatenate(rows), np.concatenate(tris)  # (K,)
+        if not len(rows):
             return out
-        rows = np.concatenate([np.asarray(x, dtype=np.int64) for x in lists if x])  # (K,)
-        tris = np.repeat(np.arange(len(self.faces)), counts)  # (K,)
         best_d2, best, best_tri, best_feat = self._nearest_pairs(p, rows, tris)
         hit = np.flatnonzero(best_d2 <= band * band)
         out[hit] = self._signed(p[hit], best[hit], best_tri[hit], best_feat[hit])
         return out
 
+    def _octaves(self):
+        """[(triangles (T,), a k-d tree of their boxes' centres, their half diagonals (T,))]
+        per octave of the half diagonal (built once): ``within`` searches each at its own
+        largest radius, not the mesh's."""
+        if self._by_octave is None:
+            centre = 0.5 * (self.tri_lo + self.tri_hi)  # (F, 3)
+            half = 0.5 * np.linalg.norm(self.tri_hi - self.tri_lo, axis=1)  # (F,)
+            octave = np.floor(np.log2(half / half.min())).astype(np.int64)
+            self._by_octave = [
+                (mine, cKDTree(centre[mine]), half[mine])
+                for mine in (np.flatnonzero(octave == k) for k in np.unique(octave))
+            ]
+        return self._by_octave
+
     def _nearest_pairs(self, p: np.ndarray, rows: np.ndarray, tris: np.ndarray):
         """For each point of ``p`` (P, 3), its nearest among the candidate pairs (point
-        ``rows`` (K,), triangle ``tris`` (K,)): (squared distance (P,), inf without a pair;
-        closest point (P, 3); its triangle (P,); its feature (P,))."""
-        best_d2 = np.full(len(p), np.inf)
-        best = np.zeros((len(p), 3))
-        best_tri = np.zeros(len(p), dtype=np.int64)
-        best_feat = np.zeros(len(p), dtype=np.int64)
-        v, f = self.vertices, self.faces
-        for s in range(0, len(rows), _PAIRS):
-            r, t = rows[s : s + _PAIRS], tris[s : s + _PAIRS]
-            closest, feature = closest_on_triangles(p[r], v[f[t, 0]], v[f[t, 1]], v[f[t, 2]])
-            d2 = ((p[r] - closest) ** 2).sum(1)
-            order = np.lexsort((d2, r))  # per point, its nearest pair first
-            first = order[np.r_[True, r[order][1:] != r[order][:-1]]]
-            win = first[d2[first] < best_d2[r[first]]]
-            best_d2[r[win]], best[r[win]] = d2[win], closest[win]
-            best_tri[r[win]], best_feat[r[win]] = t[win], feature[win]
-        return best_d2, best, best_tri, best_feat
+        ``rows`` (K,), triangle ``tris`` (K,)), ties to the first: (squared distance (P,), inf
+        without a pair; closest point (P, 3); its triangle (P,); its feature (P,)). Compiled
+        (``triangle_kernels.nearest_pairs``: in numpy the pairs' regions were most of a
+        structure's and a grid's cost)."""
+        from ..triangle_kernels import nearest_pairs  # here: numba loads in about 0.5 s
+
+        return nearest_pairs(
+            np.ascontiguousarray(p, dtype=np.float64),
+            np.ascontiguousarray(rows, dtype=np.int64),
+            np.ascontiguousarray(tris, dtype=np.int64),
+            self.vertices,
+            self.faces,
+        )
 
     # -- the lazy grid -----------------------------------------------------------------------
     def _block(self, key: int) -> int:

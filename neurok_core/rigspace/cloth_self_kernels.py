@@ -8,8 +8,8 @@ milliseconds where the arithmetic is microseconds; here each pair is one pass of
 the pairs that cannot be near are left before their distance is taken, and conservative
 advancement follows each pair on its own.
 
-Distances (as ``cloth_self``'s module docstring): a point to a triangle (Ericson's regions of
-the closest point, "Real-Time Collision Detection" 5.1.5), its gradient n on the point and
+Distances (as ``cloth_self``'s module docstring): a point to a triangle (its closest point:
+``triangle_kernels.closest_weights``), its gradient n on the point and
 -beta_i n on the corners; two segments (the closest points' parameters s, t clamped to
 [0, 1], s taken again for the clamped t; parallel segments: s = 0 first), gradient (1 - s) n,
 s n, -(1 - t) n, -t n. ``kind`` 0: node-triangle pairs, 1: edge-edge pairs.
@@ -24,6 +24,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ..triangle_kernels import closest_weights, dot3, sub3
+
 TINY = 1e-300
 
 
@@ -34,56 +36,11 @@ def _at(x, dx, t, i):
 
 
 @njit(cache=True)
-def _sub(a, b):
-    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
-
-
-@njit(cache=True)
-def _dot(a, b):
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-@njit(cache=True)
-def _triangle_weights(p, a, b, c):
-    """Barycentric coordinates (of a, b, c) of the triangle's point closest to ``p``."""
-    ab, ac, ap = _sub(b, a), _sub(c, a), _sub(p, a)
-    d1, d2 = _dot(ab, ap), _dot(ac, ap)
-    if d1 <= 0.0 and d2 <= 0.0:
-        return 1.0, 0.0, 0.0
-    bp = _sub(p, b)
-    d3, d4 = _dot(ab, bp), _dot(ac, bp)
-    if d3 >= 0.0 and d4 <= d3:
-        return 0.0, 1.0, 0.0
-    vc = d1 * d4 - d3 * d2
-    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3) if d1 != d3 else 0.0
-        return 1.0 - v, v, 0.0
-    cp = _sub(p, c)
-    d5, d6 = _dot(ab, cp), _dot(ac, cp)
-    if d6 >= 0.0 and d5 <= d6:
-        return 0.0, 0.0, 1.0
-    vb = d5 * d2 - d1 * d6
-    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6) if d2 != d6 else 0.0
-        return 1.0 - w, 0.0, w
-    va = d3 * d6 - d5 * d4
-    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
-        den = (d4 - d3) + (d5 - d6)
-        w = (d4 - d3) / den if den != 0.0 else 0.0
-        return 0.0, 1.0 - w, w
-    den = va + vb + vc
-    if den == 0.0:  # a triangle of no area
-        return 1.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0
-    v, w = vb / den, vc / den
-    return 1.0 - v - w, v, w
-
-
-@njit(cache=True)
 def _segment_params(p0, p1, q0, q1):
     """(s, t): the parameters of the closest points p0 + s (p1 - p0), q0 + t (q1 - q0)."""
-    u, v, w0 = _sub(p1, p0), _sub(q1, q0), _sub(p0, q0)
-    a, b, c = _dot(u, u), _dot(u, v), _dot(v, v)
-    d, e = _dot(u, w0), _dot(v, w0)
+    u, v, w0 = sub3(p1, p0), sub3(q1, q0), sub3(p0, q0)
+    a, b, c = dot3(u, u), dot3(u, v), dot3(v, v)
+    d, e = dot3(u, w0), dot3(v, w0)
     den = a * c - b * b
     s = 0.0
     if den > 1e-12 * max(a * c, TINY):
@@ -99,7 +56,7 @@ def _pair(kind, x, dx, t, i, j, k, m):
     unit direction between its closest points and the weights of n on each node."""
     p0, p1, p2, p3 = _at(x, dx, t, i), _at(x, dx, t, j), _at(x, dx, t, k), _at(x, dx, t, m)
     if kind == 0:
-        ba, bb, bc = _triangle_weights(p0, p1, p2, p3)
+        ba, bb, bc, _ = closest_weights(p0, p1, p2, p3)
         gap = (
             p0[0] - (ba * p1[0] + bb * p2[0] + bc * p3[0]),
             p0[1] - (ba * p1[1] + bb * p2[1] + bc * p3[1]),
@@ -114,7 +71,7 @@ def _pair(kind, x, dx, t, i, j, k, m):
             (1.0 - s) * p0[2] + s * p1[2] - ((1.0 - u) * p2[2] + u * p3[2]),
         )
         w = (1.0 - s, s, u - 1.0, -u)
-    d = math.sqrt(_dot(gap, gap))
+    d = math.sqrt(dot3(gap, gap))
     inv = 1.0 / max(d, TINY)
     return d, (gap[0] * inv, gap[1] * inv, gap[2] * inv), w
 

@@ -862,6 +862,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
+        import numba  # noqa: F401  (the compiled contact loops, loaded where a run needs them)
         import numpy  # noqa: F401
         import torch  # noqa: F401
     except ImportError as exc:

@@ -414,3 +414,22 @@ def test_a_fine_mesh_with_long_triangles_keeps_the_right_sign_above_them():
     md = MeshDistance(v, f, cell=0.01, band=0.04)
     points = np.array([[0.45, 0.0, 1.0 + h] for h in (0.02, 0.035, 0.045, 0.06)])
     np.testing.assert_allclose(md.query(points)[0], [0.02, 0.035, 0.04, 0.04], atol=1e-9)
+
+
+def test_within_breaks_a_tie_as_exact_does_on_a_two_sided_sheet():
+    """A square as two large triangles facing +z, and again as eight small ones facing -z:
+    a point above it is equally near both; ``within`` takes the first triangle, as ``exact``
+    does, so the two agree on its side."""
+    big = [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]]
+    grid = [[x, y, 0.0] for x in (0, 0.5, 1) for y in (0, 0.5, 1)]
+    small = []
+    for i in range(2):
+        for j in range(2):
+            a = i * 3 + j
+            small += [[a, a + 4, a + 3], [a, a + 1, a + 4]]  # wound to face -z
+    v = np.array(big + grid, dtype=np.float64)
+    f = np.array([[0, 1, 2], [0, 2, 3]] + (np.array(small) + 4).tolist())
+    mesh = MeshDistance(v, f, cell=0.05, band=0.2)
+    p = np.array([[0.3, 0.2, 0.1], [0.7, 0.6, -0.1]])
+    np.testing.assert_allclose(mesh.within(p, 0.2), mesh.exact(p))
+    np.testing.assert_allclose(mesh.exact(p), [0.1, -0.1])

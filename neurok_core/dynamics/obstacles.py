@@ -219,6 +219,8 @@ class MeshDistance:
         rows, tris = np.concatenate(rows), np.concatenate(tris)  # (K,)
         if not len(rows):
             return out
+        order = np.argsort(tris, kind="stable")  # a tie to the first triangle, as ``exact``
+        rows, tris = rows[order], tris[order]
         best_d2, best, best_tri, best_feat = self._nearest_pairs(p, rows, tris)
         hit = np.flatnonzero(best_d2 <= band * band)
         out[hit] = self._signed(p[hit], best[hit], best_tri[hit], best_feat[hit])
@@ -242,9 +244,9 @@ class MeshDistance:
         """For each point of ``p`` (P, 3), its nearest among the candidate pairs (point
         ``rows`` (K,), triangle ``tris`` (K,)), ties to the first: (squared distance (P,), inf
         without a pair; closest point (P, 3); its triangle (P,); its feature (P,)). Compiled
-        (``triangle_kernels.nearest_pairs``: in numpy the pairs' regions were most of a
+        (``contact_kernels.nearest_pairs``: in numpy the pairs' regions were most of a
         structure's and a grid's cost)."""
-        from ..triangle_kernels import nearest_pairs  # here: numba loads in about 0.5 s
+        from ..contact_kernels import nearest_pairs  # here: numba loads in about 0.5 s
 
         return nearest_pairs(
             np.ascontiguousarray(p, dtype=np.float64),

@@ -25,7 +25,7 @@ never tested; the others are found by a uniform grid of the triangles' centres, 
 edges' middles, kept while no node has moved ``skin`` from where they were found (less the
 rigid motion nearest the nodes': it changes no distance), and found again when one has; an
 evaluation measures only the pairs whose own nodes' motion may have brought them near. The
-loops over pairs are compiled (:mod:`.cloth_self_kernels`).
+loops over pairs are compiled (:mod:`~neurok_core.contact_kernels`).
 
 Friction between the layers is IPC's lagged friction: each pair nearer than ``dhat`` at a
 step's start pushes with -b'(d), and its tangential relative motion over the step costs
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import contact_kernels as kernels
 from ..geometry import unique_edges
 from ..sheets import components
-from . import cloth_self_kernels as kernels
 
 ETA = 0.1  # a line search's step keeps every pair at least this share of its distance apart
 REACH = 1.0  # skins: a step's nodes move at most this far relative to each other (<= 1: the
@@ -72,13 +72,13 @@ def edge_edge(p0, p1, q0, q1):
     """(d (P,), n (P, 3), s (P,), t (P,)): the distance between segments p0-p1 and q0-q1
     (all (P, 3)), the unit direction from q's closest point to p's, and the closest points'
     parameters (p0 + s (p1 - p0), q0 + t (q1 - q0)); parallel segments take s at p0 first
-    (``cloth_self_kernels``)."""
+    (``contact_kernels``)."""
     d, n, w = _geometry(1, p0, p1, q0, q1)
     return d, n, w[:, 1], -w[:, 3]
 
 
 def _geometry(kind: int, *points):
-    """``cloth_self_kernels.geometry`` of pairs given as four (P, 3) arrays of points."""
+    """``contact_kernels.geometry`` of pairs given as four (P, 3) arrays of points."""
     x = np.ascontiguousarray(np.stack(points, 1).reshape(-1, 3), dtype=np.float64)
     return kernels.geometry(kind, np.arange(len(x), dtype=np.int64).reshape(-1, 4), x)
 
@@ -135,7 +135,7 @@ class SelfContact:
     def _near(self, kind: int, x: np.ndarray, within: float):
         """(pairs (P, 2), nodes (P, 4), distances (P,)) of the node-triangle (``kind`` 0) or
         edge-edge pairs (kind 1) closer than ``within`` at ``x``: no incident ones, none of
-        :attr:`_apart` (``cloth_self_kernels.candidates``: a grid of the elements' centres)."""
+        :attr:`_apart` (``contact_kernels.candidates``: a grid of the elements' centres)."""
         elems = self.faces if kind == 0 else self.edges
         return kernels.candidates(kind, x, elems, float(within), self._apart[kind])
 

@@ -1,20 +1,27 @@
-"""Compiled loops of a cloth's contact with itself (:mod:`.cloth_self`).
+"""Compiled loops of contact geometry (numba): the closest point of a triangle, each point's
+nearest triangle among candidate pairs (the obstacles' exact distances and grid fills,
+``dynamics.obstacles``), and a cloth's contact with itself (``rigspace.cloth_self``).
 
-Each candidate pair of the barrier (a node and a triangle, or two edges: its four nodes as
-``nodes`` (P, 4) int64, as ``SelfContact._nodes``) needs a few dozen flops: its nodes' relative
-motion since it was found, then maybe its exact distance. In numpy each of those is a pass
-over all the pairs with arrays in between, and a cloth's few thousand pairs a call cost
-milliseconds where the arithmetic is microseconds; here each pair is one pass of a loop,
-the pairs that cannot be near are left before their distance is taken, and conservative
-advancement follows each pair on its own.
+In numpy each of these was a pass over thousands of pairs with arrays in between, and a
+call cost milliseconds where the arithmetic is microseconds; here each pair is one pass of a
+loop. Imported where a run first needs it (numba and the cached machine code load in about a
+second), so that the Blender side never imports numba. One file: numba's cache of a function
+is kept current by its own file only, so the loops that call each other live together.
 
-Distances (as ``cloth_self``'s module docstring): a point to a triangle (its closest point:
-``triangle_kernels.closest_weights``), its gradient n on the point and
--beta_i n on the corners; two segments (the closest points' parameters s, t clamped to
-[0, 1], s taken again for the clamped t; parallel segments: s = 0 first), gradient (1 - s) n,
-s n, -(1 - t) n, -t n. ``kind`` 0: node-triangle pairs, 1: edge-edge pairs.
+**Closest points.** The regions of the triangle's Voronoi diagram, tried in Ericson's order
+("Real-Time Collision Detection", 2004, 5.1.5): vertex a, vertex b, edge ab, vertex c, edge ca,
+edge bc, the face. Feature codes as ``dynamics.obstacles.closest_on_triangles``: 0 the face,
+1-3 the vertices a, b, c, 4 edge ab, 5 edge bc, 6 edge ca.
 
-Shapes: x, dx (n, 3) float64 metres; nodes (P, 4) int64; found (P,) float64.
+**A cloth's pairs.** Each candidate pair of its barrier (a node and a triangle, ``kind`` 0, or
+two edges, ``kind`` 1; its four nodes as ``nodes`` (P, 4) int64, as ``SelfContact``'s):
+its nodes' relative motion since it was found, then maybe its exact distance; the pairs that
+cannot be near are left before their distance is taken, and conservative advancement follows
+each pair on its own. A point to a triangle: gradient n on the point and -beta_i n on the
+corners; two segments (the closest points' parameters s, t clamped to [0, 1], s taken again
+for the clamped t; parallel segments: s = 0 first): gradient (1 - s) n, s n, -(1 - t) n, -t n.
+
+Shapes: points, x, dx (n, 3), vertices (V, 3) float64 metres; faces (F, 3) int64.
 """
 
 from __future__ import annotations
@@ -24,9 +31,114 @@ import math
 import numpy as np
 from numba import njit
 
-from ..triangle_kernels import closest_weights, dot3, sub3
+TINY = 1e-300  # a distance below which a direction is not taken
 
-TINY = 1e-300
+
+@njit(cache=True)
+def sub3(a, b):
+    """a - b of two 3-tuples."""
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+@njit(cache=True)
+def dot3(a, b):
+    """a . b of two 3-tuples."""
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@njit(cache=True)
+def closest_weights(p, a, b, c):
+    """(wa, wb, wc, feature): the barycentric coordinates of the point of triangle a, b, c
+    (tuples) nearest to ``p`` and the feature it lies on (module docstring). A triangle of no
+    area (its corners on a line, to rounding) takes the nearest point of its three edges:
+    the regions' tests need a plane."""
+    ab, ac, ap = sub3(b, a), sub3(c, a), sub3(p, a)
+    n0 = ab[1] * ac[2] - ab[2] * ac[1]
+    n1 = ab[2] * ac[0] - ab[0] * ac[2]
+    n2 = ab[0] * ac[1] - ab[1] * ac[0]
+    if n0 * n0 + n1 * n1 + n2 * n2 <= 1e-24 * dot3(ab, ab) * dot3(ac, ac):
+        return _closest_on_edges(p, a, b, c)
+    d1, d2 = dot3(ab, ap), dot3(ac, ap)
+    if d1 <= 0.0 and d2 <= 0.0:
+        return 1.0, 0.0, 0.0, 1
+    bp = sub3(p, b)
+    d3, d4 = dot3(ab, bp), dot3(ac, bp)
+    if d3 >= 0.0 and d4 <= d3:
+        return 0.0, 1.0, 0.0, 2
+    vc = d1 * d4 - d3 * d2
+    if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
+        v = d1 / (d1 - d3) if d1 != d3 else 0.0
+        return 1.0 - v, v, 0.0, 4
+    cp = sub3(p, c)
+    d5, d6 = dot3(ab, cp), dot3(ac, cp)
+    if d6 >= 0.0 and d5 <= d6:
+        return 0.0, 0.0, 1.0, 3
+    vb = d5 * d2 - d1 * d6
+    if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
+        w = d2 / (d2 - d6) if d2 != d6 else 0.0
+        return 1.0 - w, 0.0, w, 6
+    va = d3 * d6 - d5 * d4
+    if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
+        den = (d4 - d3) + (d5 - d6)
+        w = (d4 - d3) / den if den != 0.0 else 0.0
+        return 0.0, 1.0 - w, w, 5
+    den = va + vb + vc
+    v, w = vb / den, vc / den
+    return 1.0 - v - w, v, w, 0
+
+
+@njit(cache=True)
+def _on_segment(p, a, b):
+    """(t, squared distance): the point a + t (b - a), t in [0, 1], nearest to ``p``."""
+    ab, ap = sub3(b, a), sub3(p, a)
+    length = dot3(ab, ab)
+    t = min(max(dot3(ap, ab) / length, 0.0), 1.0) if length > 0.0 else 0.0
+    g0, g1, g2 = ap[0] - t * ab[0], ap[1] - t * ab[1], ap[2] - t * ab[2]
+    return t, g0 * g0 + g1 * g1 + g2 * g2
+
+
+@njit(cache=True)
+def _closest_on_edges(p, a, b, c):
+    """``closest_weights`` of a triangle of no area: the nearest point of its edges ab, bc,
+    ca (an end of an edge: that vertex's feature)."""
+    t, best = _on_segment(p, a, b)
+    out = (1.0 - t, t, 0.0, 1 if t == 0.0 else (2 if t == 1.0 else 4))
+    t, d2 = _on_segment(p, b, c)
+    if d2 < best:
+        best, out = d2, (0.0, 1.0 - t, t, 2 if t == 0.0 else (3 if t == 1.0 else 5))
+    t, d2 = _on_segment(p, c, a)
+    if d2 < best:
+        out = (t, 0.0, 1.0 - t, 3 if t == 0.0 else (1 if t == 1.0 else 6))
+    return out
+
+
+@njit(cache=True)
+def nearest_pairs(points, rows, tris, vertices, faces):
+    """For each point of ``points``, its nearest among the candidate pairs (point ``rows``
+    (K,), triangle ``tris`` (K,)), ties to the first pair: (squared distance (P,), inf
+    without a pair; closest point (P, 3); its triangle (P,); its feature (P,))."""
+    n = len(points)
+    best_d2 = np.full(n, np.inf)
+    best = np.zeros((n, 3))
+    best_tri = np.zeros(n, np.int64)
+    best_feat = np.zeros(n, np.int64)
+    for k in range(len(rows)):
+        r, t = rows[k], tris[k]
+        p = (points[r, 0], points[r, 1], points[r, 2])
+        ia, ib, ic = faces[t, 0], faces[t, 1], faces[t, 2]
+        a = (vertices[ia, 0], vertices[ia, 1], vertices[ia, 2])
+        b = (vertices[ib, 0], vertices[ib, 1], vertices[ib, 2])
+        c = (vertices[ic, 0], vertices[ic, 1], vertices[ic, 2])
+        wa, wb, wc, feature = closest_weights(p, a, b, c)
+        q0 = wa * a[0] + wb * b[0] + wc * c[0]
+        q1 = wa * a[1] + wb * b[1] + wc * c[1]
+        q2 = wa * a[2] + wb * b[2] + wc * c[2]
+        d2 = (p[0] - q0) ** 2 + (p[1] - q1) ** 2 + (p[2] - q2) ** 2
+        if d2 < best_d2[r]:
+            best_d2[r] = d2
+            best[r, 0], best[r, 1], best[r, 2] = q0, q1, q2
+            best_tri[r], best_feat[r] = t, feature
+    return best_d2, best, best_tri, best_feat
 
 
 @njit(cache=True)
@@ -81,25 +193,26 @@ def _motion(kind, delta, i, j, k, m):
     """How much the distance of the pair (nodes i, j, k, m) may change when its nodes move
     by ``delta`` (n, 3): the largest relative motion of a point of one element and a point
     of the other (of the node and a corner, of an end of one edge and an end of the other)."""
-    best = 0.0
+    best = _larger(_apart2(delta, k, i), _apart2(delta, m, i))
     if kind == 0:
-        for c in (j, k, m):
-            r0, r1, r2 = (
-                delta[c, 0] - delta[i, 0],
-                delta[c, 1] - delta[i, 1],
-                delta[c, 2] - delta[i, 2],
-            )
-            best = max(best, r0 * r0 + r1 * r1 + r2 * r2)
+        best = _larger(best, _apart2(delta, j, i))
     else:
-        for a in (k, m):
-            for b in (i, j):
-                r0, r1, r2 = (
-                    delta[a, 0] - delta[b, 0],
-                    delta[a, 1] - delta[b, 1],
-                    delta[a, 2] - delta[b, 2],
-                )
-                best = max(best, r0 * r0 + r1 * r1 + r2 * r2)
+        best = _larger(best, _larger(_apart2(delta, k, j), _apart2(delta, m, j)))
     return math.sqrt(best)
+
+
+@njit(cache=True)
+def _apart2(delta, a, b):
+    """The squared distance between rows ``a`` and ``b`` of ``delta`` (n, 3)."""
+    r0, r1, r2 = delta[a, 0] - delta[b, 0], delta[a, 1] - delta[b, 1], delta[a, 2] - delta[b, 2]
+    return r0 * r0 + r1 * r1 + r2 * r2
+
+
+@njit(cache=True)
+def _larger(a, b):
+    """max(a, b), NaN where either is (numba's max drops a NaN: a motion that is not finite
+    must not read as none)."""
+    return a if (a > b or a != a) else b
 
 
 @njit(cache=True)
@@ -223,8 +336,10 @@ def _spheres(x, elems):
 
 @njit(cache=True)
 def _cells(points, cell, lo, dims):
-    """(order (M,), starts (C + 1,)): ``points`` sorted by their cell of a grid of ``dims``
-    cells of side ``cell`` from ``lo``, and where each cell's run starts."""
+    """(order (M,), cells (U,), runs (U + 1,)): ``points`` sorted by their cell of a grid of
+    ``dims`` cells of side ``cell`` from ``lo`` (a cell's key: (i dims[1] + j) dims[2] + k),
+    the keys of the cells they occupy, sorted, and where each one's run of ``order`` starts.
+    Only occupied cells are kept: pieces far apart cost no empty cells between them."""
     m = len(points)
     key = np.empty(m, np.int64)
     for p in range(m):
@@ -233,12 +348,24 @@ def _cells(points, cell, lo, dims):
         c2 = min(int((points[p, 2] - lo[2]) / cell), dims[2] - 1)
         key[p] = (c0 * dims[1] + c1) * dims[2] + c2
     order = np.argsort(key, kind="mergesort")
-    starts = np.zeros(dims[0] * dims[1] * dims[2] + 1, np.int64)
-    for p in range(m):
-        starts[key[p] + 1] += 1
-    for c in range(1, len(starts)):
-        starts[c] += starts[c - 1]
-    return order, starts
+    cells, runs = np.empty(m, np.int64), np.empty(m + 1, np.int64)
+    u = 0
+    for s in range(m):
+        if s == 0 or key[order[s]] != key[order[s - 1]]:
+            cells[u], runs[u] = key[order[s]], s
+            u += 1
+    runs[u] = m
+    return order, cells[:u].copy(), runs[: u + 1].copy()
+
+
+@njit(cache=True)
+def _occupied(cells, table, key):
+    """The index of cell ``key`` among the occupied ``cells`` (sorted keys), -1 where it is
+    empty: from ``table`` (every cell's index) where there is one, else a binary search."""
+    if len(table):
+        return table[key]
+    u = np.searchsorted(cells, key)
+    return u if u < len(cells) and cells[u] == key else -1
 
 
 @njit(cache=True)
@@ -249,7 +376,8 @@ def candidates(kind, x, elems, within, apart):
     no node in common (1; pairs (e, f), e < f; nodes one edge's ends, then the other's),
     none whose key (node F + triangle, or e E + f) is among the sorted ``apart``. A uniform
     grid of the elements' centres, its cells as wide as ``within`` plus the largest
-    element's reach (no pair that near lies more than one cell apart), finds them."""
+    element's reach (no pair that near lies more than one cell apart; only its occupied
+    cells kept), finds them."""
     for i in range(len(x)):  # a grid over a non-finite box would be unbounded
         if not (np.isfinite(x[i, 0]) and np.isfinite(x[i, 1]) and np.isfinite(x[i, 2])):
             raise ValueError("a cloth node's position is not finite")
@@ -262,15 +390,21 @@ def candidates(kind, x, elems, within, apart):
         lo[c] = min(x[:, c].min(), centre[:, c].min() if m else x[:, c].min())
         hi[c] = max(x[:, c].max(), centre[:, c].max() if m else x[:, c].max())
     dims = np.empty(3, np.int64)
-    # at most about 8 cells an element (a flat or long cloth: few in its boxes; counted in
-    # floats: pieces far apart would overflow an integer count)
+    # the cells' keys fit an int64 (counted in floats: pieces far apart would overflow)
     while ((hi[0] - lo[0]) / cell + 1) * ((hi[1] - lo[1]) / cell + 1) * (
         (hi[2] - lo[2]) / cell + 1
-    ) > 8 * m + 64:
-        cell *= 1.5
+    ) > 4e18:
+        cell *= 2.0
     for c in range(3):
         dims[c] = int((hi[c] - lo[c]) / cell) + 1
-    order, starts = _cells(centre, cell, lo, dims)
+    order, cells, runs = _cells(centre, cell, lo, dims)
+    # a table of every cell's run where the grid is small (the usual cloth: one piece), else
+    # a search of the occupied cells' keys (pieces far apart: the empty cells between them
+    # would be most of a table)
+    count = dims[0] * dims[1] * dims[2]
+    table = np.full(count if count <= 8 * m + 64 else 0, -1, np.int64)
+    if len(table):
+        table[cells] = np.arange(len(cells))
     queries = x if kind == 0 else centre
     # each query's run of ``apart`` (its keys q m + e are contiguous, sorted)
     first = np.searchsorted(apart, np.arange(len(queries) + 1) * m)
@@ -285,8 +419,10 @@ def candidates(kind, x, elems, within, apart):
         for a in range(max(c0 - 1, 0), min(c0 + 2, dims[0])):
             for b in range(max(c1 - 1, 0), min(c1 + 2, dims[1])):
                 for c in range(max(c2 - 1, 0), min(c2 + 2, dims[2])):
-                    key = (a * dims[1] + b) * dims[2] + c
-                    for s in range(starts[key], starts[key + 1]):
+                    u = _occupied(cells, table, (a * dims[1] + b) * dims[2] + c)
+                    if u < 0:
+                        continue
+                    for s in range(runs[u], runs[u + 1]):
                         e = order[s]
                         if kind == 0:
                             i, j, k, l = q, elems[e, 0], elems[e, 1], elems[e, 2]
@@ -346,7 +482,7 @@ def spread(state, ref):
         r0 = state[i, 0] - ref[i, 0] - mean[0]
         r1 = state[i, 1] - ref[i, 1] - mean[1]
         r2 = state[i, 2] - ref[i, 2] - mean[2]
-        best = max(best, r0 * r0 + r1 * r1 + r2 * r2)
+        best = _larger(best, r0 * r0 + r1 * r1 + r2 * r2)
     return math.sqrt(best)
 
 

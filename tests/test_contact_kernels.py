@@ -1,16 +1,17 @@
-"""The compiled loops of the cloth's self-contact (neurok_core/rigspace/cloth_self_kernels.py)
-against independent references: the obstacles' closest points on triangles, a dense search of
-two segments' parameters, every pair by brute force, the metrics' Kabsch fit."""
+"""The compiled contact loops (neurok_core/contact_kernels.py) against independent references:
+numpy's closest points on triangles (``dynamics.obstacles.closest_on_triangles``), each point's
+nearest triangle by brute force, a dense search of two segments' parameters, every cloth pair by
+brute force, the metrics' Kabsch fit."""
 
 import itertools
 
 import numpy as np
 import pytest
 
+from neurok_core import contact_kernels as kernels
 from neurok_core.dynamics.obstacles import closest_on_triangles
 from neurok_core.geometry import unique_edges
 from neurok_core.metrics import best_rotations
-from neurok_core.rigspace import cloth_self_kernels as kernels
 
 
 def _pairs_of(points_per_pair: list[np.ndarray]):
@@ -155,3 +156,66 @@ def test_candidates_of_pieces_far_apart_keep_the_grid_small():
     near, _, d = kernels.candidates(0, x, faces, 0.05, none)
     pairs, _, dist = kernels.candidates(0, far, both, 0.05, none)
     assert len(pairs) == 2 * len(near)
+
+
+def test_nearest_pairs_match_numpys_regions_pair_by_pair():
+    rng = np.random.default_rng(0)
+    vertices = rng.normal(size=(900, 3))
+    faces = rng.integers(0, 900, size=(400, 3)).astype(np.int64)
+    faces = faces[(faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2])]
+    faces = faces[faces[:, 0] != faces[:, 2]]
+    points = rng.normal(size=(len(faces), 3))
+    rows = np.arange(len(faces), dtype=np.int64)  # one pair each: point k, triangle k
+    d2, best, tri, feat = kernels.nearest_pairs(points, rows, rows, vertices, faces)
+    closest, feature = closest_on_triangles(points, *np.moveaxis(vertices[faces], 1, 0))
+    np.testing.assert_allclose(best, closest, atol=1e-12)
+    np.testing.assert_array_equal(feat, feature)
+    np.testing.assert_allclose(d2, ((points - closest) ** 2).sum(1), atol=1e-12)
+    assert set(feature.tolist()) == set(range(7))  # every region met
+
+
+def test_each_point_keeps_its_nearest_triangle_and_the_first_of_a_tie():
+    rng = np.random.default_rng(1)
+    vertices = rng.normal(size=(40, 3))
+    faces = np.stack([np.arange(0, 39, 3), np.arange(1, 40, 3), np.arange(2, 41, 3) % 40], 1)
+    points = rng.normal(size=(25, 3))
+    rows = np.repeat(np.arange(25), len(faces))
+    tris = np.tile(np.arange(len(faces)), 25)
+    d2, _, tri, _ = kernels.nearest_pairs(points, rows, tris, vertices, faces)
+    every = ((points[:, None] - _all_closest(points, vertices, faces)) ** 2).sum(2)  # (P, F)
+    np.testing.assert_allclose(d2, every.min(1), atol=1e-12)
+    np.testing.assert_array_equal(tri, every.argmin(1))
+    # a triangle listed twice: the first listing wins, and a point with no pair keeps inf
+    twice = np.concatenate([tris[:13], tris[:13]])
+    d2, _, tri, _ = kernels.nearest_pairs(points, np.zeros(26, np.int64), twice, vertices, faces)
+    assert tri[0] == every[0, :13].argmin() and np.isinf(d2[1:]).all()
+
+
+def _all_closest(points, vertices, faces):
+    """(P, F, 3) every point's closest point on every triangle (numpy's regions)."""
+    p = np.repeat(points, len(faces), axis=0)
+    corners = np.tile(vertices[faces], (len(points), 1, 1))
+    closest = closest_on_triangles(p, corners[:, 0], corners[:, 1], corners[:, 2])[0]
+    return closest.reshape(len(points), len(faces), 3)
+
+
+def test_a_triangle_of_no_area_takes_the_nearest_point_of_its_edges():
+    rng = np.random.default_rng(7)
+    corners = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0]])
+    faces = np.array([[0, 1, 2], [2, 0, 1], [1, 2, 0]], dtype=np.int64)
+    points = rng.normal(size=(300, 3))
+    for face in faces:
+        rows = np.arange(len(points), dtype=np.int64)
+        tris = np.zeros(len(points), dtype=np.int64)
+        d2, best, _, _ = kernels.nearest_pairs(points, rows, tris, corners, face[None])
+        # the segment from x = 0 to x = 2 on the x axis
+        on = np.column_stack([np.clip(points[:, 0], 0.0, 2.0), np.zeros((len(points), 2))])
+        np.testing.assert_allclose(best, on, atol=1e-12)
+        np.testing.assert_allclose(d2, ((points - on) ** 2).sum(1), atol=1e-12)
+
+
+def test_a_motion_that_is_not_finite_is_not_read_as_none():
+    x, _ = _crumpled_sheet(8)
+    moved = x.copy()
+    moved[3, 2] = np.nan
+    assert np.isnan(kernels.spread(moved, x))

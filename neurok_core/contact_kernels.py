@@ -42,49 +42,72 @@ def sub3(a, b):
 
 @njit(cache=True)
 def dot3(a, b):
-    """a . b of two 3-tuples."""
-    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+    """a . b of two 3-tuples, summed as numpy's einsum sums a row of three here ((x + z) +
+    y): the closest points of ``closest_point`` are then numpy's to the bit."""
+    return (a[0] * b[0] + a[2] * b[2]) + a[1] * b[1]
 
 
 @njit(cache=True)
 def closest_weights(p, a, b, c):
     """(wa, wb, wc, feature): the barycentric coordinates of the point of triangle a, b, c
-    (tuples) nearest to ``p`` and the feature it lies on (module docstring). A triangle of no
-    area (its corners on a line, to rounding) takes the nearest point of its three edges:
-    the regions' tests need a plane."""
+    (tuples) nearest to ``p`` and the feature it lies on (module docstring)."""
+    wa, wb, wc, feature, _ = closest_point(p, a, b, c)
+    return wa, wb, wc, feature
+
+
+@njit(cache=True)
+def closest_point(p, a, b, c):
+    """(wa, wb, wc, feature, q): ``closest_weights`` and the point q (a tuple) itself, formed
+    as ``closest_on_triangles`` forms it (a + t ab on edge ab, b + t (c - b) on edge bc, a + v
+    ab + w ac on the face), to the last bit: a point as near two triangles facing apart
+    (where panels of a mesh meet) takes the same one, so the same sign. A triangle of no area
+    (its corners on a line, to rounding) takes the nearest point of its three edges: the
+    regions' tests need a plane."""
     ab, ac, ap = sub3(b, a), sub3(c, a), sub3(p, a)
     n0 = ab[1] * ac[2] - ab[2] * ac[1]
     n1 = ab[2] * ac[0] - ab[0] * ac[2]
     n2 = ab[0] * ac[1] - ab[1] * ac[0]
     if n0 * n0 + n1 * n1 + n2 * n2 <= 1e-24 * dot3(ab, ab) * dot3(ac, ac):
-        return _closest_on_edges(p, a, b, c)
+        wa, wb, wc, feature = _closest_on_edges(p, a, b, c)
+        q = (
+            wa * a[0] + wb * b[0] + wc * c[0],
+            wa * a[1] + wb * b[1] + wc * c[1],
+            wa * a[2] + wb * b[2] + wc * c[2],
+        )
+        return wa, wb, wc, feature, q
     d1, d2 = dot3(ab, ap), dot3(ac, ap)
     if d1 <= 0.0 and d2 <= 0.0:
-        return 1.0, 0.0, 0.0, 1
+        return 1.0, 0.0, 0.0, 1, a
     bp = sub3(p, b)
     d3, d4 = dot3(ab, bp), dot3(ac, bp)
     if d3 >= 0.0 and d4 <= d3:
-        return 0.0, 1.0, 0.0, 2
+        return 0.0, 1.0, 0.0, 2, b
     vc = d1 * d4 - d3 * d2
     if vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0:
-        v = d1 / (d1 - d3) if d1 != d3 else 0.0
-        return 1.0 - v, v, 0.0, 4
+        t = d1 / (d1 - d3) if d1 != d3 else 0.0
+        return 1.0 - t, t, 0.0, 4, (a[0] + t * ab[0], a[1] + t * ab[1], a[2] + t * ab[2])
     cp = sub3(p, c)
     d5, d6 = dot3(ab, cp), dot3(ac, cp)
     if d6 >= 0.0 and d5 <= d6:
-        return 0.0, 0.0, 1.0, 3
+        return 0.0, 0.0, 1.0, 3, c
     vb = d5 * d2 - d1 * d6
     if vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0:
-        w = d2 / (d2 - d6) if d2 != d6 else 0.0
-        return 1.0 - w, 0.0, w, 6
+        t = d2 / (d2 - d6) if d2 != d6 else 0.0
+        return 1.0 - t, 0.0, t, 6, (a[0] + t * ac[0], a[1] + t * ac[1], a[2] + t * ac[2])
     va = d3 * d6 - d5 * d4
     if va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0:
         den = (d4 - d3) + (d5 - d6)
-        w = (d4 - d3) / den if den != 0.0 else 0.0
-        return 0.0, 1.0 - w, w, 5
+        t = (d4 - d3) / den if den != 0.0 else 0.0
+        bc = sub3(c, b)
+        return 0.0, 1.0 - t, t, 5, (b[0] + t * bc[0], b[1] + t * bc[1], b[2] + t * bc[2])
     den = va + vb + vc
     v, w = vb / den, vc / den
-    return 1.0 - v - w, v, w, 0
+    q = (
+        a[0] + v * ab[0] + w * ac[0],
+        a[1] + v * ab[1] + w * ac[1],
+        a[2] + v * ab[2] + w * ac[2],
+    )
+    return 1.0 - v - w, v, w, 0, q
 
 
 @njit(cache=True)
@@ -129,11 +152,10 @@ def nearest_pairs(points, rows, tris, vertices, faces):
         a = (vertices[ia, 0], vertices[ia, 1], vertices[ia, 2])
         b = (vertices[ib, 0], vertices[ib, 1], vertices[ib, 2])
         c = (vertices[ic, 0], vertices[ic, 1], vertices[ic, 2])
-        wa, wb, wc, feature = closest_weights(p, a, b, c)
-        q0 = wa * a[0] + wb * b[0] + wc * c[0]
-        q1 = wa * a[1] + wb * b[1] + wc * c[1]
-        q2 = wa * a[2] + wb * b[2] + wc * c[2]
-        d2 = (p[0] - q0) ** 2 + (p[1] - q1) ** 2 + (p[2] - q2) ** 2
+        _, _, _, feature, q = closest_point(p, a, b, c)
+        q0, q1, q2 = q
+        g0, g1, g2 = p[0] - q0, p[1] - q1, p[2] - q2
+        d2 = g0 * g0 + g1 * g1 + g2 * g2
         if d2 < best_d2[r]:
             best_d2[r] = d2
             best[r, 0], best[r, 1], best[r, 2] = q0, q1, q2

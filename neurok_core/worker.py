@@ -123,6 +123,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
 import math
 import os
@@ -862,9 +863,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        import numba  # noqa: F401  (the compiled contact loops, loaded where a run needs them)
-        import numpy  # noqa: F401
-        import torch  # noqa: F401
+        # in this order (a bare interpreter is told of numpy first); numba: the compiled
+        # contact loops, loaded where a run first needs them
+        for name in ("numpy", "torch", "numba"):
+            importlib.import_module(name)
     except ImportError as exc:
         emit(
             {

@@ -136,10 +136,11 @@ def _closest_on_edges(p, a, b, c):
 
 
 @njit(cache=True)
-def nearest_pairs(points, rows, tris, vertices, faces):
+def nearest_pairs(points, rows, tris, vertices, faces, by_index=False):
     """For each point of ``points``, its nearest among the candidate pairs (point ``rows``
-    (K,), triangle ``tris`` (K,)), ties to the first pair: (squared distance (P,), inf
-    without a pair; closest point (P, 3); its triangle (P,); its feature (P,))."""
+    (K,), triangle ``tris`` (K,)), ties to the first pair (``by_index``: to the lowest
+    triangle, in whatever order the pairs come): (squared distance (P,), inf without a pair;
+    closest point (P, 3); its triangle (P,); its feature (P,))."""
     n = len(points)
     best_d2 = np.full(n, np.inf)
     best = np.zeros((n, 3))
@@ -156,7 +157,7 @@ def nearest_pairs(points, rows, tris, vertices, faces):
         q0, q1, q2 = q
         g0, g1, g2 = p[0] - q0, p[1] - q1, p[2] - q2
         d2 = g0 * g0 + g1 * g1 + g2 * g2
-        if d2 < best_d2[r]:
+        if d2 < best_d2[r] or (by_index and d2 == best_d2[r] and t < best_tri[r]):
             best_d2[r] = d2
             best[r, 0], best[r, 1], best[r, 2] = q0, q1, q2
             best_tri[r], best_feat[r] = t, feature

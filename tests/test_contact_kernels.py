@@ -219,3 +219,14 @@ def test_a_motion_that_is_not_finite_is_not_read_as_none():
     moved = x.copy()
     moved[3, 2] = np.nan
     assert np.isnan(kernels.spread(moved, x))
+
+
+def test_by_index_breaks_a_tie_by_the_lowest_triangle_whatever_the_order():
+    """Two copies of one triangle: equally near; ``by_index`` keeps the lower index even when
+    its pair comes second."""
+    vertices = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0]])
+    faces = np.array([[0, 1, 2], [0, 1, 2]], dtype=np.int64)
+    points = np.array([[0.2, 0.2, 0.5]])
+    rows, tris = np.zeros(2, dtype=np.int64), np.array([1, 0], dtype=np.int64)
+    assert kernels.nearest_pairs(points, rows, tris, vertices, faces)[2][0] == 1
+    assert kernels.nearest_pairs(points, rows, tris, vertices, faces, True)[2][0] == 0

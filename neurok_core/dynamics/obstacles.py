@@ -219,9 +219,8 @@ class MeshDistance:
         rows, tris = np.concatenate(rows), np.concatenate(tris)  # (K,)
         if not len(rows):
             return out
-        order = np.argsort(tris, kind="stable")  # a tie to the first triangle, as ``exact``
-        rows, tris = rows[order], tris[order]
-        best_d2, best, best_tri, best_feat = self._nearest_pairs(p, rows, tris)
+        # a tie to the lowest triangle, as ``exact``'s
+        best_d2, best, best_tri, best_feat = self._nearest_pairs(p, rows, tris, by_index=True)
         hit = np.flatnonzero(best_d2 <= band * band)
         out[hit] = self._signed(p[hit], best[hit], best_tri[hit], best_feat[hit])
         return out
@@ -240,12 +239,12 @@ class MeshDistance:
             ]
         return self._by_octave
 
-    def _nearest_pairs(self, p: np.ndarray, rows: np.ndarray, tris: np.ndarray):
+    def _nearest_pairs(self, p: np.ndarray, rows: np.ndarray, tris: np.ndarray, by_index=False):
         """For each point of ``p`` (P, 3), its nearest among the candidate pairs (point
-        ``rows`` (K,), triangle ``tris`` (K,)), ties to the first: (squared distance (P,), inf
-        without a pair; closest point (P, 3); its triangle (P,); its feature (P,)). Compiled
-        (``contact_kernels.nearest_pairs``: in numpy the pairs' regions were most of a
-        structure's and a grid's cost)."""
+        ``rows`` (K,), triangle ``tris`` (K,)), ties to the first (``by_index``: to the lowest
+        triangle): (squared distance (P,), inf without a pair; closest point (P, 3); its
+        triangle (P,); its feature (P,)). Compiled (``contact_kernels.nearest_pairs``: in
+        numpy the pairs' regions were most of a structure's and a grid's cost)."""
         from ..contact_kernels import nearest_pairs  # here: numba loads in about 0.5 s
 
         return nearest_pairs(
@@ -254,6 +253,7 @@ class MeshDistance:
             np.ascontiguousarray(tris, dtype=np.int64),
             self.vertices,
             self.faces,
+            by_index,
         )
 
     # -- the lazy grid -----------------------------------------------------------------------

@@ -48,16 +48,9 @@ def dot3(a, b):
 
 
 @njit(cache=True)
-def closest_weights(p, a, b, c):
-    """(wa, wb, wc, feature): the barycentric coordinates of the point of triangle a, b, c
-    (tuples) nearest to ``p`` and the feature it lies on (module docstring)."""
-    wa, wb, wc, feature, _ = closest_point(p, a, b, c)
-    return wa, wb, wc, feature
-
-
-@njit(cache=True)
 def closest_point(p, a, b, c):
-    """(wa, wb, wc, feature, q): ``closest_weights`` and the point q (a tuple) itself, formed
+    """(wa, wb, wc, feature, q): the barycentric coordinates of the point q of triangle a, b,
+    c (tuples) nearest to ``p``, the feature it lies on (module docstring) and q itself, formed
     as ``closest_on_triangles`` forms it (a + t ab on edge ab, b + t (c - b) on edge bc, a + v
     ab + w ac on the face), to the last bit: a point as near two triangles facing apart
     (where panels of a mesh meet) takes the same one, so the same sign. A triangle of no area
@@ -122,8 +115,8 @@ def _on_segment(p, a, b):
 
 @njit(cache=True)
 def _closest_on_edges(p, a, b, c):
-    """``closest_weights`` of a triangle of no area: the nearest point of its edges ab, bc,
-    ca (an end of an edge: that vertex's feature)."""
+    """(wa, wb, wc, feature) of ``closest_point`` for a triangle of no area: the nearest
+    point of its edges ab, bc, ca (an end of an edge: that vertex's feature)."""
     t, best = _on_segment(p, a, b)
     out = (1.0 - t, t, 0.0, 1 if t == 0.0 else (2 if t == 1.0 else 4))
     t, d2 = _on_segment(p, b, c)
@@ -191,12 +184,8 @@ def _pair(kind, x, dx, t, i, j, k, m):
     unit direction between its closest points and the weights of n on each node."""
     p0, p1, p2, p3 = _at(x, dx, t, i), _at(x, dx, t, j), _at(x, dx, t, k), _at(x, dx, t, m)
     if kind == 0:
-        ba, bb, bc, _ = closest_weights(p0, p1, p2, p3)
-        gap = (
-            p0[0] - (ba * p1[0] + bb * p2[0] + bc * p3[0]),
-            p0[1] - (ba * p1[1] + bb * p2[1] + bc * p3[1]),
-            p0[2] - (ba * p1[2] + bb * p2[2] + bc * p3[2]),
-        )
+        ba, bb, bc, _, q = closest_point(p0, p1, p2, p3)
+        gap = sub3(p0, q)
         w = (1.0, -ba, -bb, -bc)
     else:
         s, u = _segment_params(p0, p1, p2, p3)
@@ -236,15 +225,6 @@ def _larger(a, b):
     """max(a, b), NaN where either is (numba's max drops a NaN: a motion that is not finite
     must not read as none)."""
     return a if (a > b or a != a) else b
-
-
-@njit(cache=True)
-def distances(kind, nodes, x):
-    """(P,) the distances of the pairs ``nodes`` at ``x``."""
-    out = np.empty(len(nodes))
-    for p in range(len(nodes)):
-        out[p] = _pair(kind, x, x, 0.0, nodes[p, 0], nodes[p, 1], nodes[p, 2], nodes[p, 3])[0]
-    return out
 
 
 @njit(cache=True)
@@ -408,10 +388,9 @@ def candidates(kind, x, elems, within, apart):
     m = len(elems)
     reach = radius.max() if m else 0.0
     cell = max(within + (1.0 if kind == 0 else 2.0) * reach, 1e-12)
-    lo, hi = np.empty(3), np.empty(3)
+    lo, hi = np.empty(3), np.empty(3)  # the nodes' box holds the elements' centres too
     for c in range(3):
-        lo[c] = min(x[:, c].min(), centre[:, c].min() if m else x[:, c].min())
-        hi[c] = max(x[:, c].max(), centre[:, c].max() if m else x[:, c].max())
+        lo[c], hi[c] = x[:, c].min(), x[:, c].max()
     dims = np.empty(3, np.int64)
     # the cells' keys fit an int64 (counted in floats: pieces far apart would overflow)
     while ((hi[0] - lo[0]) / cell + 1) * ((hi[1] - lo[1]) / cell + 1) * (

@@ -1,5 +1,6 @@
 """A cloth's contact with itself (neurok_core.rigspace.cloth_self): the barrier's derivatives,
-the distances' gradients, the line search's bound, and layers that stay apart in a run."""
+the line search's bound, and layers that stay apart in a run (the distances and their
+gradients: tests/test_contact_kernels.py)."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from neurok_core.dynamics import InitialVelocity, SimulationConditions
 from neurok_core.metrics import self_crossings
 from neurok_core.rigspace import cloth_self
-from neurok_core.rigspace.cloth_self import SelfContact, barrier, edge_edge, point_triangle
+from neurok_core.rigspace.cloth_self import SelfContact, barrier
 from neurok_core.rigspace.cloth_simulate import simulate_cloth
 from neurok_core.rigspace.space import RigSettings
 
@@ -22,33 +23,6 @@ def test_barrier_derivatives_match_finite_differences():
     np.testing.assert_allclose(b2, (b1p - b1m) / (2 * eps), rtol=1e-5)
     assert (b > 0).all() and (b1 < 0).all() and (b2 > 0).all()
     assert barrier(np.array([0.01, 0.02]), 0.01, 3.0)[0].tolist() == [0.0, 0.0]
-
-
-@pytest.mark.parametrize("kind", ["point_triangle", "edge_edge"])
-def test_distance_gradients_match_finite_differences(kind):
-    rng = np.random.default_rng(3)
-    for _ in range(20):
-        pts = rng.normal(size=(4, 3))
-        if kind == "point_triangle":
-            d, n, beta = point_triangle(*(pts[k][None] for k in range(4)))
-            weights = np.concatenate([[1.0], -beta[0]])
-            fn = point_triangle
-        else:
-            d, n, s, t = edge_edge(*(pts[k][None] for k in range(4)))
-            weights = np.array([1 - s[0], s[0], t[0] - 1, -t[0]])
-            fn = edge_edge
-        grad = weights[:, None] * n[0][None]  # (4, 3)
-        eps = 1e-7
-        for k in range(4):
-            for a in range(3):
-                up, down = pts.copy(), pts.copy()
-                up[k, a] += eps
-                down[k, a] -= eps
-                fd = (
-                    fn(*(up[j][None] for j in range(4)))[0]
-                    - fn(*(down[j][None] for j in range(4)))[0]
-                ) / (2 * eps)
-                assert abs(fd[0] - grad[k, a]) < 1e-5
 
 
 def _two_squares(gap: float, n: int = 6):

@@ -93,7 +93,7 @@ def test_candidates_are_every_pair_within_reach_by_brute_force(kind, seed):
             ]
         )
         nodes = elems[every].reshape(-1, 4)
-    d = kernels.distances(kind, np.ascontiguousarray(nodes), x)
+    d = kernels.geometry(kind, np.ascontiguousarray(nodes), x)[0]
     keys = every[:, 0] * len(elems) + every[:, 1]
     truth = dict(zip(keys[d < within].tolist(), d[d < within].tolist(), strict=True))
     apart = np.sort(keys[d < within][::3])  # a third left out, as pairs near at rest are
@@ -114,16 +114,16 @@ def test_candidates_are_every_pair_within_reach_by_brute_force(kind, seed):
 def test_near_keeps_exactly_the_pairs_under_the_bound():
     x, faces = _crumpled_sheet(2)
     nodes = np.ascontiguousarray(unique_edges(faces)[:200].reshape(-1, 4))
-    found = kernels.distances(1, nodes, x)
+    found = kernels.geometry(1, nodes, x)[0]
     moved = x + np.random.default_rng(3).normal(scale=0.005, size=x.shape)
     idx, d, n, w = kernels.near(1, nodes, found, moved, moved - x, 0.05, np.inf)
-    truth = np.flatnonzero(kernels.distances(1, nodes, moved) < 0.05)
+    truth = np.flatnonzero(kernels.geometry(1, nodes, moved)[0] < 0.05)
     # a cutoff as far as the nodes moved leaves the same pairs; a nearer one, fewer
     bound = 0.05 + 2 * np.abs(moved - x).max() * np.sqrt(3)
     assert np.array_equal(kernels.near(1, nodes, found, moved, moved - x, 0.05, bound)[0], idx)
     assert len(kernels.near(1, nodes, found, moved, moved - x, 0.05, 0.02)[0]) < len(idx)
     np.testing.assert_array_equal(idx, truth)
-    np.testing.assert_allclose(d, kernels.distances(1, nodes, moved)[truth])
+    np.testing.assert_allclose(d, kernels.geometry(1, nodes, moved)[0][truth])
 
 
 def test_rigid_fit_and_spread_match_numpy():
@@ -230,3 +230,25 @@ def test_by_index_breaks_a_tie_by_the_lowest_triangle_whatever_the_order():
     rows, tris = np.zeros(2, dtype=np.int64), np.array([1, 0], dtype=np.int64)
     assert kernels.nearest_pairs(points, rows, tris, vertices, faces)[2][0] == 1
     assert kernels.nearest_pairs(points, rows, tris, vertices, faces, True)[2][0] == 0
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_distance_gradients_match_finite_differences(kind):
+    """The weights w of a pair's four nodes and its unit direction n are the distance's
+    gradient (w_k n on node k): a point and a triangle (kind 0), two segments (1)."""
+    rng = np.random.default_rng(3)
+    one = np.arange(4, dtype=np.int64)[None]
+    for _ in range(20):
+        pts = rng.normal(size=(4, 3))
+        _, n, w = kernels.geometry(kind, one, pts)
+        grad = w[0][:, None] * n[0][None]  # (4, 3)
+        eps = 1e-7
+        for k in range(4):
+            for a in range(3):
+                up, down = pts.copy(), pts.copy()
+                up[k, a] += eps
+                down[k, a] -= eps
+                fd = (kernels.geometry(kind, one, up)[0] - kernels.geometry(kind, one, down)[0]) / (
+                    2 * eps
+                )
+                assert abs(fd[0] - grad[k, a]) < 1e-5

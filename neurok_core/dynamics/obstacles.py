@@ -245,7 +245,7 @@ class MeshDistance:
         triangle): (squared distance (P,), inf without a pair; closest point (P, 3); its
         triangle (P,); its feature (P,)). Compiled (``contact_kernels.nearest_pairs``: in
         numpy the pairs' regions were most of a structure's and a grid's cost)."""
-        from ..contact_kernels import nearest_pairs  # here: numba loads in about 0.5 s
+        from ..contact_kernels import nearest_pairs  # here: numba loads in about 1 s
 
         return nearest_pairs(
             np.ascontiguousarray(p, dtype=np.float64),

@@ -60,29 +60,6 @@ def barrier(d: np.ndarray, dhat: float, kappa: float):
     return np.where(near, b, 0.0), np.where(near, b1, 0.0), np.where(near, b2, 0.0)
 
 
-def point_triangle(p, a, b, c):
-    """(d (P,), n (P, 3), beta (P, 3)): each point's distance to its triangle, the unit
-    direction from the closest point to the point, and the closest point's barycentric
-    coordinates (all arguments (P, 3))."""
-    d, n, w = _geometry(0, p, a, b, c)
-    return d, n, -w[:, 1:]
-
-
-def edge_edge(p0, p1, q0, q1):
-    """(d (P,), n (P, 3), s (P,), t (P,)): the distance between segments p0-p1 and q0-q1
-    (all (P, 3)), the unit direction from q's closest point to p's, and the closest points'
-    parameters (p0 + s (p1 - p0), q0 + t (q1 - q0)); parallel segments take s at p0 first
-    (``contact_kernels``)."""
-    d, n, w = _geometry(1, p0, p1, q0, q1)
-    return d, n, w[:, 1], -w[:, 3]
-
-
-def _geometry(kind: int, *points):
-    """``contact_kernels.geometry`` of pairs given as four (P, 3) arrays of points."""
-    x = np.ascontiguousarray(np.stack(points, 1).reshape(-1, 3), dtype=np.float64)
-    return kernels.geometry(kind, np.arange(len(x), dtype=np.int64).reshape(-1, 4), x)
-
-
 class SelfContact:
     """The barrier between a cloth's layers (module docstring) over ``nodes`` (n, 3) (the
     rest state) and ``faces`` (F, 3): thickness ``dhat`` (m), stiffness ``kappa`` (J/m^2),

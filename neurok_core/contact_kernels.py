@@ -518,3 +518,260 @@ def rigid_fit(ref, state):
             for b in range(3):
                 out[i, a] += rot[a, b] * (ref[i, b] - mr[b])
     return out
+
+
+# -- a distance grid's samples (``dynamics.obstacles.MeshDistance.query``) ----------------------
+@njit(cache=True)
+def _sample(p0, p1, p2, lo, cell, shape, block, slot_of, store):
+    """(known, d, d/dx, d/dy, d/dz) of the lazy grid at one point inside its box, formed as
+    ``MeshDistance.query`` forms them in numpy (the same operations in the same order: the
+    same bits); ``known`` False where its block or one of its cell's corners is not computed
+    yet (the caller fills them)."""
+    g0, g1, g2 = (p0 - lo[0]) / cell, (p1 - lo[1]) / cell, (p2 - lo[2]) / cell
+    top0, top1, top2 = shape[0] * block - 1, shape[1] * block - 1, shape[2] * block - 1
+    c0 = min(max(np.int64(math.floor(g0)), 0), top0)
+    c1 = min(max(np.int64(math.floor(g1)), 0), top1)
+    c2 = min(max(np.int64(math.floor(g2)), 0), top2)
+    b0, b1, b2 = c0 // block, c1 // block, c2 // block
+    key = (b0 * shape[1] + b1) * shape[2] + b2
+    slot = slot_of[key] if key < len(slot_of) else -1  # no table (a huge grid): unknown
+    if slot < 0:
+        return False, 0.0, 0.0, 0.0, 0.0
+    side = block + 1
+    base = ((slot * side + (c0 - b0 * block)) * side + (c1 - b1 * block)) * side
+    base += c2 - b2 * block
+    c = np.empty((2, 2, 2))
+    for i in range(2):
+        for j in range(2):
+            for k in range(2):
+                value = store[base + (i * side + j) * side + k]
+                if math.isnan(value):
+                    return False, 0.0, 0.0, 0.0, 0.0
+                c[i, j, k] = value
+    fx, fy, fz = g0 - c0, g1 - c1, g2 - c2
+    cx = np.empty((2, 2))
+    dx = np.empty((2, 2))
+    for j in range(2):
+        for k in range(2):
+            cx[j, k] = c[0, j, k] + fx * (c[1, j, k] - c[0, j, k])
+            dx[j, k] = c[1, j, k] - c[0, j, k]
+    cxy0 = cx[0, 0] + fy * (cx[1, 0] - cx[0, 0])
+    cxy1 = cx[0, 1] + fy * (cx[1, 1] - cx[0, 1])
+    d = cxy0 + fz * (cxy1 - cxy0)
+    dz = cxy1 - cxy0
+    dy = (1 - fz) * (cx[1, 0] - cx[0, 0]) + fz * (cx[1, 1] - cx[0, 1])
+    dxy0 = dx[0, 0] + fy * (dx[1, 0] - dx[0, 0])
+    dxy1 = dx[0, 1] + fy * (dx[1, 1] - dx[0, 1])
+    return True, d, (dxy0 + fz * (dxy1 - dxy0)) / cell, dy / cell, dz / cell
+
+
+@njit(cache=True)
+def grid_sample(points, lo, cell, shape, block, slot_of, store):
+    """(d (P,), grad (P, 3), known (P,) bool) of the lazy grid at ``points`` (P, 3) inside its
+    box (``_sample``): the grid's blocks indexed by ``slot_of`` (flat block key -> store slot,
+    -1: not made yet), its nodes in ``store`` (flat, (block + 1)^3 a slot, NaN: not filled)."""
+    n = len(points)
+    d = np.zeros(n)
+    grad = np.zeros((n, 3))
+    known = np.zeros(n, dtype=np.bool_)
+    for p in range(n):
+        ok, value, gx, gy, gz = _sample(
+            points[p, 0], points[p, 1], points[p, 2], lo, cell, shape, block, slot_of, store
+        )
+        if ok:
+            known[p] = True
+            d[p] = value
+            grad[p, 0], grad[p, 1], grad[p, 2] = gx, gy, gz
+    return d, grad, known
+
+
+# -- a moving part's contact (``rigspace.contact.PartCull``) ------------------------------------
+@njit(cache=True)
+def _stretch(f):
+    """An upper bound of the largest stretch of the 3x3 map ``f``: the square root of F^T F's
+    largest absolute row sum (Gershgorin; exactly 1 for a rotation)."""
+    best = 0.0
+    for i in range(3):
+        row = 0.0
+        for j in range(3):
+            row += abs(f[0, i] * f[0, j] + f[1, i] * f[1, j] + f[2, i] * f[2, j])
+        best = max(best, row)
+    return math.sqrt(best)
+
+
+@njit(cache=True)
+def _inverse(f, out):
+    """``out`` = f^-1 of the 3x3 ``f`` by its cofactors; False where f is singular."""
+    c00 = f[1, 1] * f[2, 2] - f[1, 2] * f[2, 1]
+    c01 = f[1, 2] * f[2, 0] - f[1, 0] * f[2, 2]
+    c02 = f[1, 0] * f[2, 1] - f[1, 1] * f[2, 0]
+    det = f[0, 0] * c00 + f[0, 1] * c01 + f[0, 2] * c02
+    if det == 0.0 or not math.isfinite(det):
+        return False
+    out[0, 0], out[1, 0], out[2, 0] = c00 / det, c01 / det, c02 / det
+    out[0, 1] = (f[0, 2] * f[2, 1] - f[0, 1] * f[2, 2]) / det
+    out[1, 1] = (f[0, 0] * f[2, 2] - f[0, 2] * f[2, 0]) / det
+    out[2, 1] = (f[0, 1] * f[2, 0] - f[0, 0] * f[2, 1]) / det
+    out[0, 2] = (f[0, 1] * f[1, 2] - f[0, 2] * f[1, 1]) / det
+    out[1, 2] = (f[0, 2] * f[1, 0] - f[0, 0] * f[1, 2]) / det
+    out[2, 2] = (f[0, 0] * f[1, 1] - f[0, 1] * f[1, 0]) / det
+    return True
+
+
+@njit(cache=True)
+def part_nearby(
+    qs,
+    bone,
+    heads,
+    centre,
+    radius,
+    band,
+    reach,
+    ptr,
+    cols,
+    vals,
+    cluster_of,
+    cl_bone,
+    cl_centre,
+    cl_radius,
+    hi,
+    lo,
+    cell,
+    shape,
+    block,
+    slot_of,
+    store,
+):
+    """The points closer than ``reach`` to a moving rigid part at each of the states ``qs``
+    (S, B, 4, 3) (``rigspace.contact``'s docstring): (state (R,), point (R,), d (R,), g (R, 3)
+    = F^-T grad sdf, rest point X (R, 3), known (R,)), by state, then point. Where a grid
+    node is not filled yet, ``known`` is False and d, g are left for the caller, who fills
+    the grid (and keeps those closer than ``reach``).
+
+    The part: its bone ``bone``, the bones' heads (B, 3), its rest sphere (``centre``,
+    ``radius``) and its grid (its ``band``; its box ``lo``, ``hi``, the band included;
+    the rest, ``MeshDistance.table``'s: ``grid_sample``). The points:
+    their skinning rows in compressed rows (``ptr`` (P + 1,), ``cols``, ``vals``: row p's
+    entries of the flat (4B,) coordinates), each one's cluster (``cluster_of`` (P,); C, past
+    the clusters: always queried) and the clusters' bones, rest centres and radii (C,),
+    (C, 3), (C,).
+
+    The broad phase of ``PartCull``: a cluster is carried by its bone into the part's rest
+    frame and left out where its sphere, scaled by both bones' largest stretches, stays
+    farther than ``reach`` from the grid's box; then the narrow phase of
+    ``PartObstacle.entries``: a point outside the part's moved sphere (its radius + reach +
+    the band), outside the grid's box, or at a state whose F is singular is left out."""
+    n_states, n_points, n_clusters = qs.shape[0], len(cluster_of), len(cl_bone)
+    cap = n_states * n_points
+    state = np.empty(cap, dtype=np.int64)
+    point = np.empty(cap, dtype=np.int64)
+    dist = np.empty(cap)
+    grad = np.empty((cap, 3))
+    rest = np.empty((cap, 3))
+    known = np.empty(cap, dtype=np.bool_)
+    count = 0
+    f = np.empty((3, 3))
+    inv = np.empty((3, 3))
+    fb = np.empty((3, 3))
+    near = np.empty(n_clusters + 1, dtype=np.bool_)
+    x = np.empty(3)
+    h = heads[bone]
+    for s in range(n_states):
+        for i in range(3):
+            for j in range(3):
+                f[i, j] = qs[s, bone, j, i]  # F = Q[b, :3, :]^T
+        if not _inverse(f, inv):
+            continue
+        c = qs[s, bone, 3]
+        scale = _stretch(f)
+        shrink = _stretch(inv)
+        # the part's moved sphere
+        w0, w1, w2 = centre[0] - h[0], centre[1] - h[1], centre[2] - h[2]
+        m0 = f[0, 0] * w0 + f[0, 1] * w1 + f[0, 2] * w2 + c[0]
+        m1 = f[1, 0] * w0 + f[1, 1] * w1 + f[1, 2] * w2 + c[1]
+        m2 = f[2, 0] * w0 + f[2, 1] * w1 + f[2, 2] * w2 + c[2]
+        cull = scale * radius + reach + band
+        near[n_clusters] = True
+        for k in range(n_clusters):
+            b = cl_bone[k]
+            for i in range(3):
+                for j in range(3):
+                    fb[i, j] = qs[s, b, j, i]
+            # the cluster's rest centre in the part's rest frame: h + F^-1 (F_b (X - h_b) + c_b - c)
+            w0 = cl_centre[k, 0] - heads[b, 0]
+            w1 = cl_centre[k, 1] - heads[b, 1]
+            w2 = cl_centre[k, 2] - heads[b, 2]
+            gap2 = 0.0
+            for i in range(3):
+                y = fb[i, 0] * w0 + fb[i, 1] * w1 + fb[i, 2] * w2 + qs[s, b, 3, i] - c[i]
+                x[i] = y
+            for i in range(3):
+                r = h[i] + inv[i, 0] * x[0] + inv[i, 1] * x[1] + inv[i, 2] * x[2]
+                out = max(max(lo[i] - r, r - hi[i]), 0.0)
+                gap2 += out * out
+            bound = (_stretch(fb) * cl_radius[k] + reach) * shrink
+            near[k] = math.sqrt(gap2) <= bound
+        for p in range(n_points):
+            if not near[cluster_of[p]]:
+                continue
+            x[0], x[1], x[2] = 0.0, 0.0, 0.0
+            for e in range(ptr[p], ptr[p + 1]):
+                col, v = cols[e], vals[e]
+                row = qs[s, col // 4, col % 4]
+                x[0] += v * row[0]
+                x[1] += v * row[1]
+                x[2] += v * row[2]
+            o0, o1, o2 = x[0] - m0, x[1] - m1, x[2] - m2
+            if o0 * o0 + o1 * o1 + o2 * o2 >= cull * cull:
+                continue
+            o0, o1, o2 = x[0] - c[0], x[1] - c[1], x[2] - c[2]
+            r0 = h[0] + (o0 * inv[0, 0] + o1 * inv[0, 1] + o2 * inv[0, 2])
+            r1 = h[1] + (o0 * inv[1, 0] + o1 * inv[1, 1] + o2 * inv[1, 2])
+            r2 = h[2] + (o0 * inv[2, 0] + o1 * inv[2, 1] + o2 * inv[2, 2])
+            if not (lo[0] < r0 < hi[0] and lo[1] < r1 < hi[1] and lo[2] < r2 < hi[2]):
+                continue
+            ok, d, n0, n1, n2 = _sample(r0, r1, r2, lo, cell, shape, block, slot_of, store)
+            if ok and not d < reach:
+                continue
+            state[count], point[count], known[count] = s, p, ok
+            rest[count, 0], rest[count, 1], rest[count, 2] = r0, r1, r2
+            dist[count] = d
+            # g = F^-T n: each entry n . (column of F^-1)
+            grad[count, 0] = n0 * inv[0, 0] + n1 * inv[1, 0] + n2 * inv[2, 0]
+            grad[count, 1] = n0 * inv[0, 1] + n1 * inv[1, 1] + n2 * inv[2, 1]
+            grad[count, 2] = n0 * inv[0, 2] + n1 * inv[1, 2] + n2 * inv[2, 2]
+            count += 1
+    return (
+        state[:count],
+        point[:count],
+        dist[:count],
+        grad[:count],
+        rest[:count],
+        known[:count],
+    )
+
+
+# -- well-spread points (``geometry.farthest_point_subsample``) ---------------------------------
+@njit(cache=True)
+def farthest_points(points, first, count):
+    """Indices (count,) of greedy farthest-point sampling of ``points`` (M, 3) from ``first``:
+    each next point the farthest from those chosen (the first of equals), the squared
+    distances summed as numpy sums a row of three ((x + y) + z: numpy's choice to the bit)."""
+    m = len(points)
+    chosen = np.empty(count, dtype=np.int64)
+    nearest = np.empty(m)  # each point's squared distance to the nearest chosen one
+    chosen[0] = first
+    for i in range(count):
+        c = chosen[i]
+        cx, cy, cz = points[c, 0], points[c, 1], points[c, 2]
+        best, arg = -1.0, 0
+        for p in range(m):
+            dx, dy, dz = points[p, 0] - cx, points[p, 1] - cy, points[p, 2] - cz
+            d = (dx * dx + dy * dy) + dz * dz
+            if i == 0 or d < nearest[p]:
+                nearest[p] = d
+            if nearest[p] > best:
+                best, arg = nearest[p], p
+        if i + 1 < count:
+            chosen[i + 1] = arg
+    return chosen

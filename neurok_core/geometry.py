@@ -539,19 +539,17 @@ def farthest_point_subsample(points: Any, count: int, rng: np.random.Generator) 
     """Indices (count,) int64 of well-spread ``points`` (M, 3) by greedy farthest-point sampling.
 
     Starts at a random point, then repeatedly adds the point farthest from those chosen
-    (O(count * M), vectorised over M).
+    (O(count * M): a compiled loop, ``contact_kernels.farthest_points``; in numpy each of the
+    count passes was a few array operations, 0.2 s for a 20k-vertex object's contact points).
     """
     p = as_points(points, "points")
     count = int(count)
     if not 1 <= count <= len(p):
         raise MeshError(f"count must lie in [1, {len(p)}] for {len(p)} points, got {count}")
-    chosen = np.empty(count, dtype=np.int64)
-    chosen[0] = rng.integers(len(p))
-    dist_sq = ((p - p[chosen[0]]) ** 2).sum(1)  # (M,) to the nearest chosen point
-    for i in range(1, count):
-        chosen[i] = int(np.argmax(dist_sq))
-        np.minimum(dist_sq, ((p - p[chosen[i]]) ** 2).sum(1), out=dist_sq)
-    return chosen
+    from .contact_kernels import farthest_points  # here: numba loads in about 1 s
+
+    first = int(rng.integers(len(p)))
+    return farthest_points(np.ascontiguousarray(p, dtype=np.float64), first, count)
 
 
 def edge_keys(faces: Any) -> tuple[np.ndarray, int]:

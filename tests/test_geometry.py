@@ -302,3 +302,23 @@ def test_farthest_point_subsample_spreads_points():
     assert set(range(200, 204)) <= set(chosen.tolist())
     with pytest.raises(MeshError, match="count must lie"):
         farthest_point_subsample(points, 205, rng)
+
+
+def test_farthest_point_subsample_is_the_greedy_samples_of_numpy():
+    """The compiled sampling against the greedy farthest-point sampling written in numpy
+    (argmax of each point's squared distance to the nearest chosen point, the first of
+    equals): the same indices, also where many distances tie (points on a coarse lattice)."""
+
+    def greedy(p, count, first):
+        chosen = [first]
+        nearest = ((p - p[first]) ** 2).sum(1)
+        for _ in range(1, count):
+            chosen.append(int(np.argmax(nearest)))
+            np.minimum(nearest, ((p - p[chosen[-1]]) ** 2).sum(1), out=nearest)
+        return np.array(chosen)
+
+    for seed in range(3):
+        points = np.random.default_rng(seed).normal(size=(3000, 3)).round(1)  # ties
+        first = int(np.random.default_rng(seed).integers(len(points)))
+        chosen = farthest_point_subsample(points, 200, np.random.default_rng(seed))
+        np.testing.assert_array_equal(chosen, greedy(points, 200, first))

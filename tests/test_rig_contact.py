@@ -78,21 +78,30 @@ def test_friction_hessian_is_continuous_where_sticking_turns_to_sliding():
     np.testing.assert_allclose(hessians[0], hessians[1], atol=1e-4 * np.abs(hessians[0]).max())
 
 
-def test_the_broad_phase_keeps_every_point_a_moving_part_can_touch():
-    """``PartCull`` against no cull: at random states (turned, shifted, a little stretched,
-    several at once) the points it keeps include every point within reach of the part."""
+def test_the_compiled_part_query_finds_what_the_uncullled_query_finds():
+    """``PartCull.nearby`` (a compiled broad and narrow phase) against
+    ``PartObstacle.distances`` and ``entries`` over every point (numpy, no cull): at random
+    states (turned, shifted, a little stretched, several at once) the same points within
+    reach, the same distances and gradients, before and after the grid's nodes are filled;
+    far away, none."""
     v, f = box_mesh((0.2, 0.1, 0.3), np.zeros(3), subdivisions=3)
     mesh = MeshDistance(v, f, 0.004, 0.016, "part")
     heads = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.25]])
     obstacle = PartObstacle(mesh, 0, heads)
-    # the other part's points: a slab's surface above the box, carried by bone 1
-    points = np.concatenate([box_mesh((0.3, 0.3, 0.05), heads[1], subdivisions=3)[0]])
+    # the other part's points: a slab's surface above the box, carried by bone 1, and a few
+    # points skinned to both bones (always queried)
+    points = box_mesh((0.3, 0.3, 0.05), heads[1], subdivisions=3)[0]
     rows = np.zeros((len(points), 8))
     rows[:, 4:7] = points - heads[1]
     rows[:, 7] = 1.0
+    rows[:5, :4] = 0.5 * rows[:5, 4:]
+    rows[:5, 4:] *= 0.5
+    rows[:5, :3] += 0.5 * (heads[1] - heads[0])
     cull = PartCull(obstacle, points, rows, np.ones(len(points), dtype=int), {1: 1})
     assert len(cull.members) > 10  # small clusters, not one sphere for the part
+    assert (cull.cluster_of[:5] == len(cull.members)).all()  # the blended points: always
     reach = 0.01
+    found = 0
     for _ in range(30):
         qs = np.zeros((3, 2, 4, 3))
         for s in range(3):
@@ -102,15 +111,43 @@ def test_the_broad_phase_keeps_every_point_a_moving_part_can_touch():
                 qs[s, b, :3, :] = (turn * (1.0 + 0.02 * RNG.normal(size=3))).T
             qs[s, :, 3, :] = heads + RNG.normal(scale=0.05, size=(2, 3))
             qs[s, 1, 3, 2] -= RNG.uniform(0.05, 0.12)  # down onto the box
-        kept = set(cull.kept(qs, reach).tolist())
         xs = np.einsum("pk,skd->spd", rows, qs.reshape(3, 8, 3))
-        state, idx, _ = obstacle.distances(qs, xs, reach)
-        assert set(idx.tolist()) <= kept
-    # far away: nothing kept
+        state, idx, d = obstacle.distances(qs, xs, reach)
+        got = cull.nearby(qs, reach)
+        np.testing.assert_array_equal(got[0], state)
+        np.testing.assert_array_equal(got[1], idx)
+        np.testing.assert_allclose(got[2], d, rtol=0, atol=1e-12)
+        for s in range(3):  # one state: the entries' gradients and rest points too
+            ref = obstacle.entries(qs[s], xs[s], rows, reach)
+            mine = cull.nearby(qs[s : s + 1], reach)
+            np.testing.assert_array_equal(mine[1], ref[0])
+            np.testing.assert_allclose(mine[3], ref[2], rtol=1e-9, atol=1e-9)
+            e = obstacle.relative_rows(rows, mine[1], mine[4])
+            np.testing.assert_allclose(e, ref[3], rtol=0, atol=1e-12)
+        found += len(idx)
+    assert found > 100  # the states did bring the slab within reach
+    # far away: nothing found
     far = np.zeros((1, 2, 4, 3))
     far[:, :, :3, :] = np.eye(3)
     far[0, :, 3, :] = heads + np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 2.0]])
-    assert len(cull.kept(far, reach)) == 0
+    assert len(cull.nearby(far, reach)[1]) == 0
+
+
+def test_the_compiled_grid_sample_is_numpys_to_the_bit():
+    """``MeshDistance.query`` (compiled, filling what it lacks through ``_interpolate``)
+    against ``_interpolate`` (numpy) at the same points: the same bits, whether the nodes were
+    filled before or by this query."""
+    v, f = box_mesh((0.2, 0.1, 0.3), np.zeros(3), subdivisions=3)
+    points = RNG.uniform(-0.12, 0.16, size=(2000, 3))
+    fresh = MeshDistance(v, f, 0.004, 0.016, "part")
+    inside = points[fresh.near(points)]
+    d, g = fresh.query(inside)  # fills as it goes
+    d_ref, g_ref = fresh._interpolate(inside)  # every node filled now
+    np.testing.assert_array_equal(d, d_ref)
+    np.testing.assert_array_equal(g, g_ref)
+    again = fresh.query(inside)  # all known: the compiled loop alone
+    np.testing.assert_array_equal(again[0], d_ref)
+    np.testing.assert_array_equal(again[1], g_ref)
 
 
 def _stack(count: int, **scene) -> tuple[list[SceneObject], SimulationConditions]:

@@ -425,7 +425,31 @@ class MeshDistance:
         return np.sqrt((out * out).sum(1))
 
     def query(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(d (P,), grad d (P, 3)) of points ``x`` (P, 3) inside the grid's box (``near``)."""
+        """(d (P,), grad d (P, 3)) of points ``x`` (P, 3) inside the grid's box (``near``):
+        trilinear in the grid's nodes, a compiled loop (``contact_kernels.grid_sample``: a
+        step asks for a few hundred points at a time, thousands of times a run); the points
+        whose blocks or nodes are not computed yet take ``_interpolate``, which computes
+        them."""
+        if not len(x):
+            return self._interpolate(x)
+        from ..contact_kernels import grid_sample  # here: numba loads in about 1 s
+
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        d, grad, known = grid_sample(x, *self.table())
+        if not known.all():
+            miss = np.flatnonzero(~known)
+            d[miss], grad[miss] = self._interpolate(x[miss])
+        return d, grad
+
+    def table(self) -> tuple:
+        """The grid as ``contact_kernels.grid_sample`` reads it: (lo, cell, shape, block,
+        slot_of, store); slot_of empty where the blocks have no table (every sample then
+        reads as unknown)."""
+        slots = self._slot_of if self._slot_of is not None else np.zeros(0, dtype=np.int64)
+        return self.lo, self.cell, self.shape, BLOCK, slots, self._store.reshape(-1)
+
+    def _interpolate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``query`` in numpy, computing the blocks and nodes its points need first."""
         g = (x - self.lo) / self.cell
         cell = np.clip(np.floor(g).astype(np.int64), 0, self.shape * BLOCK - 1)
         block = cell // BLOCK

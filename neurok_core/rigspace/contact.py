@@ -66,15 +66,18 @@ class PartObstacle:
         """(index (R,), d (R,), g (R, 3), e (R, 4B)) of the points ``x`` (P, 3) with skinning
         rows ``rows`` (P, 4B) closer than ``reach`` to the part (module docstring)."""
         _, idx, d, n, rest, inv = self._near(q[None], x[None], reach)
-        if not len(idx):
-            return idx, d, n, np.zeros((0, rows.shape[1]))
         g = n @ inv[0]  # (R, 3): F^-T n, each row n^T F^-1
-        # u_p - u_b(X): the rest point's row (X - h_b, 1) on the bone's four entries
+        return idx, d, g, self.relative_rows(rows, idx, rest)
+
+    def relative_rows(self, rows: np.ndarray, idx: np.ndarray, rest: np.ndarray) -> np.ndarray:
+        """(R, 4B) u_p - u_b(X) of the points ``idx`` (R,) of ``rows`` whose places in the
+        part's rest frame are ``rest`` (R, 3): the rest point's row (X - h_b, 1) on the bone's
+        four entries taken from the point's own."""
         b = self.bone
         e = rows[idx]  # (R, 4B) a copy
         e[:, 4 * b : 4 * b + 3] -= rest - self.heads[b]
         e[:, 4 * b + 3] -= 1.0
-        return idx, d, g, e
+        return e
 
     def distances(self, qs: np.ndarray, xs: np.ndarray, reach: float):
         """(state (R,), index (R,), d (R,)) of the points ``xs`` (S, P, 3) at the states ``qs``
@@ -212,15 +215,17 @@ class RollingResistance:
 
 
 class PartCull:
-    """The broad phase of the points that meet a moving part (a :class:`PartObstacle`): the
-    points of each other part carried by one bone (a rigid part) are split into small
-    clusters (``CLUSTER`` points at most, by halving along the longest side), each with its
-    rest centre and radius; at a state, a cluster is carried by its bone into the obstacle's
-    rest frame, and one whose sphere (its radius scaled by both bones' largest stretches)
-    stays farther than ``reach`` from the obstacle's grid box is left out of the queries. So
-    the work of a query grows with the points near the part's surface, not with every point
-    of the parts around it (a box resting on another queries its bottom face's points).
-    Points of parts that bend (several bones) are always queried.
+    """The points that meet a moving part (a :class:`PartObstacle`), found by one compiled
+    pass a query (``contact_kernels.part_nearby``). Its broad phase: the points of each other
+    part carried by one bone (a rigid part) are split into small clusters (``CLUSTER`` points
+    at most, by halving along the longest side), each with its rest centre and radius; at a
+    state, a cluster is carried by its bone into the obstacle's rest frame, and one whose
+    sphere (its radius scaled by both bones' largest stretches) stays farther than ``reach``
+    from the obstacle's grid box is left out. So the work of a query grows with the points
+    near the part's surface, not with every point of the parts around it (a box resting on
+    another queries its bottom face's points). Points of parts that bend (several bones) are
+    always queried. Its narrow phase is :meth:`PartObstacle.entries`' (the same points, the
+    same distances).
 
     points: (P, 3) rest positions; rows: (P, 4B) their skinning rows; owners: (P,) part of
     each; bones: {part: its one bone} (a point whose row holds another bone is always queried)."""
@@ -233,53 +238,63 @@ class PartCull:
             other = rows[own].copy()
             other[:, 4 * bone : 4 * bone + 4] = 0.0
             carried[own[~other.any(axis=1)]] = True
-        self.always = np.flatnonzero(~carried)
-        members, centres, radii, self.spans = [], [], [], []
+        members, centres, radii, cluster_bones = [], [], [], []
         for part, bone in bones.items():
             own = np.flatnonzero((owners == part) & carried)
-            first = len(members)
             for group in _clusters(points, own):
                 centre = points[group].mean(0)
                 members.append(group)
                 centres.append(centre)
                 radii.append(float(np.linalg.norm(points[group] - centre, axis=1).max()))
-            if len(members) > first:
-                self.spans.append((bone, slice(first, len(members))))  # a bone's clusters
+                cluster_bones.append(bone)
         self.members = members  # each cluster's point indices
         # each point's cluster, the always-queried ones a last, always-near one
         self.cluster_of = np.full(len(points), len(members), dtype=np.int64)  # (P,)
         for c, group in enumerate(members):
             self.cluster_of[group] = c
-        self.centres = np.array(centres).reshape(-1, 3)  # (C, 3) rest centres
-        self.radii = np.array(radii)  # (C,)
-        self.heads = obstacle.heads
+        self.centres = np.array(centres, dtype=np.float64).reshape(-1, 3)  # (C, 3) rest centres
+        self.radii = np.array(radii, dtype=np.float64)  # (C,)
+        self.bones = np.array(cluster_bones, dtype=np.int64)  # (C,) each cluster's bone
+        # the rows' entries, compressed (a point's place is a few of them: its bone's four)
+        point, col = np.nonzero(rows)
+        self._ptr = np.searchsorted(point, np.arange(len(points) + 1)).astype(np.int64)
+        self._cols, self._vals = col.astype(np.int64), np.ascontiguousarray(rows[point, col])
 
-    def kept(self, qs: np.ndarray, reach: float) -> np.ndarray:
-        """Sorted indices of the points to query at any of the states ``qs`` (S, B, 4, 3)."""
-        if not len(self.members):
-            return self.always
+    def nearby(self, qs: np.ndarray, reach: float):
+        """(state (R,), index (R,), d (R,), g (R, 3), rest point X (R, 3)) of the points
+        closer than ``reach`` to the part at the states ``qs`` (S, B, 4, 3), by state then
+        index: ``PartObstacle.entries``' answer (g = F^-T grad sdf) for many states at once."""
+        from ..contact_kernels import part_nearby  # here: numba loads in about 1 s
+
         o = self.obstacle
-        f = np.swapaxes(qs[:, o.bone, :3, :], 1, 2)  # (S, 3, 3)
-        try:
-            inv = np.linalg.inv(f)
-        except np.linalg.LinAlgError:  # a singular part: every point
-            return np.arange(len(self.cluster_of))
-        # the largest stretches bounded by Gershgorin on F^T F (exactly 1 for a rotation)
-        shrink = np.sqrt(np.abs(np.swapaxes(inv, 1, 2) @ inv).sum(2).max(1))  # (S,)
-        lo, hi, head = o.mesh.lo, o.mesh.hi, self.heads[o.bone]
-        near = np.ones(len(self.members) + 1, dtype=bool)  # the last: the always-queried
-        for bone, span in self.spans:
-            fb = np.swapaxes(qs[:, bone, :3, :], 1, 2)  # (S, 3, 3)
-            # a rest point X of the bone, in the obstacle's rest frame: m (X - h_b) + t
-            m = inv @ fb
-            t = head + np.einsum("sij,sj->si", inv, qs[:, bone, 3, :] - qs[:, o.bone, 3, :])
-            rest = np.einsum("sij,cj->sci", m, self.centres[span] - self.heads[bone])
-            rest += t[:, None, :]  # (S, C, 3)
-            stretch = np.sqrt(np.abs(np.swapaxes(fb, 1, 2) @ fb).sum(2).max(1))  # (S,)
-            gap = np.linalg.norm(np.maximum(np.maximum(lo - rest, rest - hi), 0.0), axis=2)
-            bound = (stretch[:, None] * self.radii[span] + reach) * shrink[:, None]
-            near[span] = (gap <= bound).any(0)
-        return np.flatnonzero(near[self.cluster_of])
+        mesh = o.mesh
+        qs = np.ascontiguousarray(qs, dtype=np.float64)
+        state, idx, d, g, rest, known = part_nearby(
+            qs,
+            o.bone,
+            o.heads,
+            o.centre,
+            o.radius,
+            mesh.band,
+            float(reach),
+            self._ptr,
+            self._cols,
+            self._vals,
+            self.cluster_of,
+            self.bones,
+            self.centres,
+            self.radii,
+            mesh.hi,
+            *mesh.table(),  # lo, cell, shape, block, slot_of, store
+        )
+        if not known.all():  # grid nodes not filled yet: the grid computes them
+            miss = np.flatnonzero(~known)
+            d[miss], n = mesh.query(rest[miss])
+            inv = np.linalg.inv(np.swapaxes(qs[state[miss], o.bone, :3, :], 1, 2))
+            g[miss] = np.einsum("ri,rij->rj", n, inv)
+            keep = known | (d < reach)
+            state, idx, d, g, rest = state[keep], idx[keep], d[keep], g[keep], rest[keep]
+        return state, idx, d, g, rest
 
 
 def _clusters(points: np.ndarray, idx: np.ndarray) -> list[np.ndarray]:
@@ -378,15 +393,11 @@ class Contact:
         return idx[keep], d[keep], g[keep], e[keep]
 
     def _query(self, q: np.ndarray, reach: float):
-        rows, kept = self.points.rows, None
+        rows = self.points.rows
         if self.cull is not None:
-            kept = self.cull.kept(q[None], reach)
-            if not len(kept):  # nothing near the part: no contact, no query
-                none = np.zeros(0, dtype=np.int64)
-                return none, np.zeros(0), np.zeros((0, 3)), np.zeros((0, rows.shape[1]))
-            rows = rows[kept]
-        idx, d, g, e = self.obstacle.entries(q, rows @ q.reshape(-1, 3), rows, reach)
-        return (idx, d, g, e) if kept is None else (kept[idx], d, g, e)
+            _, idx, d, g, rest = self.cull.nearby(q[None], reach)
+            return idx, d, g, self.obstacle.relative_rows(rows, idx, rest)
+        return self.obstacle.entries(q, rows @ q.reshape(-1, 3), rows, reach)
 
     def _at(self, q: np.ndarray):
         """(the points within ``wide`` at ``q``, ``_active``'s answer there), queried once
@@ -417,16 +428,11 @@ class Contact:
         kept = self._kept(states[0]) if len(states) == 1 else None
         if kept is not None:
             return 0 if (~np.isin(kept[1][0], known)).any() else None
-        rows, kept = self.points.rows, None
         if self.cull is not None:
-            kept = self.cull.kept(states, self.reach)
-            if not len(kept):
-                return None
-            rows = rows[kept]
-        xs = rows @ states.reshape(len(states), -1, 3)  # (S, P, 3)
-        state, idx, d = self.obstacle.distances(states, xs, self.reach)
-        if kept is not None:
-            idx = kept[idx]
+            state, idx, d = self.cull.nearby(states, self.reach)[:3]
+        else:
+            xs = self.points.rows @ states.reshape(len(states), -1, 3)  # (S, P, 3)
+            state, idx, d = self.obstacle.distances(states, xs, self.reach)
         new = (self.points.threshold[idx] - d > 0) & ~np.isin(idx, known)
         return int(state[new].min()) if new.any() else None
 

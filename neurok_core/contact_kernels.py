@@ -775,3 +775,65 @@ def farthest_points(points, first, count):
         if i + 1 < count:
             chosen[i + 1] = arg
     return chosen
+
+
+# -- a cloth's incremental potential (``rigspace.cloth.ClothStep``) ----------------------------
+@njit(cache=True)
+def cloth_potential(
+    x, z, m, inertia, edges, lengths, k, compression, viscous, start_d, ptr, idx, val, forces
+):
+    """(value, gradient (n, 3), B Q x (n, 3)) of a cloth's step potential without its
+    contact, drags and viscous bending: inertia |x - z|_M^2 + the springs on ``edges`` (E, 2)
+    (rest ``lengths``, stiffness ``k``, ``compression`` x k shortened) + their viscous
+    stretching ``viscous`` x k / 2 (|d| - ``start_d``)^2 (``viscous``: beta / h, 0 for none)
+    + 1/2 x . B Q x (B Q in compressed rows ``ptr``, ``idx``, ``val``) - ``forces`` . x, as
+    ``ClothStep._potential`` forms them in numpy, one pass over the nodes and one over the
+    edges."""
+    n, n_edges = len(x), len(edges)
+    grad = np.empty((n, 3))
+    bx = np.empty((n, 3))
+    value = 0.0
+    for i in range(n):
+        w = 2.0 * inertia * m[i]
+        s = 0.0
+        for a in range(3):
+            d = x[i, a] - z[i, a]
+            s += d * d
+            grad[i, a] = w * d
+        value += inertia * m[i] * s
+    springs = 0.0
+    for e in range(n_edges):
+        i, j = edges[e, 0], edges[e, 1]
+        d0, d1, d2 = x[j, 0] - x[i, 0], x[j, 1] - x[i, 1], x[j, 2] - x[i, 2]
+        length = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        stretch = length - lengths[e]
+        ke = k[e] if stretch > 0 else k[e] * compression
+        springs += ke * stretch * stretch
+        along = ke * stretch
+        if viscous > 0:
+            rate = length - start_d[e]
+            springs += k[e] * viscous * rate * rate
+            along += k[e] * viscous * rate
+        c = along / max(length, 1e-300)
+        grad[j, 0] += c * d0
+        grad[j, 1] += c * d1
+        grad[j, 2] += c * d2
+        grad[i, 0] -= c * d0
+        grad[i, 1] -= c * d1
+        grad[i, 2] -= c * d2
+    value += 0.5 * springs
+    bending, work = 0.0, 0.0
+    for r in range(n):
+        s0, s1, s2 = 0.0, 0.0, 0.0
+        for p in range(ptr[r], ptr[r + 1]):
+            c, v = idx[p], val[p]
+            s0 += v * x[c, 0]
+            s1 += v * x[c, 1]
+            s2 += v * x[c, 2]
+        bx[r, 0], bx[r, 1], bx[r, 2] = s0, s1, s2
+        bending += x[r, 0] * s0 + x[r, 1] * s1 + x[r, 2] * s2
+        work += forces[r, 0] * x[r, 0] + forces[r, 1] * x[r, 1] + forces[r, 2] * x[r, 2]
+        grad[r, 0] += s0 - forces[r, 0]
+        grad[r, 1] += s1 - forces[r, 1]
+        grad[r, 2] += s2 - forces[r, 2]
+    return value + 0.5 * bending - work, grad, bx

@@ -591,6 +591,12 @@ class ClothStep:
             (3 * bending.col[:, None] + np.arange(3)).ravel(),
             np.repeat(bending.data, 3),
         )
+        rows = energy.bending  # B Q in compressed rows, as the compiled potential reads it
+        self._bending_rows = (
+            rows.indptr.astype(np.int64),
+            rows.indices.astype(np.int64),
+            np.ascontiguousarray(rows.data, dtype=np.float64),
+        )
         pairs = np.concatenate([energy.edges, np.stack([bending.row, bending.col], 1)])
         self._system = NodeSystem(self.free, pairs)
 
@@ -668,28 +674,28 @@ class ClothStep:
     # -- the incremental potential ---------------------------------------------------------
     def _potential(self, x, z, inertia, h, start_d, forces, drags):
         """Phi(x) = inertia |x - z|_M^2 + E(x) + the viscous stretching and bending - f . x +
-        the drags' springs, and its gradient (zero at the pinned nodes). The springs' and the
-        viscous stretching's forces share one product; the viscous bending uses the step's
-        start's B Q x_n (``self.bx0``)."""
+        the drags' springs, and its gradient (zero at the pinned nodes). The inertia, springs,
+        viscous stretching, bending and forces are one compiled pass
+        (``contact_kernels.cloth_potential``: in numpy a dozen array operations, most of an
+        iteration's time); the viscous bending uses the step's start's B Q x_n
+        (``self.bx0``)."""
+        from ..contact_kernels import cloth_potential  # here: numba loads in about 1 s
+
         e = self.energy
-        dx = x - z
-        value = inertia * float(self.m @ np.einsum("ij,ij->i", dx, dx))
-        grad = (2.0 * inertia) * (self.m[:, None] * dx)
-        d = e.g @ x  # (E, 3)
-        length = np.sqrt(np.einsum("ij,ij->i", d, d))
-        stretch = length - e.lengths
-        k = np.where(stretch > 0, e.k, e.k * e.compression)
-        value += 0.5 * float(k @ (stretch * stretch))
-        along = k * stretch  # (E,) the springs' tension
-        if self.beta > 0:  # viscous stretching: beta / (2 h) k (|d| - |d_start|)^2
-            rate = length - start_d
-            kk = e.k * (self.beta / h)
-            value += 0.5 * float(kk @ (rate * rate))
-            along += kk * rate
-        grad += e.gt @ ((along / np.maximum(length, 1e-300))[:, None] * d)
-        bx = e.bending @ x
-        value += 0.5 * float(np.einsum("ij,ij->", x, bx))
-        grad += bx
+        value, grad, bx = cloth_potential(
+            x,
+            z,
+            self.m,
+            inertia,
+            e.edges,
+            e.lengths,
+            e.k,
+            e.compression,
+            self.beta / h,
+            start_d,
+            *self._bending_rows,
+            forces,
+        )
         if self.tau > 0 and self.x0 is not None:  # tau / (2 h) |x - x_n|_{B Q}^2
             c = self.tau / h
             bq = bx - self.bx0
@@ -700,8 +706,6 @@ class ClothStep:
                 vc, gc = contact(x)
                 value += vc
                 grad += gc
-        value -= float(np.dot(forces.ravel(), x.ravel()))
-        grad -= forces
         for nodes, w, kd, target in drags:
             off = w @ x[nodes] - target
             value += 0.5 * kd * float(off @ off)

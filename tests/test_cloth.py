@@ -88,7 +88,21 @@ def test_the_steps_potential_has_the_gradient_it_reports():
     forces = rng.normal(0, 1, v.shape)
     drags = [(np.array([3, 4, 9]), np.array([0.2, 0.3, 0.5]), 50.0, np.array([0.1, 0.2, 0.3]))]
     args = (z, 50.0, 0.01, start, forces, drags)
-    _, grad = step._potential(x, *args)
+    value, grad = step._potential(x, *args)
+    # the value, formed again from its terms in numpy (the compiled pass's reference)
+    d = energy.g @ x
+    rate = np.sqrt((d * d).sum(1)) - start
+    off = drags[0][1] @ x[drags[0][0]] - drags[0][3]
+    bq = energy.bending @ (x - step.x0)
+    expected = (
+        50.0 * float(m @ ((x - z) ** 2).sum(1))
+        + energy.value(x)
+        + 0.5 * (step.beta / 0.01) * float(energy.k @ (rate * rate))
+        + 0.5 * (0.1 / 0.01) * float(((x - step.x0) * bq).sum())
+        + 0.5 * 50.0 * float(off @ off)
+        - float((forces * x).sum())
+    )
+    assert value == pytest.approx(expected, rel=1e-12)
     numeric = np.zeros_like(x)
     eps = 1e-6
     for i in np.flatnonzero(free):

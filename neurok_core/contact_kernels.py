@@ -1,6 +1,8 @@
-"""Compiled loops of contact geometry (numba): the closest point of a triangle, each point's
-nearest triangle among candidate pairs (the obstacles' exact distances and grid fills,
-``dynamics.obstacles``), and a cloth's contact with itself (``rigspace.cloth_self``).
+"""Compiled loops (numba), most of them contact geometry: the closest point of a triangle,
+each point's nearest triangle among candidate pairs (the obstacles' exact distances and grid
+fills, ``dynamics.obstacles``), a distance grid's samples, a moving part's contact points
+(``rigspace.contact.PartCull``), a cloth's contact with itself (``rigspace.cloth_self``) and its
+step's potential (``rigspace.cloth``), and farthest-point sampling (``geometry``).
 
 In numpy each of these was a pass over thousands of pairs with arrays in between, and a
 call cost milliseconds where the arithmetic is microseconds; here each pair is one pass of a

@@ -839,3 +839,32 @@ def cloth_potential(
         grad[r, 1] += s1 - forces[r, 1]
         grad[r, 2] += s2 - forces[r, 2]
     return value + 0.5 * bending - work, grad, bx
+
+
+@njit(cache=True)
+def spring_band(x, edges, lengths, k, compression, viscous, across_floor, positions, ab):
+    """Add the springs' PSD-projected Hessian blocks at ``x`` (n, 3) to the band ``ab`` (flat),
+    as ``ClothStep._matrix`` forms them: along each edge its spring (``compression`` x k
+    shortened) and its viscous term (``viscous`` x k), across it the stretched spring's
+    k (1 - L / |d|), at least ``across_floor`` x k; the edge's four 3x3 blocks (i i, j j, i j,
+    j i, the last two negated) at ``positions`` (E, 36) (negative: not in the band)."""
+    for e in range(len(edges)):
+        i, j = edges[e, 0], edges[e, 1]
+        d0, d1, d2 = x[j, 0] - x[i, 0], x[j, 1] - x[i, 1], x[j, 2] - x[i, 2]
+        length = math.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+        scale = max(length, 1e-300)
+        u = (d0 / scale, d1 / scale, d2 / scale)
+        stretched = length > lengths[e]
+        spring = k[e] if stretched else k[e] * compression
+        axial = spring + k[e] * viscous
+        across = k[e] * (1.0 - lengths[e] / scale) if stretched else 0.0
+        across = max(across, across_floor * k[e])
+        for a in range(4):
+            sign = 1.0 if a < 2 else -1.0
+            for r in range(3):
+                for c in range(3):
+                    p = positions[e, (a * 3 + r) * 3 + c]
+                    if p >= 0:
+                        uu = u[r] * u[c]
+                        eye = 1.0 if r == c else 0.0
+                        ab[p] += sign * (axial * uu + across * (eye - uu))

@@ -117,6 +117,31 @@ def test_the_steps_potential_has_the_gradient_it_reports():
     assert not grad[~free].any()
 
 
+@pytest.mark.parametrize("far", [False, True])
+def test_the_steps_matrix_in_band_storage_is_the_one_from_its_entries(far):
+    """``ClothStep._matrix`` straight into band storage (the springs' blocks compiled) against
+    the same matrix from its entries (``NodeSystem.factor``): the same solves to rounding; a
+    drag coupling nodes farther apart than the band (``far``) takes the entries' path."""
+    rng = np.random.default_rng(3)
+    v, m, free, energy = pinned_sheet_energy(12, 9, 1.0, 100.0, 0.01)
+    step = ClothStep(
+        m, free, energy, None, damping=0.2, stretch_zeta=0.5, omega=50.0, size=1.0,
+        bending_damping=0.1,
+    )  # fmt: skip
+    assert step._band is not None
+    x = v + rng.normal(0, 0.02, v.shape)  # some springs stretched, some shortened
+    nodes = np.array([20, len(v) - 1]) if far else np.array([30, 31, 40])
+    drags = [(nodes, np.full(len(nodes), 1.0 / len(nodes)), 50.0, np.zeros(3))]
+    assert step._band_matrix(x, 50.0, 0.01, None, drags) != far
+    g = rng.normal(size=v.shape)
+    step._matrix(x, 50.0, 0.01, None, drags)
+    banded = step._solve(g)
+    step._band = None  # the entries' path
+    step._matrix(x, 50.0, 0.01, None, drags)
+    direct = step._solve(g)
+    np.testing.assert_allclose(banded, direct, rtol=0, atol=1e-12 * np.abs(direct).max())
+
+
 def test_a_big_sheet_is_simulated_on_a_coarser_mesh_that_holds_its_vertices():
     v, f, _, _ = _sheet(200, 100)
     mesh = sim_mesh(v, f, max_nodes=2000)

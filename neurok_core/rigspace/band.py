@@ -58,6 +58,26 @@ class NodeSystem:
         self._band = None  # (lower Cholesky factor in band storage, its rows' order)
         self._lu = None
 
+    def positions(self, rows: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:
+        """Each entry's flat index into a band of ``width`` (:meth:`factor_band`'s (width + 1,
+        size) array: ab[i - j, j] = A[i, j]) for entries (rows, cols) over every node's
+        unknowns; -1 for an entry of a pinned node or above the diagonal (A is symmetric),
+        -2 for one outside the band."""
+        r, c = self.row[rows], self.row[cols]
+        out = np.where((r >= 0) & (c >= 0) & (r >= c), (r - c) * self.size + c, -1)
+        out[(out >= 0) & (r - c > width)] = -2
+        return out.astype(np.int64)
+
+    def factor_band(self, ab: np.ndarray) -> bool:
+        """Factorise A given in band storage ((width + 1, size), :meth:`positions`); False
+        where it is not positive definite to rounding (then :meth:`factor` serves)."""
+        self._band = self._lu = None
+        try:
+            self._band = cholesky_banded(ab, lower=True, check_finite=False)
+        except LinAlgError:
+            return False
+        return True
+
     def factor(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
         """Factorise A given as (rows, cols, values) triples over every node's unknowns
         (duplicates summed; entries of pinned nodes dropped)."""

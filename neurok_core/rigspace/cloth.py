@@ -60,7 +60,7 @@ from scipy.spatial import cKDTree
 
 from ..geometry import cross3, face_cross
 from ..sheets import row_keys, welded
-from .band import NodeSystem
+from .band import BAND_SHARE, NodeSystem
 
 MAX_NODES = 600  # a sheet with more vertices is simulated on a coarser mesh of about this many
 ITERATIONS = 20  # quasi-Newton iterations a step, at most
@@ -599,6 +599,7 @@ class ClothStep:
         )
         pairs = np.concatenate([energy.edges, np.stack([bending.row, bending.col], 1)])
         self._system = NodeSystem(self.free, pairs)
+        self._band = self._band_layout()
 
     @property
     def x0(self):
@@ -612,10 +613,42 @@ class ClothStep:
         self.bx0 = self.energy.bending @ value if keep else None  # B Q x0
 
     # -- the step's matrix ----------------------------------------------------------------
+    def _band_layout(self):
+        """What stays the same of the step's matrix in band storage (``NodeSystem.positions``):
+        (width, the springs' blocks' positions (E, 36), the bending's band B Q, the masses'
+        band), or None where the mesh's band is too wide for one (the sparse LU serves)."""
+        system, e = self._system, self.energy
+        n = len(self.m)
+        i, j = e.edges[:, 0], e.edges[:, 1]
+        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
+        rows = np.stack([3 * a[:, None, None] + r3 for a in (i, j, i, j)], 1)  # (E, 4, 3, 3)
+        cols = np.stack([3 * b[:, None, None] + c3 for b in (i, j, j, i)], 1)
+        b_rows, b_cols, b_vals = self._bending3
+        lower = system.row[np.concatenate([rows.ravel(), b_rows])]
+        upper = system.row[np.concatenate([cols.ravel(), b_cols])]
+        kept = (lower >= 0) & (upper >= 0)
+        width = int((lower[kept] - upper[kept]).max(initial=0))
+        if width > BAND_SHARE * system.size or not system.size:
+            return None
+        springs = system.positions(rows.reshape(len(i), 36), cols.reshape(len(i), 36), width)
+        shape = (width + 1) * system.size
+        bend = system.positions(b_rows, b_cols, width)
+        diag = system.positions(np.arange(3 * n), np.arange(3 * n), width)
+        mass = np.bincount(diag[diag >= 0], np.repeat(self.m, 3)[diag >= 0], minlength=shape)
+        curve = np.bincount(bend[bend >= 0], b_vals[bend >= 0], minlength=shape)
+        return width, springs, curve, mass
+
     def _matrix(self, x: np.ndarray, inertia: float, h: float, touch, drags) -> None:
         """Factorise the potential's Hessian at ``x`` (springs PSD-projected, the contact's
         normal springs and the friction's sticking at the step's start) over the free nodes'
-        coordinates (3 per node, node-major), the quasi-Newton iterations' initial Hessian."""
+        coordinates (3 per node, node-major), the quasi-Newton iterations' initial Hessian:
+        in band storage directly where the mesh's band holds every entry (the springs' blocks
+        a compiled pass, ``contact_kernels.spring_band``; the bending and the masses kept from
+        :meth:`_band_layout`), else from its entries."""
+        self.report.factorisations += 1
+        if self._band is not None and self._layer_blocks is None:
+            if self._band_matrix(x, inertia, h, touch, drags):
+                return
         e = self.energy
         n = len(self.m)
         d = e.g @ x  # (E, 3)
@@ -656,7 +689,31 @@ class ClothStep:
         cols += [np.arange(3 * n), b_cols]
         vals += [diag, b_vals * (1.0 + self.tau / h)]
         self._system.factor(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
-        self.report.factorisations += 1
+
+    def _band_matrix(self, x, inertia: float, h: float, touch, drags) -> bool:
+        """:meth:`_matrix` in band storage; False where an entry of the contact or the drags
+        lies outside the band or the matrix is not positive definite to rounding."""
+        from ..contact_kernels import spring_band  # here: numba loads in about 1 s
+
+        width, springs, curve, mass = self._band
+        system, e = self._system, self.energy
+        extra = []  # (rows, cols, values) of the contact and the drags
+        if touch is not None:
+            extra.append(self.contact.blocks(touch))
+        for nodes, w, kd, _ in drags:
+            ww = kd * np.outer(w, w).ravel()
+            for a in range(3):
+                extra.append(
+                    (3 * np.repeat(nodes, len(nodes)) + a, 3 * np.tile(nodes, len(nodes)) + a, ww)
+                )
+        ab = (1.0 + self.tau / h) * curve + (2.0 * inertia) * mass  # (width + 1) size
+        for rows, cols, vals in extra:
+            at = system.positions(rows, cols, width)
+            if (at == -2).any():
+                return False
+            ab += np.bincount(at[at >= 0], vals[at >= 0], minlength=len(ab))
+        spring_band(x, e.edges, e.lengths, e.k, e.compression, self.beta / h, ACROSS, springs, ab)
+        return system.factor_band(ab.reshape(width + 1, system.size))
 
     def _prepare(self, x, inertia: float, h: float, touch, drags) -> None:
         """Factorise the step's initial Hessian where the kept one does not serve: another

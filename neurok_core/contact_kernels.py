@@ -646,9 +646,9 @@ def part_nearby(
 ):
     """The points closer than ``reach`` to a moving rigid part at each of the states ``qs``
     (S, B, 4, 3) (``rigspace.contact``'s docstring): (state (R,), point (R,), d (R,), g (R, 3)
-    = F^-T grad sdf, rest point X (R, 3), known (R,)), by state, then point. Where a grid
-    node is not filled yet, ``known`` is False and d, g are left for the caller, who fills
-    the grid (and keeps those closer than ``reach``).
+    = F^-T grad sdf, rest point X (R, 3), known (R,), F^-1 (S, 3, 3)), by state, then
+    point. Where a grid node is not filled yet, ``known`` is False and d, g are left for the
+    caller, who fills the grid (and keeps those closer than ``reach``).
 
     The part: its bone ``bone``, the bones' heads (B, 3), its rest sphere (``centre``,
     ``radius``) and its grid (its ``band``; its box ``lo``, ``hi``, the band included;
@@ -662,7 +662,9 @@ def part_nearby(
     frame and left out where its sphere, scaled by both bones' largest stretches, stays
     farther than ``reach`` from the grid's box; then the narrow phase of
     ``PartObstacle.entries``: a point outside the part's moved sphere (its radius + reach +
-    the band), outside the grid's box, or at a state whose F is singular is left out."""
+    the band), outside the grid's box, or at a state whose F is singular is left out. F^-1
+    is the one used here (NaN at a singular state), for the g of the points the caller
+    samples itself."""
     n_states, n_points, n_clusters = qs.shape[0], len(cluster_of), len(cl_bone)
     cap = n_states * n_points
     state = np.empty(cap, dtype=np.int64)
@@ -671,6 +673,7 @@ def part_nearby(
     grad = np.empty((cap, 3))
     rest = np.empty((cap, 3))
     known = np.empty(cap, dtype=np.bool_)
+    invs = np.full((n_states, 3, 3), np.nan)
     count = 0
     f = np.empty((3, 3))
     inv = np.empty((3, 3))
@@ -684,6 +687,7 @@ def part_nearby(
                 f[i, j] = qs[s, bone, j, i]  # F = Q[b, :3, :]^T
         if not _inverse(f, inv):
             continue
+        invs[s] = inv
         c = qs[s, bone, 3]
         scale = _stretch(f)
         shrink = _stretch(inv)
@@ -750,6 +754,7 @@ def part_nearby(
         grad[:count],
         rest[:count],
         known[:count],
+        invs,
     )
 
 

@@ -133,6 +133,30 @@ def test_the_compiled_part_query_finds_what_the_uncullled_query_finds():
     assert len(cull.nearby(far, reach)[1]) == 0
 
 
+def test_the_compiled_part_query_survives_a_singular_bone():
+    """A part's bone squashed flat (F of rank 2, its rows dependent: LAPACK finds it singular,
+    its cofactors round near zero) while another part's points sit on grid nodes not filled
+    yet: the query answers (with the inverse it used for the points' places) and raises
+    nothing; the points' distances and gradients are finite."""
+    v, f = box_mesh((0.2, 0.1, 0.3), np.zeros(3), subdivisions=3)
+    mesh = MeshDistance(v, f, 0.004, 0.016, "part")
+    heads = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.25]])
+    points = heads[1] + np.array([[0.0, 0.0, 0.0], [0.05, 0.0, 0.0], [0.0, 0.05, 0.0]])
+    rows = np.zeros((3, 8))
+    rows[:, 4:7] = points - heads[1]
+    rows[:, 7] = 1.0
+    cull = PartCull(PartObstacle(mesh, 0, heads), points, rows, np.ones(3, dtype=int), {1: 1})
+    # row 2 = row 0 + row 1: LAPACK's LU finds it singular here, its cofactors do not
+    flat = np.array([[0.6, 0.3, 0.8], [0.0, 0.2, 0.9], [0.6, 0.5, 0.8 + 0.9]])
+    qs = np.zeros((1, 2, 4, 3))
+    qs[0, 0, :3, :] = flat.T
+    qs[0, 0, 3, :] = heads[1]
+    qs[0, 1, :3, :] = np.eye(3)
+    qs[0, 1, 3, :] = heads[1]
+    state, idx, d, g, rest = cull.nearby(qs, 0.01)
+    assert np.isfinite(d).all() and np.isfinite(g).all() and np.isfinite(rest).all()
+
+
 def test_the_compiled_grid_sample_is_numpys_to_the_bit():
     """``MeshDistance.query`` (compiled, filling what it lacks through ``_interpolate``)
     against ``_interpolate`` (numpy) at the same points: the same bits, whether the nodes were

@@ -269,7 +269,7 @@ class PartCull:
         o = self.obstacle
         mesh = o.mesh
         qs = np.ascontiguousarray(qs, dtype=np.float64)
-        state, idx, d, g, rest, known = part_nearby(
+        state, idx, d, g, rest, known, inv = part_nearby(
             qs,
             o.bone,
             o.heads,
@@ -290,8 +290,7 @@ class PartCull:
         if not known.all():  # grid nodes not filled yet: the grid computes them
             miss = np.flatnonzero(~known)
             d[miss], n = mesh.query(rest[miss])
-            inv = np.linalg.inv(np.swapaxes(qs[state[miss], o.bone, :3, :], 1, 2))
-            g[miss] = np.einsum("ri,rij->rj", n, inv)
+            g[miss] = np.einsum("ri,rij->rj", n, inv[state[miss]])  # the kernel's F^-1
             keep = known | (d < reach)
             state, idx, d, g, rest = state[keep], idx[keep], d[keep], g[keep], rest[keep]
         return state, idx, d, g, rest

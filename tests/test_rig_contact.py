@@ -78,7 +78,7 @@ def test_friction_hessian_is_continuous_where_sticking_turns_to_sliding():
     np.testing.assert_allclose(hessians[0], hessians[1], atol=1e-4 * np.abs(hessians[0]).max())
 
 
-def test_the_compiled_part_query_finds_what_the_uncullled_query_finds():
+def test_the_compiled_part_query_finds_what_the_unculled_query_finds():
     """``PartCull.nearby`` (a compiled broad and narrow phase) against
     ``PartObstacle.distances`` and ``entries`` over every point (numpy, no cull): at random
     states (turned, shifted, a little stretched, several at once) the same points within

@@ -542,28 +542,26 @@ def _sample(p0, p1, p2, lo, cell, shape, block, slot_of, store):
     side = block + 1
     base = ((slot * side + (c0 - b0 * block)) * side + (c1 - b1 * block)) * side
     base += c2 - b2 * block
-    c = np.empty((2, 2, 2))
-    for i in range(2):
-        for j in range(2):
-            for k in range(2):
-                value = store[base + (i * side + j) * side + k]
-                if math.isnan(value):
-                    return False, 0.0, 0.0, 0.0, 0.0
-                c[i, j, k] = value
+    # the cell's corners v_ijk (i along x, j along y, k along z); a node not filled is NaN,
+    # the others finite (clipped to the band), so one NaN makes their sum NaN
+    x1 = side * side
+    v000, v001 = store[base], store[base + 1]
+    v010, v011 = store[base + side], store[base + side + 1]
+    v100, v101 = store[base + x1], store[base + x1 + 1]
+    v110, v111 = store[base + x1 + side], store[base + x1 + side + 1]
+    if math.isnan(v000 + v001 + v010 + v011 + v100 + v101 + v110 + v111):
+        return False, 0.0, 0.0, 0.0, 0.0
     fx, fy, fz = g0 - c0, g1 - c1, g2 - c2
-    cx = np.empty((2, 2))
-    dx = np.empty((2, 2))
-    for j in range(2):
-        for k in range(2):
-            cx[j, k] = c[0, j, k] + fx * (c[1, j, k] - c[0, j, k])
-            dx[j, k] = c[1, j, k] - c[0, j, k]
-    cxy0 = cx[0, 0] + fy * (cx[1, 0] - cx[0, 0])
-    cxy1 = cx[0, 1] + fy * (cx[1, 1] - cx[0, 1])
+    cx00, cx01 = v000 + fx * (v100 - v000), v001 + fx * (v101 - v001)
+    cx10, cx11 = v010 + fx * (v110 - v010), v011 + fx * (v111 - v011)
+    dx00, dx01, dx10, dx11 = v100 - v000, v101 - v001, v110 - v010, v111 - v011
+    cxy0 = cx00 + fy * (cx10 - cx00)
+    cxy1 = cx01 + fy * (cx11 - cx01)
     d = cxy0 + fz * (cxy1 - cxy0)
     dz = cxy1 - cxy0
-    dy = (1 - fz) * (cx[1, 0] - cx[0, 0]) + fz * (cx[1, 1] - cx[0, 1])
-    dxy0 = dx[0, 0] + fy * (dx[1, 0] - dx[0, 0])
-    dxy1 = dx[0, 1] + fy * (dx[1, 1] - dx[0, 1])
+    dy = (1 - fz) * (cx10 - cx00) + fz * (cx11 - cx01)
+    dxy0 = dx00 + fy * (dx10 - dx00)
+    dxy1 = dx01 + fy * (dx11 - dx01)
     return True, d, (dxy0 + fz * (dxy1 - dxy0)) / cell, dy / cell, dz / cell
 
 

@@ -599,6 +599,11 @@ class ClothStep:
         )
         pairs = np.concatenate([energy.edges, np.stack([bending.row, bending.col], 1)])
         self._system = NodeSystem(self.free, pairs)
+        # each spring's four 3x3 blocks (i i, j j, i j, j i): their entries' rows and columns
+        i, j = energy.edges[:, 0], energy.edges[:, 1]
+        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
+        self._spring_rows = np.stack([3 * a[:, None, None] + r3 for a in (i, j, i, j)], 1)
+        self._spring_cols = np.stack([3 * b[:, None, None] + c3 for b in (i, j, j, i)], 1)
         self._band = self._band_layout()
 
     @property
@@ -617,12 +622,9 @@ class ClothStep:
         """What stays the same of the step's matrix in band storage (``NodeSystem.positions``):
         (width, the springs' blocks' positions (E, 36), the bending's band B Q, the masses'
         band), or None where the mesh's band is too wide for one (the sparse LU serves)."""
-        system, e = self._system, self.energy
+        system = self._system
         n = len(self.m)
-        i, j = e.edges[:, 0], e.edges[:, 1]
-        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
-        rows = np.stack([3 * a[:, None, None] + r3 for a in (i, j, i, j)], 1)  # (E, 4, 3, 3)
-        cols = np.stack([3 * b[:, None, None] + c3 for b in (i, j, j, i)], 1)
+        rows, cols = self._spring_rows, self._spring_cols  # (E, 4, 3, 3)
         b_rows, b_cols, b_vals = self._bending3
         lower = system.row[np.concatenate([rows.ravel(), b_rows])]
         upper = system.row[np.concatenate([cols.ravel(), b_cols])]
@@ -630,7 +632,7 @@ class ClothStep:
         width = int((lower[kept] - upper[kept]).max(initial=0))
         if width > BAND_SHARE * system.size or not system.size:
             return None
-        springs = system.positions(rows.reshape(len(i), 36), cols.reshape(len(i), 36), width)
+        springs = system.positions(rows.reshape(-1, 36), cols.reshape(-1, 36), width)
         shape = (width + 1) * system.size
         bend = system.positions(b_rows, b_cols, width)
         diag = system.positions(np.arange(3 * n), np.arange(3 * n), width)
@@ -664,26 +666,13 @@ class ClothStep:
         eye = np.eye(3)
         uu = u[:, :, None] * u[:, None, :]
         block = axial[:, None, None] * uu + across[:, None, None] * (eye - uu)  # (E, 3, 3)
-        i, j = e.edges[:, 0], e.edges[:, 1]
-        r3, c3 = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
-        rows, cols, vals = [], [], []
-        for a, b, sign in ((i, i, 1.0), (j, j, 1.0), (i, j, -1.0), (j, i, -1.0)):
-            rows.append((3 * a[:, None, None] + r3).ravel())
-            cols.append((3 * b[:, None, None] + c3).ravel())
-            vals.append((sign * block).ravel())
+        signs = np.array([1.0, 1.0, -1.0, -1.0])[None, :, None, None]
+        rows, cols = [self._spring_rows.ravel()], [self._spring_cols.ravel()]
+        vals = [(signs * block[:, None]).ravel()]  # (E, 4, 3, 3) as the rows
         diag = np.repeat(2.0 * inertia * self.m, 3)
-        if touch is not None:
-            for part, more in zip((rows, cols, vals), self.contact.blocks(touch), strict=True):
-                part.append(more)
-        if self._layer_blocks is not None:
-            for part, more in zip((rows, cols, vals), self._layer_blocks, strict=True):
-                part.append(more)
-        for nodes, w, kd, _ in drags:
-            ww = kd * np.outer(w, w)
-            for a in range(3):
-                rows.append(3 * np.repeat(nodes, len(nodes)) + a)
-                cols.append(3 * np.tile(nodes, len(nodes)) + a)
-                vals.append(ww.ravel())
+        for more in self._varying(touch, drags):
+            for part, entries in zip((rows, cols, vals), more, strict=True):
+                part.append(entries)
         b_rows, b_cols, b_vals = self._bending3
         rows += [np.arange(3 * n), b_rows]
         cols += [np.arange(3 * n), b_cols]
@@ -691,29 +680,34 @@ class ClothStep:
         self._system.factor(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals))
 
     def _band_matrix(self, x, inertia: float, h: float, touch, drags) -> bool:
-        """:meth:`_matrix` in band storage; False where an entry of the contact or the drags
-        lies outside the band or the matrix is not positive definite to rounding."""
+        """:meth:`_matrix` in band storage; False where an entry of :meth:`_varying` lies
+        outside the band or the matrix is not positive definite to rounding."""
         from ..contact_kernels import spring_band  # here: numba loads in about 1 s
 
         width, springs, curve, mass = self._band
         system, e = self._system, self.energy
-        extra = []  # (rows, cols, values) of the contact and the drags
-        if touch is not None:
-            extra.append(self.contact.blocks(touch))
-        for nodes, w, kd, _ in drags:
-            ww = kd * np.outer(w, w).ravel()
-            for a in range(3):
-                extra.append(
-                    (3 * np.repeat(nodes, len(nodes)) + a, 3 * np.tile(nodes, len(nodes)) + a, ww)
-                )
         ab = (1.0 + self.tau / h) * curve + (2.0 * inertia) * mass  # (width + 1) size
-        for rows, cols, vals in extra:
+        for rows, cols, vals in self._varying(touch, drags):
             at = system.positions(rows, cols, width)
             if (at == -2).any():
                 return False
             ab += np.bincount(at[at >= 0], vals[at >= 0], minlength=len(ab))
         spring_band(x, e.edges, e.lengths, e.k, e.compression, self.beta / h, ACROSS, springs, ab)
         return system.factor_band(ab.reshape(width + 1, system.size))
+
+    def _varying(self, touch, drags) -> list:
+        """[(rows, cols, values)] of the step matrix's entries that change from step to step
+        besides the springs': the contact's (``touch``), the layers' and the drags'."""
+        out = []
+        if touch is not None:
+            out.append(self.contact.blocks(touch))
+        if self._layer_blocks is not None:
+            out.append(self._layer_blocks)
+        for nodes, w, kd, _ in drags:
+            ww = kd * np.outer(w, w).ravel()
+            pairs = (3 * np.repeat(nodes, len(nodes)), 3 * np.tile(nodes, len(nodes)))
+            out += [(pairs[0] + a, pairs[1] + a, ww) for a in range(3)]
+        return out
 
     def _prepare(self, x, inertia: float, h: float, touch, drags) -> None:
         """Factorise the step's initial Hessian where the kept one does not serve: another

@@ -177,6 +177,28 @@ def test_a_sheet_pinned_along_an_edge_falls_and_hangs_keeping_its_size():
     )
 
 
+
+def test_a_coarse_sheet_pinned_at_two_corners_hangs_from_those_points_alone():
+    """A sheet of more vertices than a simulation mesh takes (30 x 30 on about 600 nodes),
+    pinned at two adjacent corners: each pin is a node of the coarser mesh, so it holds the
+    cloth at a point, as the sheet's own vertex does, not by the whole coarse triangle round
+    it (which kept the first 4 cm of each side level and the sheet hanging 3 cm high beside
+    MuJoCo's shell). After 2 s the vertex one edge below each pin along the free side hangs
+    below it, and the pins stay exactly where they were."""
+    v, f, _, _ = _sheet(30, 30, 0.96, 0.96, z=1.5)
+    pins = np.array([0, 29 * 30])  # the corners at y = 0
+    mesh = sim_mesh(v, f, anchors=pins)
+    assert not mesh.identity
+    assert np.linalg.norm(mesh.nodes[:, None] - v[pins][None], axis=2).min(0).max() < 1e-12
+    cond = SimulationConditions(pins=tuple(pins.tolist()), mass=0.14, damping=1.0, frames=49)
+    result = simulate_cloth(v, f, cond, settings=RigSettings(), want_rig=False)
+    x = result.positions.astype(np.float64)
+    edge = 0.96 / 29
+    for pin, below in ((0, 1), (29 * 30, 29 * 30 + 1)):
+        assert np.array_equal(x[:, pin], np.broadcast_to(v[pin], (49, 3)).astype(np.float32))
+        # hanging: the next vertex lies mostly below the pin (held level: 0.1 edge below)
+        assert v[pin, 2] - x[-1, below, 2] > 0.5 * edge
+
 def test_an_undamped_kick_keeps_its_energy():
     v, f, pins, far = _sheet(12, 8)
     kick = InitialVelocity((0.0, 0.0, 0.5), vertex=int(far[3]))

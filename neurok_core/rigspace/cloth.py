@@ -214,10 +214,13 @@ def _frames(corners: np.ndarray) -> np.ndarray:
     return np.stack([e1, cross3(n, e1), n], -2)
 
 
-def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
+def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float, anchors=None):
     """A coarser mesh by vertex clustering on a grid of ``cell`` m (Rossignac and Borrel 1993):
     each occupied cell a node at its vertices' mean, each face whose corners fall in three
-    different cells a face; (nodes, faces)."""
+    different cells a face; (nodes, faces). A cell holding some of the vertices ``anchors``
+    (indices: the pins) has its node on the one of them nearest that mean, so that a pinned
+    corner holds the cloth at a point, as the sheet's own vertex does, not by a whole
+    triangle of the coarser mesh."""
     key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
     _, cluster = np.unique(row_keys(key), return_inverse=True)
     cluster = cluster.ravel()
@@ -225,6 +228,13 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float):
     size = np.bincount(cluster, minlength=count)
     nodes = np.stack([np.bincount(cluster, vertices[:, a], count) for a in range(3)], 1)
     nodes /= size[:, None]
+    if anchors is not None and len(anchors):
+        a = np.unique(np.asarray(anchors, dtype=np.int64))
+        c = cluster[a]
+        gap = np.linalg.norm(vertices[a] - nodes[c], axis=1)
+        order = np.lexsort((gap, c))  # each cell's nearest anchor first
+        first = order[np.r_[True, c[order][1:] != c[order][:-1]]]
+        nodes[c[first]] = vertices[a[first]]
     f = cluster[faces]
     keep = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
     return nodes, _unique_rows(np.sort(f[keep], 1))[0]
@@ -250,13 +260,18 @@ def proper_faces(nodes: np.ndarray, faces: np.ndarray) -> np.ndarray:
 
 
 def sim_mesh(
-    vertices: np.ndarray, faces: np.ndarray, max_nodes: int = MAX_NODES, welding=None
+    vertices: np.ndarray,
+    faces: np.ndarray,
+    max_nodes: int = MAX_NODES,
+    welding=None,
+    anchors=None,
 ) -> SimMesh:
     """The simulation mesh of a sheet: its own (welded) vertices up to ``max_nodes``, else a
-    coarser mesh by vertex clustering; a vertex that is no node (a coarse mesh's, or one whose
-    faces have no area) is embedded in its nearest triangle. Raises MeshError for a sheet that
-    has no face of any area. ``welding``: :func:`~neurok_core.sheets.welded`'s answer for
-    the mesh, where known."""
+    coarser mesh by vertex clustering (its nodes on the vertices ``anchors`` where a cell
+    holds some: the pins, ``_cluster_mesh``); a vertex that is no node (a coarse mesh's, or
+    one whose faces have no area) is embedded in its nearest triangle. Raises MeshError for
+    a sheet that has no face of any area. ``welding``: :func:`~neurok_core.sheets.welded`'s
+    answer for the mesh, where known."""
     from ..errors import MeshError
 
     vertices = np.asarray(vertices, dtype=np.float64)
@@ -270,8 +285,9 @@ def sim_mesh(
         if not area > 1e-12 * size * size:
             raise MeshError("the cloth has no face of any area: nothing to simulate it on")
         cell = math.sqrt(area / max_nodes)
+        anchored = None if anchors is None else node[np.asarray(anchors, dtype=np.int64)]
         for _ in range(8):  # the clusters' count near max_nodes, and some faces kept
-            coarse, coarse_f = _cluster_mesh(nodes, f, cell)
+            coarse, coarse_f = _cluster_mesh(nodes, f, cell, anchored)
             coarse_f = proper_faces(coarse, coarse_f)
             if len(coarse) > 1.3 * max_nodes:
                 cell *= math.sqrt(len(coarse) / max_nodes)

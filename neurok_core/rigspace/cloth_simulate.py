@@ -29,6 +29,7 @@ from .cloth import (
     ClothEnergy,
     ClothMaterial,
     ClothStep,
+    SimMesh,
     bending_matrix,
     cloth_material,
     imperfection,
@@ -54,6 +55,7 @@ LAYERS = 0.4  # the thickness between a cloth's layers, in edges of the simulati
 LAYERS_APART = 0.5  # edges: nodes and elements this near at rest never meet as layers
 LAYERS_SKIN = 0.4  # edges a node may move before the layers' pairs are found again
 LAYERS_HOLD = 6.4  # b'' / kappa at half the thickness: there as stiff as the contact on a node
+PIN_WEIGHT = 1e-9  # a pin's barycentric weight on a corner below this does not hold it
 ATTACH = 0.01  # object sizes: a pin this near a moving body at rest moves with it
 
 
@@ -73,10 +75,15 @@ class _Run:
     ):
         self.vertices, self.faces, self.cond = vertices, faces, conditions
         self.movers = list(movers)
+        pins = np.unique(np.asarray(conditions.pins, dtype=np.int64))
+
+        def build() -> SimMesh:
+            return sim_mesh(vertices, faces, welding=welding, anchors=pins)
+
         if kept is None:
-            self.mesh = sim_mesh(vertices, faces, welding=welding)
+            self.mesh = build()
         else:  # a serving worker's next run of the mesh (a preview after a change)
-            self.mesh = kept.get("cloth mesh", lambda: sim_mesh(vertices, faces, welding=welding))
+            self.mesh = kept.get(f"cloth mesh {hash(pins.tobytes())}", build)
         nodes, f = self.mesh.nodes, self.mesh.faces
         self.size = float(np.ptp(vertices, 0).max()) or 1.0
         area = float(np.linalg.norm(face_cross(nodes, f), axis=1).sum()) / 2.0
@@ -99,7 +106,6 @@ class _Run:
             bending_matrix(nodes, f) * rigidity,
         )
         self.free = np.ones(len(nodes), dtype=bool)
-        pins = np.asarray(conditions.pins, dtype=np.int64)
         self.free[self._pin_nodes(pins)] = False
         # a collision thickness as cloth solvers keep one (Blender's cloth: 15 mm): at a
         # quarter of an edge off an obstacle, no edge between two nodes cuts a pole whose
@@ -196,11 +202,16 @@ class _Run:
         }
 
     def _pin_nodes(self, pins: np.ndarray) -> np.ndarray:
-        """The nodes (sorted) that hold the vertices ``pins``: a pinned vertex's node, or every
-        corner of the triangle it is embedded in (its offset turns with the triangle: one free
-        corner would move it)."""
-        own = self.mesh.node[pins]
-        corners = self.mesh.faces[self.mesh.tri[pins[own < 0]]].ravel()
+        """The nodes (sorted) that hold the vertices ``pins``: a pinned vertex's node, or the
+        corners of the triangle it is embedded in that carry it: every corner where it has an
+        offset (the offset turns with the triangle: one free corner would move it), else
+        those of a barycentric weight (a pin on a node or an edge of the coarser mesh leaves
+        the other corners free)."""
+        mesh = self.mesh
+        own = mesh.node[pins]
+        held = pins[own < 0]
+        carry = (np.abs(mesh.bary[held]) > PIN_WEIGHT) | mesh.offset[held][:, None]  # (k, 3)
+        corners = mesh.faces[mesh.tri[held]][carry]
         return np.unique(np.concatenate([own[own >= 0], corners]))
 
     def _attach(self, pins: np.ndarray, reach: float) -> list:

@@ -177,7 +177,6 @@ def test_a_sheet_pinned_along_an_edge_falls_and_hangs_keeping_its_size():
     )
 
 
-
 def test_a_coarse_sheet_pinned_at_two_corners_hangs_from_those_points_alone():
     """A sheet of more vertices than a simulation mesh takes (30 x 30 on about 600 nodes),
     pinned at two adjacent corners: each pin is a node of the coarser mesh, so it holds the
@@ -198,6 +197,7 @@ def test_a_coarse_sheet_pinned_at_two_corners_hangs_from_those_points_alone():
         assert np.array_equal(x[:, pin], np.broadcast_to(v[pin], (49, 3)).astype(np.float32))
         # hanging: the next vertex lies mostly below the pin (held level: 0.1 edge below)
         assert v[pin, 2] - x[-1, below, 2] > 0.5 * edge
+
 
 def test_an_undamped_kick_keeps_its_energy():
     v, f, pins, far = _sheet(12, 8)

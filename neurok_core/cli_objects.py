@@ -111,7 +111,8 @@ def _objects(args, meshes: dict):
         fields.update(
             {k: v[stem] for k, v in (("mass", masses), ("stiffness", stiffness)) if stem in v}
         )
-        fields["self_collision"] = bool(getattr(args, "self_collision", False))
+        if getattr(args, "self_collision", None) is not None:
+            fields["self_collision"] = bool(args.self_collision)
         conditions = SimulationConditions(
             forces=tuple(c["forces"]),
             drags=tuple(c["drags"]),

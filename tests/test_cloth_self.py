@@ -59,12 +59,12 @@ def test_a_dropped_layer_stays_on_the_other():
     """A square dropped flat onto another pinned one 5 cm below rests on it (in a run; with the
     layers' contact off it falls through: the test can fail)."""
     nodes, faces = _two_squares(0.05)
-    cond = SimulationConditions(pins=tuple(range(36)), mass=0.2, damping=1.0, frames=24)
     out = {}
     for on in (True, False):
-        result = simulate_cloth(
-            nodes, faces, cond, settings=RigSettings(cloth_self_contact=on), want_rig=False
+        cond = SimulationConditions(
+            pins=tuple(range(36)), mass=0.2, damping=1.0, frames=24, self_collision=on
         )
+        result = simulate_cloth(nodes, faces, cond, settings=RigSettings(), want_rig=False)
         x = result.positions.astype(np.float64)
         out[on] = (x[-1, 36:, 2].min(), sum(self_crossings(f, faces) > 0 for f in x))
     lowest, crossing = out[True]

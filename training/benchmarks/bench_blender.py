@@ -11,7 +11,8 @@ the scene's gravity over frames 1..F at 24 fps.
 
 (a) Blender cloth: a Cloth modifier with its default settings (quality 5, no collisions) pinned
     by the group; the wall time of ``bpy.ops.ptcache.bake`` over the frame range.
-(b) NeuROK: the extension's Simulate on the same sheet (pin group, scene gravity), with the real
+(b) NeuROK: the extension's Simulate on the same sheet (pin group, scene gravity, no self
+    collision as in (a)), with the real
     engine worker, end to end (gather, start the worker, load the model, build the kinematic
     space with an empty cache, integrate, decode every frame, bake): shape keys below 50,000
     vertices, a PC2 point cache above (``--bake`` overrides; ``--bake rig``, for a model with
@@ -135,6 +136,8 @@ def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0, dynamics: 
     obj.location.x = x
     obj.neurok.physics.pin_group = "Pin"
     obj.neurok.physics.dynamics = dynamics
+    # as Blender's cloth's defaults have it (NeuROK's default keeps a cloth's layers apart)
+    obj.neurok.physics.cloth_self_collision = False
     obj.neurok.output.bake_mode = bake
     return obj, free
 

@@ -1,27 +1,36 @@
 """NeuROK's cloth beside MuJoCo's elastic shell (a 2D flexcomp) on the same sheets, in one process.
 
     python -m training.benchmarks.bench_cloth_reference [--damping 0.6] [--self-contact]
-        [--json out.json]
+        [--scenes flag,two corners,...] [--json out.json]
 
-Two scenes, 50 frames at 24 fps, gravity, one material: areal density 0.15 kg/m^2, membrane
+Five scenes, 50 frames at 24 fps, gravity, one material: areal density 0.15 kg/m^2, membrane
 stiffness 1,000 N/m, thickness 1 mm (bending rigidity D = k t^2 / (12 (1 - nu^2)), nu = 0.3),
 friction 0.5.
 
+- **flag**: a 1 x 0.6 m sheet of 26 x 16 vertices lying flat 1.5 m up, pinned along a short
+  edge (its hoist): it swings down and hangs;
+- **pushed flag**: the same, its far lower corner pushed sideways and up (0.4 N) for 0.5 s;
 - **two corners**: a 0.96 m square sheet of 25 x 25 vertices lying flat 1.5 m up, pinned at two
   adjacent corners: it swings down and hangs from them;
 - **sphere**: a 1 m square sheet of 40 x 40 vertices 0.3 m above an off-centre sphere (radius
-  0.25 m) standing on the ground: it drapes over it.
+  0.25 m) standing on the ground: it drapes over it;
+- **tablecloth**: a 0.8 x 0.6 m sheet of 33 x 25 vertices lying on a slippery (friction 0.1)
+  0.7 m high table with 3/4 of it over the table's edge: the overhang falls and pulls the rest
+  off the table.
 
 MuJoCo (``training.data.cloth``: shell elasticity, its discrete implicit step, 4 steps a frame,
-no self-collision) is the reference; NeuROK's material has the same weight, a stretch frequency
-giving the same membrane stiffness (sqrt(k / (rho L^2)) / 2 pi) and a bending length (D / w)^(1/3)
-from the same rigidity, and ``--damping`` as its air damping (MuJoCo's shell has a little
-Rayleigh damping and no air; 0.6/s is what the two-corner sheet's swing follows best with
-NeuROK's BDF2 steps: docs/experiments/cloth.md). Prints each scene's last-frame chamfer
-distance between the two (the mean of both ways' nearest-vertex distances) in diagonals, the
-free vertices' mean strain and depth into the sphere, the frames in which the sheet passes
-through itself (``neurok_core.metrics.self_crossings``: neither solver keeps its layers apart
-yet) and the seconds of each.
+its self-collision with ``--self-contact``) is the reference; NeuROK's material has the same
+weight, a stretch frequency giving the same membrane stiffness (sqrt(k / (rho L^2)) / 2 pi) and
+a bending length (D / w)^(1/3) from the same rigidity, and ``--damping`` as its air damping
+(MuJoCo's shell has a little Rayleigh damping and no air; what its swing loses in its steps has
+no one counterpart in ours: the default is the damping whose flag follows the shell's best over
+all its frames, ``docs/experiments/cloth.md``).
+
+Prints each scene's last-frame chamfer distance between the two (the mean of both ways'
+nearest-vertex distances) in diagonals, its mean over the frames and its worst frame, the mean
+strain, the depth into the colliders and the ground, the frames in which the sheet passes
+through itself (``neurok_core.metrics.self_crossings``), the last frame's fastest vertex (in
+sizes a frame) and the seconds of each.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import argparse
 import json
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -43,28 +53,61 @@ THICKNESS = 1e-3  # m
 POISSON = 0.3
 FRICTION = 0.5
 SPHERE = (0.12, 0.05, 0.25)  # centre x, y and radius (m), standing on the ground
+DAMPING = 0.6  # 1/s: NeuROK's air damping beside the shell (the module docstring)
+SLIPPERY = 0.1  # the tablecloth's friction with its table (and the ground)
+TABLE = (0.6, 0.8, 0.7)  # the table's x and y extents and height (m), its edge at x = 0
 
 
-def _sheet(n: int, width: float, z: float):
+def _sheet(n: int, width: float, z: float, depth: float | None = None, x0: float | None = None):
+    """A sheet of ``n`` vertices along its ``width`` (x) and as many along its ``depth`` (y,
+    default: square) as keep its cells square, lying flat at height ``z``, centred on the
+    origin (or starting at x = ``x0``)."""
     from training.data.cloth import Sheet
 
+    depth = width if depth is None else depth
+    n_v = n if depth == width else int(round(depth / width * (n - 1))) + 1
+    start = -0.5 * width if x0 is None else x0
     return Sheet(
         width,
-        width,
+        depth,
         n,
-        n,
-        origin=np.array([-0.5 * width, -0.5 * width, z]),
+        n_v,
+        origin=np.array([start, -0.5 * depth, z]),
         e_u=np.array([1.0, 0.0, 0.0]),
         e_v=np.array([0.0, 1.0, 0.0]),
     )
 
 
-def scenes() -> dict:
-    """name -> (sheet, pinned vertex indices, MJCF colliders, SimulationConditions colliders)."""
+class Push(NamedTuple):
+    """A force on one vertex (N, (3,)) from the start until ``end`` frames."""
+
+    vertex: int
+    vector: tuple
+    end: int
+
+
+class Scene(NamedTuple):
+    sheet: object  # training.data.cloth.Sheet
+    pins: np.ndarray  # (k,) vertex indices
+    mjcf: str  # MuJoCo's colliders
+    colliders: tuple  # NeuROK's (neurok_core.dynamics.Collider)
+    push: Push | None = None
+    shapes: tuple = ()  # (kind, centre (3,), size) of each collider, for the depth
+    friction: float = FRICTION
+
+
+def scenes() -> dict[str, Scene]:
+    """name -> Scene."""
     import trimesh
 
     from neurok_core.dynamics import Collider
 
+    def collider(mesh, name: str):
+        return Collider(tuple(map(tuple, mesh.vertices)), tuple(map(tuple, mesh.faces)), name)
+
+    flag = _sheet(26, 1.0, 1.5, depth=0.6)
+    hoist = flag.index(np.zeros(flag.n_v, dtype=np.int64), np.arange(flag.n_v))
+    corner = int(flag.index(flag.n_u - 1, 0))
     corners = _sheet(25, 0.96, 1.5)
     pins = corners.index([0, corners.n_u - 1], [0, 0])
     draped = _sheet(40, 1.0, 2 * SPHERE[2] + 0.3)
@@ -72,15 +115,42 @@ def scenes() -> dict:
     ball = trimesh.creation.icosphere(subdivisions=4, radius=r)
     ball.apply_translation((x, y, r))
     mjcf = f'<geom type="sphere" size="{r}" pos="{x} {y} {r}" friction="{FRICTION}"/>'
-    collider = Collider(tuple(map(tuple, ball.vertices)), tuple(map(tuple, ball.faces)), "sphere")
+    cloth = _sheet(33, 0.8, TABLE[2] + 0.01, depth=0.6, x0=-0.2)
+    lo, hi = np.array([-0.6, -0.4, 0.0]), np.array([0.0, 0.4, TABLE[2]])
+    table = trimesh.creation.box(hi - lo)
+    table.apply_translation(0.5 * (lo + hi))
+    half, mid = 0.5 * (hi - lo), 0.5 * (lo + hi)
+    table_mjcf = (
+        f'<geom type="box" size="{half[0]} {half[1]} {half[2]}"'
+        f' pos="{mid[0]} {mid[1]} {mid[2]}" friction="{SLIPPERY}"/>'
+    )
     return {
-        "two corners": (corners, np.sort(pins), "", ()),
-        "sphere": (draped, np.zeros(0, dtype=np.int64), mjcf, (collider,)),
+        "flag": Scene(flag, np.sort(hoist), "", ()),
+        "pushed flag": Scene(flag, np.sort(hoist), "", (), Push(corner, (0.0, 0.28, 0.28), 12)),
+        "two corners": Scene(corners, np.sort(pins), "", ()),
+        "sphere": Scene(
+            draped,
+            np.zeros(0, dtype=np.int64),
+            mjcf,
+            (collider(ball, "sphere"),),
+            shapes=(("sphere", np.array([x, y, r]), r),),
+        ),
+        "tablecloth": Scene(
+            cloth,
+            np.zeros(0, dtype=np.int64),
+            table_mjcf,
+            (collider(table, "table"),),
+            shapes=(("box", mid, half),),
+            friction=SLIPPERY,
+        ),
     }
 
 
-def mujoco_run(sheet, pins, colliders: str) -> tuple[np.ndarray, float]:
-    from training.data.cloth import ClothMaterial, simulate_cloth
+def mujoco_run(scene: Scene, self_collide: bool = False) -> tuple[np.ndarray, float]:
+    import mujoco
+
+    from training.data.cloth import STEP, ClothMaterial, cloth_xml
+    from training.data.mujoco_util import FreeVertices, compile_model, record_flex
 
     material = ClothMaterial(
         membrane=MEMBRANE,
@@ -88,35 +158,61 @@ def mujoco_run(sheet, pins, colliders: str) -> tuple[np.ndarray, float]:
         poisson=POISSON,
         damping=1e-3,
         areal_density=DENSITY,
-        friction=FRICTION,
+        friction=scene.friction,
     )
     start = time.perf_counter()
-    seq = simulate_cloth("reference", sheet, material, pins, FRAMES, colliders=colliders)
-    return np.asarray(seq.vertices, dtype=np.float64), time.perf_counter() - start
+    xml = cloth_xml(scene.sheet, material, scene.pins, scene.mjcf, STEP, self_collide)
+    model = compile_model(xml, "reference")
+    data = mujoco.MjData(model)
+    hook = None
+    if scene.push is not None:
+        free = FreeVertices(model, scene.sheet.points())
+        on = np.zeros((len(free.rest), 3))
+        on[scene.push.vertex] = scene.push.vector
+        off = np.zeros_like(on)
+
+        def hook(data, t: float) -> None:
+            free.apply_forces(data, on if t < scene.push.end / 24.0 else off)
+
+    x = record_flex(model, data, frames=FRAMES, cfg=STEP, what="reference", before_step=hook)
+    return np.asarray(x, dtype=np.float64), time.perf_counter() - start
 
 
 def neurok_run(
-    sheet, pins, colliders, damping: float, step: str = "projective", self_contact: bool = False
+    scene: Scene, damping: float, step: str = "quasi-newton", self_contact: bool = False
 ) -> tuple[np.ndarray, float, dict]:
-    from neurok_core.dynamics import SimulationConditions
+    from neurok_core.dynamics import Force, SimulationConditions
     from neurok_core.rigspace.cloth import ClothMaterial
     from neurok_core.rigspace.cloth_simulate import simulate_cloth
     from neurok_core.rigspace.space import RigSettings
 
+    sheet = scene.sheet
     size = max(sheet.width, sheet.height)
     rigidity = MEMBRANE * THICKNESS**2 / (12.0 * (1.0 - POISSON**2))
     material = ClothMaterial(
         bending_length=(rigidity / (DENSITY * 9.81)) ** (1.0 / 3.0),
         stretch_hz=math.sqrt(MEMBRANE / (DENSITY * size**2)) / (2.0 * math.pi),
     )
+    forces = ()
+    if scene.push is not None:
+        vector = np.asarray(scene.push.vector, dtype=np.float64)
+        forces = (
+            Force(
+                tuple(vector),
+                float(np.linalg.norm(vector)),
+                vertex=scene.push.vertex,
+                end_frame=scene.push.end,
+            ),
+        )
     cond = SimulationConditions(
-        pins=tuple(int(p) for p in pins),
+        pins=tuple(int(p) for p in scene.pins),
         mass=DENSITY * sheet.width * sheet.height,
         damping=damping,
         frames=FRAMES,
-        ground=0.0 if colliders else None,
-        colliders=colliders,
-        friction=FRICTION,
+        ground=0.0 if scene.colliders else None,
+        colliders=scene.colliders,
+        friction=scene.friction,
+        forces=forces,
     )
     start = time.perf_counter()
     result = simulate_cloth(
@@ -144,10 +240,16 @@ def _strain(sheet, positions: np.ndarray) -> float:
     return float(np.abs(now / rest - 1.0).mean(1).max())
 
 
-def _depth(positions: np.ndarray) -> float:
-    x, y, r = SPHERE
-    d = np.linalg.norm(positions - np.array([x, y, r]), axis=-1) - r
-    return float(max(0.0, -d.min()))
+def _depth(scene: Scene, positions: np.ndarray) -> float:
+    """The deepest any vertex of any frame lies inside a collider or the ground (m)."""
+    deepest = max(0.0, -float(positions[..., 2].min())) if scene.colliders else 0.0
+    for kind, centre, size in scene.shapes:
+        if kind == "sphere":
+            d = size - np.linalg.norm(positions - centre, axis=-1)
+        else:  # a box: the least way out through one of its faces
+            d = (size - np.abs(positions - centre)).min(-1)
+        deepest = max(deepest, float(d.max()))
+    return deepest
 
 
 def _crossing_frames(sheet, positions: np.ndarray) -> int:
@@ -158,47 +260,69 @@ def _crossing_frames(sheet, positions: np.ndarray) -> int:
     return sum(self_crossings(x, faces) > 0 for x in positions)
 
 
+def compare(scene: Scene, ref: np.ndarray, ours: np.ndarray) -> dict:
+    """The figures of one scene's two runs (T, N, 3) each."""
+    sheet = scene.sheet
+    diag = float(np.linalg.norm(np.ptp(ref[0], axis=0)))
+    apart = [chamfer(ref[t], ours[t]) / diag for t in range(len(ref))]
+    size = float(np.ptp(ref[0], axis=0).max())
+    return {
+        "vertices": int(ref.shape[1]),
+        "chamfer_last": round(apart[-1], 4),
+        "chamfer_mean": round(float(np.mean(apart)), 4),
+        "chamfer_worst": round(max(apart), 4),
+        "strain": [round(_strain(sheet, ref), 4), round(_strain(sheet, ours), 4)],
+        "depth_m": [round(_depth(scene, ref), 4), round(_depth(scene, ours), 4)],
+        "crossing_frames": [_crossing_frames(sheet, ref), _crossing_frames(sheet, ours)],
+        # the last frame's fastest vertex, in sizes a frame (at rest: <= 0.005)
+        "last_speed": [
+            round(float(np.linalg.norm(x[-1] - x[-2], axis=1).max()) / size, 4) for x in (ref, ours)
+        ],
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--damping", type=float, default=0.6, help="NeuROK's air damping (1/s)")
+    parser.add_argument("--damping", type=float, default=DAMPING, help="NeuROK's air damping (1/s)")
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--scenes", default=None, help="comma-separated names (default: every scene)"
+    )
     add_cloth_step_option(parser)
     parser.add_argument(
-        "--self-contact", action="store_true", help="NeuROK's cloth keeps its layers apart"
+        "--self-contact",
+        action="store_true",
+        help="both cloths keep their layers apart (MuJoCo's flex self-collision, NeuROK's)",
     )
     args = parser.parse_args(argv)
+    every = scenes()
+    names = list(every) if args.scenes is None else [n.strip() for n in args.scenes.split(",")]
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        parser.error(f"unknown scenes {unknown}; the scenes are {list(every)}")
     rows = []
-    for name, (sheet, pins, mjcf, colliders) in scenes().items():
-        ref, ref_s = mujoco_run(sheet, pins, mjcf)
-        ours, ours_s, info = neurok_run(
-            sheet, pins, colliders, args.damping, args.cloth_step, args.self_contact
-        )
-        diag = float(np.linalg.norm(np.ptp(ref[0], axis=0)))
-        rows.append(
-            {
-                "scene": name,
-                "vertices": int(ref.shape[1]),
-                "chamfer_last": round(chamfer(ref[-1], ours[-1]) / diag, 4),
-                "chamfer_worst": round(
-                    max(chamfer(ref[t], ours[t]) for t in range(FRAMES)) / diag, 4
-                ),
-                "strain": [round(_strain(sheet, ref), 4), round(_strain(sheet, ours), 4)],
-                "depth_m": [round(_depth(ref), 4), round(_depth(ours), 4)] if mjcf else None,
-                "crossing_frames": [_crossing_frames(sheet, ref), _crossing_frames(sheet, ours)],
-                "seconds": [round(ref_s, 2), round(ours_s, 2)],
-                "iterations": info["iterations"],
-            }
-        )
+    for name in names:
+        scene = every[name]
+        ref, ref_s = mujoco_run(scene, args.self_contact)
+        ours, ours_s, info = neurok_run(scene, args.damping, args.cloth_step, args.self_contact)
+        row = {"scene": name, **compare(scene, ref, ours)}
+        row["seconds"] = [round(ref_s, 2), round(ours_s, 2)]
+        row["iterations"] = info["iterations"]
+        rows.append(row)
     print(
-        "| scene | vertices | last frame apart (chamfer / diagonal) | worst frame | mean strain"
-        " MuJoCo / NeuROK | frames through itself MuJoCo / NeuROK | seconds MuJoCo / NeuROK |"
+        "| scene | vertices | last frame apart (chamfer / diagonal) | mean over frames | worst"
+        " frame | mean strain MuJoCo / NeuROK | depth in obstacles (mm) | frames through itself"
+        " MuJoCo / NeuROK | last frame's speed (sizes) | seconds MuJoCo / NeuROK |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['scene']} | {r['vertices']} | {r['chamfer_last']:.2%} | {r['chamfer_worst']:.2%}"
+            f"| {r['scene']} | {r['vertices']} | {r['chamfer_last']:.2%}"
+            f" | {r['chamfer_mean']:.2%} | {r['chamfer_worst']:.2%}"
             f" | {r['strain'][0]:.2%} / {r['strain'][1]:.2%}"
+            f" | {1e3 * r['depth_m'][0]:.1f} / {1e3 * r['depth_m'][1]:.1f}"
             f" | {r['crossing_frames'][0]} / {r['crossing_frames'][1]} of {FRAMES}"
+            f" | {r['last_speed'][0]:.4f} / {r['last_speed'][1]:.4f}"
             f" | {r['seconds'][0]:.2f} / {r['seconds'][1]:.2f} s |"
         )
     if args.json:

@@ -175,6 +175,7 @@ def cloth_xml(
     pins: np.ndarray,
     colliders: str = "",
     cfg: StepConfig = STEP,
+    self_collide: bool = False,
 ) -> str:
     pts = sheet.points()
     mass = material.areal_density * sheet.width * sheet.height
@@ -191,7 +192,7 @@ def cloth_xml(
       <elasticity young="{material.young:.6g}" poisson="{material.poisson:.4g}"
                   thickness="{material.thickness:.6g}" damping="{material.damping:.4g}"
                   elastic2d="both"/>
-      {contact_xml(cfg, material.friction)}
+      {contact_xml(cfg, material.friction, self_collide)}
       {pin}
     </flexcomp>
   </worldbody>

@@ -64,11 +64,12 @@ def contact_solref(cfg: StepConfig) -> str:
     return f"{2.0 * cfg.timestep:.5g} 1"
 
 
-def contact_xml(cfg: StepConfig, friction: float) -> str:
-    """The flexcomp ``<contact>``: no self-collision (cost), stiff contacts, given friction."""
+def contact_xml(cfg: StepConfig, friction: float, self_collide: bool = False) -> str:
+    """The flexcomp ``<contact>``: stiff contacts, given friction; no self-collision (cost)
+    unless ``self_collide`` (MuJoCo's own choice of its broad phase)."""
     return (
-        f'<contact condim="3" selfcollide="none" solref="{contact_solref(cfg)}" '
-        f'friction="{friction:.3g}"/>'
+        f'<contact condim="3" selfcollide="{"auto" if self_collide else "none"}" '
+        f'solref="{contact_solref(cfg)}" friction="{friction:.3g}"/>'
     )
 
 

@@ -93,6 +93,11 @@ def _dot(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", u, v)
 
 
+def _summed(index: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
+    """(count, 3): the rows of ``values`` (K, 3) summed by ``index`` (K,), in their order."""
+    return np.stack([np.bincount(index, values[:, a], count) for a in range(3)], 1)
+
+
 class MeshDistance:
     """Signed distance to one static triangle mesh (module docstring).
 
@@ -141,20 +146,22 @@ class MeshDistance:
     def _pseudo_normals(self) -> None:
         v, f, fn = self.vertices, self.faces, self.face_normals
         corners = v[f]  # (F, 3, 3)
-        vn = np.zeros_like(v)
+        angled = []  # each corner's angle times its face's normal, corner by corner
         for k in range(3):
             e1 = corners[:, (k + 1) % 3] - corners[:, k]
             e2 = corners[:, (k + 2) % 3] - corners[:, k]
             cos = _dot(e1, e2) / np.maximum(
                 np.linalg.norm(e1, axis=1) * np.linalg.norm(e2, axis=1), 1e-300
             )
-            np.add.at(vn, f[:, k], np.arccos(np.clip(cos, -1, 1))[:, None] * fn)
+            angled.append(np.arccos(np.clip(cos, -1, 1))[:, None] * fn)
+        # sums in the order of the corners (0 of every face, then 1, then 2), as np.add.at
+        # adds: bincount's are the same bits, several times faster
+        vn = _summed(f.T.ravel(), np.concatenate(angled), len(v))
         self.vertex_normals = vn / np.maximum(np.linalg.norm(vn, axis=1, keepdims=True), 1e-300)
         keys, _ = edge_keys(f)  # (3F,) each face's ab, bc, ca
         _, inverse = np.unique(keys, return_inverse=True)
         inverse = inverse.reshape(-1)
-        en = np.zeros((inverse.max() + 1, 3))
-        np.add.at(en, inverse, np.repeat(fn, 3, axis=0))
+        en = _summed(inverse, np.repeat(fn, 3, axis=0), int(inverse.max()) + 1)
         self.edge_normals = en / np.maximum(np.linalg.norm(en, axis=1, keepdims=True), 1e-300)
         self.face_edges = inverse.reshape(-1, 3)  # (F, 3)
 

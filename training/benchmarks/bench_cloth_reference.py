@@ -1,7 +1,7 @@
 """NeuROK's cloth beside MuJoCo's elastic shell (a 2D flexcomp) on the same sheets, in one process.
 
     python -m training.benchmarks.bench_cloth_reference [--damping 0.6] [--self-contact]
-        [--scenes flag,two corners,...] [--json out.json]
+        [--scenes flag,two corners,...] [--substeps 4] [--rest] [--json out.json]
 
 Five scenes, 50 frames at 24 fps, gravity, one material: areal density 0.15 kg/m^2, membrane
 stiffness 1,000 N/m, thickness 1 mm (bending rigidity D = k t^2 / (12 (1 - nu^2)), nu = 0.3),
@@ -24,7 +24,10 @@ weight, a stretch frequency giving the same membrane stiffness (sqrt(k / (rho L^
 a bending length (D / w)^(1/3) from the same rigidity, and ``--damping`` as its air damping
 (MuJoCo's shell has a little Rayleigh damping and no air; what its swing loses in its steps has
 no one counterpart in ours: the default is the damping whose flag follows the shell's best over
-all its frames, ``docs/experiments/cloth.md``).
+all its frames, ``docs/experiments/cloth.md``). ``--substeps``: MuJoCo's steps a frame (its
+motion at 4 and at 16 differs by more than the two cloths do). ``--rest``: the shapes each
+comes to rest in (10 s, both damped by the same air damping, MuJoCo's as a force -c m v on
+each vertex), where no integrator's own damping counts.
 
 Prints each scene's last-frame chamfer distance between the two (the mean of both ways'
 nearest-vertex distances) in diagonals, its mean over the frames and its worst frame, the mean
@@ -54,6 +57,7 @@ POISSON = 0.3
 FRICTION = 0.5
 SPHERE = (0.12, 0.05, 0.25)  # centre x, y and radius (m), standing on the ground
 DAMPING = 0.6  # 1/s: NeuROK's air damping beside the shell (the module docstring)
+REST_FRAMES, REST_DAMPING = 240, 3.0  # ``--rest``: 10 s, both cloths damped at 3/s
 SLIPPERY = 0.1  # the tablecloth's friction with its table (and the ground)
 TABLE = (0.6, 0.8, 0.7)  # the table's x and y extents and height (m), its edge at x = 0
 
@@ -146,11 +150,21 @@ def scenes() -> dict[str, Scene]:
     }
 
 
-def mujoco_run(scene: Scene, self_collide: bool = False) -> tuple[np.ndarray, float]:
+def mujoco_run(
+    scene: Scene,
+    self_collide: bool = False,
+    *,
+    frames: int = FRAMES,
+    substeps: int = 4,
+    air: float = 0.0,
+) -> tuple[np.ndarray, float]:
+    """MuJoCo's shell over ``frames`` frames at ``substeps`` steps a frame; ``air`` (1/s): an
+    air damping as NeuROK's, -air m v on each vertex (MuJoCo's medium forces do not act on a
+    flex's vertices); (positions (T, N, 3), seconds)."""
     import mujoco
 
-    from training.data.cloth import STEP, ClothMaterial, cloth_xml
-    from training.data.mujoco_util import FreeVertices, compile_model, record_flex
+    from training.data.cloth import ClothMaterial, cloth_xml
+    from training.data.mujoco_util import FreeVertices, StepConfig, compile_model, record_flex
 
     material = ClothMaterial(
         membrane=MEMBRANE,
@@ -160,26 +174,35 @@ def mujoco_run(scene: Scene, self_collide: bool = False) -> tuple[np.ndarray, fl
         areal_density=DENSITY,
         friction=scene.friction,
     )
+    step = StepConfig(substeps=substeps)
     start = time.perf_counter()
-    xml = cloth_xml(scene.sheet, material, scene.pins, scene.mjcf, STEP, self_collide)
+    xml = cloth_xml(scene.sheet, material, scene.pins, scene.mjcf, step, self_collide)
     model = compile_model(xml, "reference")
     data = mujoco.MjData(model)
     hook = None
-    if scene.push is not None:
+    if scene.push is not None or air > 0:
         free = FreeVertices(model, scene.sheet.points())
-        on = np.zeros((len(free.rest), 3))
-        on[scene.push.vertex] = scene.push.vector
-        off = np.zeros_like(on)
+        push = np.zeros((len(free.rest), 3))
+        if scene.push is not None:
+            push[scene.push.vertex] = scene.push.vector
+        m = DENSITY * scene.sheet.width * scene.sheet.height / len(free.rest)
+        end = scene.push.end / 24.0 if scene.push is not None else 0.0
 
         def hook(data, t: float) -> None:
-            free.apply_forces(data, on if t < scene.push.end / 24.0 else off)
+            drag = -air * m * free.velocities(data)  # (N, 3)
+            free.apply_forces(data, drag + push if t < end else drag)
 
-    x = record_flex(model, data, frames=FRAMES, cfg=STEP, what="reference", before_step=hook)
+    x = record_flex(model, data, frames=frames, cfg=step, what="reference", before_step=hook)
     return np.asarray(x, dtype=np.float64), time.perf_counter() - start
 
 
 def neurok_run(
-    scene: Scene, damping: float, step: str = "quasi-newton", self_contact: bool = False
+    scene: Scene,
+    damping: float,
+    step: str = "quasi-newton",
+    self_contact: bool = False,
+    *,
+    frames: int = FRAMES,
 ) -> tuple[np.ndarray, float, dict]:
     from neurok_core.dynamics import Force, SimulationConditions
     from neurok_core.rigspace.cloth import ClothMaterial
@@ -208,7 +231,8 @@ def neurok_run(
         pins=tuple(int(p) for p in scene.pins),
         mass=DENSITY * sheet.width * sheet.height,
         damping=damping,
-        frames=FRAMES,
+        frames=frames,
+        self_collision=self_contact,
         ground=0.0 if scene.colliders else None,
         colliders=scene.colliders,
         friction=scene.friction,
@@ -219,7 +243,7 @@ def neurok_run(
         sheet.points(),
         sheet.triangles(),
         cond,
-        settings=RigSettings(cloth_step=step, cloth_self_contact=self_contact),
+        settings=RigSettings(cloth_step=step),
         material=material,
         want_rig=False,
     )
@@ -283,7 +307,21 @@ def compare(scene: Scene, ref: np.ndarray, ours: np.ndarray) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--damping", type=float, default=DAMPING, help="NeuROK's air damping (1/s)")
+    parser.add_argument(
+        "--damping",
+        type=float,
+        default=None,
+        help=f"NeuROK's air damping (1/s; default {DAMPING}, with --rest {REST_DAMPING})",
+    )
+    parser.add_argument(
+        "--substeps", type=int, default=4, help="MuJoCo's steps a frame (its data's: 4)"
+    )
+    parser.add_argument(
+        "--rest",
+        action="store_true",
+        help=f"the shapes at rest: {REST_FRAMES} frames, both cloths damped by the same air"
+        " damping (MuJoCo's as a force on each vertex)",
+    )
     parser.add_argument("--json", default=None)
     parser.add_argument(
         "--scenes", default=None, help="comma-separated names (default: every scene)"
@@ -300,11 +338,18 @@ def main(argv=None) -> int:
     unknown = sorted(set(names) - set(every))
     if unknown:
         parser.error(f"unknown scenes {unknown}; the scenes are {list(every)}")
+    damping = args.damping if args.damping is not None else REST_DAMPING if args.rest else DAMPING
+    frames = REST_FRAMES if args.rest else FRAMES
+    air = damping if args.rest else 0.0
     rows = []
     for name in names:
         scene = every[name]
-        ref, ref_s = mujoco_run(scene, args.self_contact)
-        ours, ours_s, info = neurok_run(scene, args.damping, args.cloth_step, args.self_contact)
+        ref, ref_s = mujoco_run(
+            scene, args.self_contact, frames=frames, substeps=args.substeps, air=air
+        )
+        ours, ours_s, info = neurok_run(
+            scene, damping, args.cloth_step, args.self_contact, frames=frames
+        )
         row = {"scene": name, **compare(scene, ref, ours)}
         row["seconds"] = [round(ref_s, 2), round(ours_s, 2)]
         row["iterations"] = info["iterations"]
@@ -321,7 +366,7 @@ def main(argv=None) -> int:
             f" | {r['chamfer_mean']:.2%} | {r['chamfer_worst']:.2%}"
             f" | {r['strain'][0]:.2%} / {r['strain'][1]:.2%}"
             f" | {1e3 * r['depth_m'][0]:.1f} / {1e3 * r['depth_m'][1]:.1f}"
-            f" | {r['crossing_frames'][0]} / {r['crossing_frames'][1]} of {FRAMES}"
+            f" | {r['crossing_frames'][0]} / {r['crossing_frames'][1]} of {frames}"
             f" | {r['last_speed'][0]:.4f} / {r['last_speed'][1]:.4f}"
             f" | {r['seconds'][0]:.2f} / {r['seconds'][1]:.2f} s |"
         )

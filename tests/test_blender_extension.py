@@ -126,7 +126,7 @@ def test_gather_world_space_request(tmp_path, zip_path):
     assert "checkpoint folder" in out["latent_missing_checkpoint"]
     assert out["rig_missing_checkpoint"].endswith("nowhere")
     assert out["default_material"] == "" and out["denim"] == "denim"
-    assert out["default_self_collision"] is True and out["self_collision"] is False
+    assert out["default_self_collision"] is False and out["self_collision"] is True
 
 
 def test_panels_and_preferences_lay_out_existing_properties(tmp_path, zip_path):

@@ -253,15 +253,18 @@ def test_the_summary_warns_when_a_rig_space_motion_is_likely_implausible(tmp_pat
     assert main([*flag, "--out", str(tmp_path / "hangs.npz")]) == 0
     assert "warning" not in capsys.readouterr().out
     hangs = load_result(tmp_path / "hangs.npz")
-    # the cloth's layers kept apart by default (the conditions and the run say so)
-    assert hangs.info["edge_strain_max"] < 0.02 and hangs.info["self_collision"] is True
-    assert hangs.conditions["self_collision"] is True
-    # --no-self-collision leaves them out
-    assert main([*flag, "--no-self-collision", "--out", str(tmp_path / "through.npz")]) == 0
+    assert hangs.info["edge_strain_max"] < 0.02 and hangs.info["self_collision"] is False
+    # --self-collision: the cloth's layers kept apart (the conditions and the run say so)
+    assert main([*flag, "--self-collision", "--out", str(tmp_path / "apart.npz")]) == 0
     assert "warning" not in capsys.readouterr().out
-    through = load_result(tmp_path / "through.npz")
-    assert through.info["self_collision"] is False
-    assert through.conditions["self_collision"] is False
+    apart = load_result(tmp_path / "apart.npz")
+    assert apart.info["self_collision"] is True and apart.conditions["self_collision"] is True
+    # --no-self-collision: off over a conditions file that asks for it
+    (tmp_path / "layers.json").write_text('{"self_collision": true}')
+    on_file = [*flag, "--conditions", str(tmp_path / "layers.json")]
+    assert main([*on_file, "--no-self-collision", "--out", str(tmp_path / "through.npz")]) == 0
+    assert "warning" not in capsys.readouterr().out
+    assert load_result(tmp_path / "through.npz").info["self_collision"] is False
     far = ",".join(f"{c:g}" for c in vertices[corner] + (5.0, 0.0, 0.0))
     assert main([*flag, "--drag", f"{corner}:{far}:12", "--out", str(tmp_path / "torn.npz")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

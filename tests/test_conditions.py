@@ -61,7 +61,7 @@ def test_round_trip_through_json():
 
 
 def test_self_collision_is_a_yes_or_no():
-    assert SimulationConditions().self_collision is True
+    assert SimulationConditions().self_collision is False
     with pytest.raises(ConditionError, match="self_collision must be true or false"):
         SimulationConditions(self_collision="yes")
     with pytest.raises(ConditionError, match="self_collision"):

@@ -80,10 +80,10 @@ class NeuROKPhysicsSettings(bpy.types.PropertyGroup):
         name="Self Collision",
         description=(
             "For a cloth: keep its folds from passing through it, with friction between its"
-            " layers (as Blender's cloth Self Collisions; off, a run takes a third to a half"
-            " of the time; Live Preview leaves it out)"
+            " layers (as Blender's cloth Self Collisions; several times slower; Live Preview"
+            " leaves it out)"
         ),
-        default=True,
+        default=False,
     )
     use_gravity: BoolProperty(
         name="Gravity",

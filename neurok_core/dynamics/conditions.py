@@ -351,9 +351,7 @@ class SimulationConditions:
         as Blender's preset does), or "" for the default one; acts on a cloth only (an object
         of open sheets in the rig space).
     self_collision: a cloth's layers kept apart, with friction between them (as Blender's
-        cloth's Self Collisions; a cloth only, in the rig space); on by default, as a fold
-        that passes through the cloth is what an artist least expects of it; off, a run takes
-        a third to a half of the time.
+        cloth's Self Collisions; a cloth only, in the rig space; several times slower).
     With contact (a ground or colliders) and no pins, the object also moves as a whole (a free
     translation added to its learned coordinates), so it can fall onto what it meets.
     """
@@ -377,7 +375,7 @@ class SimulationConditions:
     friction: float = 0.5
     bounciness: float = 0.1
     material: str = ""
-    self_collision: bool = True
+    self_collision: bool = False
 
     def __post_init__(self):
         s = object.__setattr__

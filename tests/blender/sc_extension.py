@@ -269,11 +269,11 @@ def gather_world_space(params) -> dict:
     out["default_self_collision"] = gather.gather(
         bpy.context, obj, settings
     ).request.conditions.self_collision
-    obj.neurok.physics.cloth_self_collision = False
+    obj.neurok.physics.cloth_self_collision = True
     out["self_collision"] = gather.gather(bpy.context, obj, settings).request.conditions.to_dict()[
         "self_collision"
     ]
-    obj.neurok.physics.cloth_self_collision = True
+    obj.neurok.physics.cloth_self_collision = False
     # the force's Empty moved off its vertex: it then acts at the Empty's point
     force.location.z += 0.3
     bpy.context.view_layer.update()

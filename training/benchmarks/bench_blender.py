@@ -136,7 +136,7 @@ def neurok_sheet(vertices: int, bake: str, name: str, x: float = 0.0, dynamics: 
     obj.location.x = x
     obj.neurok.physics.pin_group = "Pin"
     obj.neurok.physics.dynamics = dynamics
-    # as Blender's cloth's defaults have it (NeuROK's default keeps a cloth's layers apart)
+    # as Blender's cloth's defaults have it (and NeuROK's: said here, as the bench compares them)
     obj.neurok.physics.cloth_self_collision = False
     obj.neurok.output.bake_mode = bake
     return obj, free

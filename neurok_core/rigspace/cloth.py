@@ -219,8 +219,9 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float, anchors=
     each occupied cell a node at its vertices' mean, each face whose corners fall in three
     different cells a face; (nodes, faces). A cell holding some of the vertices ``anchors``
     (indices: the pins) has its node on the one of them nearest that mean, so that a pinned
-    corner holds the cloth at a point, as the sheet's own vertex does, not by a whole
-    triangle of the coarser mesh."""
+    corner or hoist holds the cloth at its own points, not by a strip of the coarser mesh
+    inside them; unless that turns a face round or takes most of its area (a pin near a
+    cell's far corner, in a scattered pin group: the coarse mesh would fold at rest)."""
     key = np.floor((vertices - vertices.min(0)) / cell).astype(np.int64)
     _, cluster = np.unique(row_keys(key), return_inverse=True)
     cluster = cluster.ravel()
@@ -234,10 +235,26 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float, anchors=
         gap = np.linalg.norm(vertices[a] - nodes[c], axis=1)
         order = np.lexsort((gap, c))  # each cell's nearest anchor first
         first = order[np.r_[True, c[order][1:] != c[order][:-1]]]
+        means = nodes.copy()
+        snapped = np.zeros(count, dtype=bool)
+        snapped[c[first]] = True
         nodes[c[first]] = vertices[a[first]]
     f = cluster[faces]
     keep = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
-    return nodes, _unique_rows(np.sort(f[keep], 1))[0]
+    f = f[keep]
+    if anchors is not None and len(anchors):
+        before = face_cross(means, f)  # (F, 3) twice each face's area along its normal
+        for _ in range(8):  # a node put back may leave another face of a snapped one bad
+            after = face_cross(nodes, f)
+            bad = (after * before).sum(1) < 0.5 * (before * before).sum(1)
+            bad &= snapped[f].any(1)
+            if not bad.any():
+                break
+            back = np.unique(f[bad][snapped[f[bad]]])
+            nodes[back], snapped[back] = means[back], False
+        else:  # still not settled: every node at its mean
+            nodes = means
+    return nodes, _unique_rows(np.sort(f, 1))[0]
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -381,15 +381,17 @@ def _obstacles(conditions: SimulationConditions, size: float, reach: float, move
     return Obstacles(conditions.ground, meshes)
 
 
-def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
+def node_rig(mesh, nodes: np.ndarray, pinned=()) -> BoneRig:
     """A rig that replays a cloth's motion: a bone at every node of its simulation mesh
     (``mesh``: :class:`~neurok_core.rigspace.cloth.SimMesh`; ``nodes`` (T, n, 3) their
     positions), each vertex weighted by its node (exact) or by its embedding, each bone's head
     on its node and its turn that of the node's frame (the normal of a triangle it is a corner
     of, and its first neighbour's direction across it: a vertex embedded off a node turns with
-    the cloth's surface there; no per-node rigid fit), the ``fixed`` nodes' (n,) bones unturned (a
-    pinned vertex embedded among them stays at rest), blended linearly as the rig space's rigs
-    are."""
+    the cloth's surface there; no per-node rigid fit), blended linearly as the rig space's rigs
+    are. The vertices ``pinned`` (indices), where there are any, ride one more bone that never
+    moves, so that they stay exactly at rest while the bones round them turn as the cloth
+    does (a pin on an edge of a coarser mesh, held by its two nodes' bones unturned, made the
+    vertices beside it 3 cm off where the cloth turns at the pins)."""
     rest = mesh.nodes
     n = len(rest)
     faces = mesh.faces
@@ -416,8 +418,8 @@ def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
     moved, whole = frames(nodes)
     still, whole_rest = frames(rest[None])
     turn = np.einsum("tnki,nkj->tnij", moved, still[0])  # (T, n, 3, 3)
-    # unturned: a node in no triangle, a fixed one, one whose triangle has collapsed
-    flat = (lone | fixed | ~whole_rest[0])[None] | ~whole
+    # unturned: a node in no triangle, one whose triangle has collapsed
+    flat = (lone | ~whole_rest[0])[None] | ~whole
     turn[flat] = np.eye(3)
     quats = quats_from_matrices(turn)
     # the translations from the bones' own rotations (the quaternions), so a vertex on its
@@ -426,8 +428,15 @@ def node_rig(mesh, nodes: np.ndarray, fixed: np.ndarray) -> BoneRig:
     own = mesh.node >= 0
     bones = np.where(own[:, None], mesh.node[:, None], mesh.faces[mesh.tri])  # (N, 3)
     weights = np.where(own[:, None], np.array([1.0, 0.0, 0.0]), mesh.bary)
+    heads = rest.copy()
+    pinned = np.asarray(pinned, dtype=np.int64)
+    if len(pinned):  # the pins' bone: its head at their centre, still in every frame
+        heads = np.concatenate([heads, mesh.embed(rest)[pinned].mean(0, keepdims=True)])
+        quats = np.concatenate([quats, np.tile([1.0, 0.0, 0.0, 0.0], (len(quats), 1, 1))], 1)
+        translations = np.concatenate([translations, np.zeros((len(quats), 1, 3))], 1)
+        bones[pinned], weights[pinned] = n, np.array([1.0, 0.0, 0.0])
     return BoneRig(
-        rest.copy(),
+        heads,
         quats,
         translations,
         bones.astype(np.int32),
@@ -595,10 +604,11 @@ def simulate_cloth(
         pinned[np.asarray(conditions.pins)] = True
         pinned[watch] &= ~run.carried_pins(positions, watch)
         positions[:, pinned[watch]] = vertices[watch[pinned[watch]]]
-    still = ~run.free  # the pins' nodes at rest (a carried pin's node turns with its cloth)
-    for _, _, nodes in run.attached:
-        still[nodes] = False
-    rig = node_rig(run.mesh, node_frames, still) if want_rig else None
+    # the pins held at rest (a carried pin turns with its cloth) ride a bone of their own
+    held = np.unique(np.asarray(conditions.pins, dtype=np.int64))
+    for _, carried, _ in run.attached:
+        held = np.setdiff1d(held, carried)
+    rig = node_rig(run.mesh, node_frames, held) if want_rig else None
     report = step.report
     info = {
         "dynamics": "rig",

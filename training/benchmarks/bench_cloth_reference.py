@@ -58,6 +58,7 @@ FRICTION = 0.5
 SPHERE = (0.12, 0.05, 0.25)  # centre x, y and radius (m), standing on the ground
 DAMPING = 0.6  # 1/s: NeuROK's air damping beside the shell (the module docstring)
 REST_FRAMES, REST_DAMPING = 240, 3.0  # ``--rest``: 10 s, both cloths damped at 3/s
+PUSH = 0.4 / math.sqrt(2.0)  # N along y and z: the pushed flag's 0.4 N
 SLIPPERY = 0.1  # the tablecloth's friction with its table (and the ground)
 TABLE = (0.6, 0.8, 0.7)  # the table's x and y extents and height (m), its edge at x = 0
 
@@ -83,7 +84,9 @@ def _sheet(n: int, width: float, z: float, depth: float | None = None, x0: float
 
 
 class Push(NamedTuple):
-    """A force on one vertex (N, (3,)) from the start until ``end`` frames."""
+    """A force on one vertex (N, (3,)) over the first ``end`` frames (MuJoCo's steps that
+    start before frame ``end``; NeuROK's force to frame ``end - 1``, as its force acts on
+    the steps that start at or before its end frame)."""
 
     vertex: int
     vector: tuple
@@ -130,7 +133,7 @@ def scenes() -> dict[str, Scene]:
     )
     return {
         "flag": Scene(flag, np.sort(hoist), "", ()),
-        "pushed flag": Scene(flag, np.sort(hoist), "", (), Push(corner, (0.0, 0.28, 0.28), 12)),
+        "pushed flag": Scene(flag, np.sort(hoist), "", (), Push(corner, (0.0, PUSH, PUSH), 12)),
         "two corners": Scene(corners, np.sort(pins), "", ()),
         "sphere": Scene(
             draped,
@@ -186,11 +189,13 @@ def mujoco_run(
         if scene.push is not None:
             push[scene.push.vertex] = scene.push.vector
         m = DENSITY * scene.sheet.width * scene.sheet.height / len(free.rest)
-        end = scene.push.end / 24.0 if scene.push is not None else 0.0
+        # steps counted, not compared in time (MuJoCo's time gathers rounding)
+        pushed = scene.push.end * substeps if scene.push is not None else 0
 
         def hook(data, t: float) -> None:
             drag = -air * m * free.velocities(data)  # (N, 3)
-            free.apply_forces(data, drag + push if t < end else drag)
+            on = round(t / step.timestep) < pushed
+            free.apply_forces(data, drag + push if on else drag)
 
     x = record_flex(model, data, frames=frames, cfg=step, what="reference", before_step=hook)
     return np.asarray(x, dtype=np.float64), time.perf_counter() - start
@@ -224,7 +229,7 @@ def neurok_run(
                 tuple(vector),
                 float(np.linalg.norm(vector)),
                 vertex=scene.push.vertex,
-                end_frame=scene.push.end,
+                end_frame=scene.push.end - 1,
             ),
         )
     cond = SimulationConditions(
@@ -288,7 +293,7 @@ def compare(scene: Scene, ref: np.ndarray, ours: np.ndarray) -> dict:
     """The figures of one scene's two runs (T, N, 3) each."""
     sheet = scene.sheet
     diag = float(np.linalg.norm(np.ptp(ref[0], axis=0)))
-    apart = [chamfer(ref[t], ours[t]) / diag for t in range(len(ref))]
+    apart = [chamfer(ref[t], ours[t]) / diag for t in range(1, len(ref))]  # frame 0: alike
     size = float(np.ptp(ref[0], axis=0).max())
     return {
         "vertices": int(ref.shape[1]),

@@ -229,6 +229,8 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float, anchors=
     size = np.bincount(cluster, minlength=count)
     nodes = np.stack([np.bincount(cluster, vertices[:, a], count) for a in range(3)], 1)
     nodes /= size[:, None]
+    f = cluster[faces]
+    f = f[(f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])]
     if anchors is not None and len(anchors):
         a = np.unique(np.asarray(anchors, dtype=np.int64))
         c = cluster[a]
@@ -239,10 +241,6 @@ def _cluster_mesh(vertices: np.ndarray, faces: np.ndarray, cell: float, anchors=
         snapped = np.zeros(count, dtype=bool)
         snapped[c[first]] = True
         nodes[c[first]] = vertices[a[first]]
-    f = cluster[faces]
-    keep = (f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])
-    f = f[keep]
-    if anchors is not None and len(anchors):
         before = face_cross(means, f)  # (F, 3) twice each face's area along its normal
         for _ in range(8):  # a node put back may leave another face of a snapped one bad
             after = face_cross(nodes, f)

@@ -75,7 +75,7 @@ class _Run:
     ):
         self.vertices, self.faces, self.cond = vertices, faces, conditions
         self.movers = list(movers)
-        pins = np.unique(np.asarray(conditions.pins, dtype=np.int64))
+        self.pins = pins = np.unique(np.asarray(conditions.pins, dtype=np.int64))
 
         def build() -> SimMesh:
             return sim_mesh(vertices, faces, welding=welding, anchors=pins)
@@ -431,7 +431,7 @@ def node_rig(mesh, nodes: np.ndarray, pinned=()) -> BoneRig:
     heads = rest.copy()
     pinned = np.asarray(pinned, dtype=np.int64)
     if len(pinned):  # the pins' bone: its head at their centre, still in every frame
-        heads = np.concatenate([heads, mesh.embed(rest)[pinned].mean(0, keepdims=True)])
+        heads = np.concatenate([heads, mesh.embed(rest, pinned).mean(0, keepdims=True)])
         quats = np.concatenate([quats, np.tile([1.0, 0.0, 0.0, 0.0], (len(quats), 1, 1))], 1)
         translations = np.concatenate([translations, np.zeros((len(quats), 1, 3))], 1)
         bones[pinned], weights[pinned] = n, np.array([1.0, 0.0, 0.0])
@@ -605,7 +605,7 @@ def simulate_cloth(
         pinned[watch] &= ~run.carried_pins(positions, watch)
         positions[:, pinned[watch]] = vertices[watch[pinned[watch]]]
     # the pins held at rest (a carried pin turns with its cloth) ride a bone of their own
-    held = np.unique(np.asarray(conditions.pins, dtype=np.int64))
+    held = run.pins
     for _, carried, _ in run.attached:
         held = np.setdiff1d(held, carried)
     rig = node_rig(run.mesh, node_frames, held) if want_rig else None

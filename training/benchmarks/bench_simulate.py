@@ -3,7 +3,7 @@
     python -m training.benchmarks.bench_simulate [--checkpoint CKPT] [--vertices 20000 100000]
         [--frames 120] [--threads N] [--force N] [--damping R] [--setting NAME=VALUE ...]
         [--repeat R] [--random --preset NAME] [--rig] [--dynamics rig|latent]
-        [--cloth-step projective|quasi-newton]
+        [--cloth-step projective|quasi-newton] [--self-collision]
 
 Without ``--checkpoint`` it uses the bundled default model when present, else (or with
 ``--random``) a network of ``--preset`` (default "default") with random weights (its decoder head
@@ -127,7 +127,9 @@ def run_one_rig(args) -> dict:
             faces,
             conditions,
             want_vertices=not args.rig,
-            settings=RigSettings(cloth_step=args.cloth_step),
+            settings=RigSettings(
+                cloth_step=args.cloth_step, cloth_self_contact=args.self_collision
+            ),
         )
     except NeuROKError as exc:
         out.update(error=str(exc), total_s=None, simulate_s=None)
@@ -285,6 +287,11 @@ def main(argv=None) -> int:
         "timings on a shared machine vary by tens of per cent from run to run)",
     )
     parser.add_argument(
+        "--self-collision",
+        action="store_true",
+        help="the rig space's cloth keeps its layers apart (its Self Collision)",
+    )
+    parser.add_argument(
         "--rig",
         action="store_true",
         help="the motion as a rig, no vertices decoded (a model with bones)",
@@ -354,6 +361,8 @@ def main(argv=None) -> int:
             cmd += ["--setting", item]
         cmd += ["--force", str(args.force), "--damping", str(args.damping)]
         cmd += ["--cloth-step", args.cloth_step]
+        if args.self_collision:
+            cmd.append("--self-collision")
         out = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             print(f"{n} vertices: failed\n{out.stderr[-2000:]}")
